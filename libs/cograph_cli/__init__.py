@@ -1,0 +1,1 @@
+"""The cograph command line."""

@@ -1,0 +1,1 @@
+"""The one small library every Cograph service shares: config, database, gRPC, telemetry."""

@@ -1,0 +1,46 @@
+"""The asyncpg pool, with pgvector's codec registered on every connection."""
+
+from __future__ import annotations
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+REQUIRED_EXTENSIONS = ("vector", "pg_trgm")
+
+
+class MissingExtensionError(RuntimeError):
+    """The database lacks an extension Cograph needs and we may not create it."""
+
+
+async def ensure_extensions(dsn: str) -> None:
+    """Creates vector and pg_trgm if absent; fails clearly when that is not possible.
+
+    Runs before the pool exists because register_vector needs the vector type to exist.
+    """
+    conn = await asyncpg.connect(dsn)
+    try:
+        for name in REQUIRED_EXTENSIONS:
+            installed = await conn.fetchval("SELECT 1 FROM pg_extension WHERE extname = $1", name)
+            if installed:
+                continue
+            try:
+                await conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+            except asyncpg.PostgresError as err:
+                raise MissingExtensionError(
+                    f"PostgreSQL extension {name!r} is not installed and could not be created "
+                    f"({err}). Install {name} on the server (pgvector and pg_trgm are required)."
+                ) from err
+    finally:
+        await conn.close()
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await register_vector(conn)
+
+
+async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        dsn, min_size=min_size, max_size=max_size, init=_init_connection
+    )
+    assert pool is not None
+    return pool

@@ -1,0 +1,110 @@
+"""gRPC server bootstrap shared by every service.
+
+A service's composition root builds its servicers, then hands them to `GrpcHost`, which adds
+health (NOT_SERVING until the service says it is ready), reflection, tracing and request
+context, binds the port (0 picks a free one) and shuts down gracefully on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.sdk.trace import TracerProvider
+
+from svckit.interceptors import ContextInterceptor
+from svckit.telemetry import server_interceptors
+
+log = logging.getLogger(__name__)
+
+# Registers a servicer on a server, e.g. `lambda s: add_XServicer_to_server(impl, s)`.
+Registration = Callable[[grpc.aio.Server], None]
+
+
+@dataclass
+class GrpcHost:
+    """Owns one grpc.aio server and its health state."""
+
+    service_names: Sequence[str]
+    registrations: Sequence[Registration]
+    address: str = "127.0.0.1:0"
+    tracer_provider: TracerProvider | None = None
+    grace_s: float = 5.0
+    port: int = 0
+    _server: grpc.aio.Server | None = field(default=None, init=False)
+    _health: health.aio.HealthServicer | None = field(default=None, init=False)
+
+    async def start(self) -> int:
+        """Starts serving (health NOT_SERVING) and returns the bound port."""
+        server = grpc.aio.server(
+            interceptors=[*server_interceptors(self.tracer_provider), ContextInterceptor()],
+            options=[
+                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ],
+        )
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        for register in self.registrations:
+            register(server)
+        reflection.enable_server_reflection(
+            [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+        )
+        self.port = server.add_insecure_port(self.address)
+        if self.port == 0:
+            raise RuntimeError(f"could not bind {self.address}")
+        await server.start()
+        self._server, self._health = server, health_servicer
+        await self._set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
+        return self.port
+
+    async def _set_all(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
+        assert self._health is not None
+        for name in ("", *self.service_names):
+            await self._health.set(name, status)
+
+    async def set_serving(self) -> None:
+        await self._set_all(health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self) -> None:
+        """Flips health to NOT_SERVING first so balancers drain us, then stops with grace."""
+        if self._server is None:
+            return
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        await self._server.stop(self.grace_s)
+        self._server = None
+
+    async def wait(self) -> None:
+        assert self._server is not None
+        await self._server.wait_for_termination()
+
+
+def write_ready_file(path: Path | None, port: int) -> None:
+    """Tells a supervisor (cograph up, tests) which port we bound, atomically."""
+    if path is None:
+        return
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(f"{port}\n")
+    os.replace(tmp, path)
+
+
+async def wait_for_signal() -> signal.Signals:
+    """Blocks until SIGTERM or SIGINT arrives and returns which one."""
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[signal.Signals] = loop.create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda s=sig: received.done() or received.set_result(s))
+    try:
+        return await received
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,91 @@
+"""Composition root of the embedder service."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+import grpc
+
+from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from embedder.backends import Backend, load_backend
+from embedder.batcher import Batcher
+from embedder.limits import EmbedLimits
+from embedder.servicer import EmbedderServicer
+from embedder.settings import EmbedderSettings
+from svckit.server import GrpcHost
+from opentelemetry.sdk.trace import TracerProvider
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = embedder_pb2.DESCRIPTOR.services_by_name["EmbedderService"].full_name
+
+
+@dataclass
+class EmbedderApp:
+    host: GrpcHost
+    batcher: Batcher
+    backend: Backend
+
+    @property
+    def port(self) -> int:
+        return self.host.port
+
+    async def stop(self) -> None:
+        await self.host.stop()
+        await self.batcher.close()
+
+
+async def start_embedder(
+    settings: EmbedderSettings, tracer_provider: TracerProvider | None = None
+) -> EmbedderApp:
+    """Binds the port first (health NOT_SERVING), then loads and warms the model."""
+    loop = asyncio.get_running_loop()
+    servicer_slot: list[EmbedderServicer] = []
+
+    def register(server: grpc.aio.Server) -> None:
+        embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(_Deferred(servicer_slot), server)
+
+    host = GrpcHost([SERVICE_NAME], [register], settings.address, tracer_provider)
+    await host.start()
+    backend = await loop.run_in_executor(
+        None, load_backend, settings.backend, settings.model_path, settings.cache_dir
+    )
+    encode = partial(backend.encode, batch_size=settings.batch_size)
+    # Warm-up: the first inference allocates and plans; do it before reporting SERVING.
+    await loop.run_in_executor(None, encode, ["warm up the model", "def warm(): pass"])
+    batcher = Batcher(encode, max_texts=settings.batch_size, max_wait_s=settings.max_wait_ms / 1000)
+    batcher.start()
+    limits = EmbedLimits(settings.max_batch_texts, settings.max_text_chars)
+    servicer_slot.append(
+        EmbedderServicer(batcher, limits, backend.model_name, backend.dimension, backend.name)
+    )
+    await host.set_serving()
+    log.info(
+        "embedder serving",
+        extra={"port": host.port, "backend": backend.name, "model": backend.model_name},
+    )
+    return EmbedderApp(host, batcher, backend)
+
+
+class _Deferred(embedder_pb2_grpc.EmbedderServiceServicer):
+    """Answers UNAVAILABLE until the model is loaded; the port is bound before that."""
+
+    def __init__(self, slot: list[EmbedderServicer]) -> None:
+        self._slot = slot
+
+    async def Embed(
+        self, request: embedder_pb2.EmbedRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.EmbedResponse:
+        if not self._slot:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "model is loading")
+        return await self._slot[0].Embed(request, context)
+
+    async def Info(
+        self, request: embedder_pb2.InfoRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.InfoResponse:
+        if not self._slot:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "model is loading")
+        return await self._slot[0].Info(request, context)

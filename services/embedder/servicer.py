@@ -1,0 +1,48 @@
+"""EmbedderService: protobuf in and out; validation and batching live elsewhere."""
+
+from __future__ import annotations
+
+import grpc
+
+from cograph.common.v1 import common_pb2
+from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from embedder.batcher import Batcher, DeadlinePassed
+from embedder.limits import EmbedLimits
+from svckit.errors import DeadlineExceeded
+
+
+class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
+    def __init__(
+        self, batcher: Batcher, limits: EmbedLimits, model: str, dimension: int, backend: str
+    ) -> None:
+        self._batcher = batcher
+        self._limits = limits
+        self._model = model
+        self._dimension = dimension
+        self._backend = backend
+
+    async def Embed(
+        self, request: embedder_pb2.EmbedRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.EmbedResponse:
+        texts = list(request.texts)
+        self._limits.check(texts)
+        try:
+            vectors = await self._batcher.embed(texts, context.time_remaining())
+        except DeadlinePassed:
+            raise DeadlineExceeded("deadline passed before the batch ran") from None
+        return embedder_pb2.EmbedResponse(
+            vectors=[common_pb2.Vector(values=row.tolist()) for row in vectors],
+            model=self._model,
+            dimension=self._dimension,
+        )
+
+    async def Info(
+        self, request: embedder_pb2.InfoRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.InfoResponse:
+        return embedder_pb2.InfoResponse(
+            model=self._model,
+            dimension=self._dimension,
+            backend=self._backend,
+            max_batch_texts=self._limits.max_batch_texts,
+            max_text_chars=self._limits.max_text_chars,
+        )

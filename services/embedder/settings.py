@@ -1,0 +1,42 @@
+"""Embedder configuration, read once at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from svckit.config import Env, data_dir
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    address: str
+    backend: str  # "onnx-int8" or "torch"
+    model_path: Path | None  # None: the packaged all-MiniLM-L6-v2
+    cache_dir: Path  # where the locally exported ONNX model is kept
+    max_batch_texts: int  # per request
+    max_text_chars: int
+    batch_size: int  # per model call, after coalescing
+    max_wait_ms: float  # how long an idle batcher waits for companions
+    reranker_path: Path | None  # local cross-encoder, optional
+    ready_file: Path | None
+    log_level: str
+
+    @classmethod
+    def from_env(cls, env: Env) -> EmbedderSettings:
+        model_path = env.optional_str("EMBEDDER_MODEL_PATH")
+        reranker = env.optional_str("EMBEDDER_RERANKER_PATH")
+        ready = env.optional_str("EMBEDDER_READY_FILE")
+        return cls(
+            address=env.str("EMBEDDER_LISTEN", "127.0.0.1:50051"),
+            backend=env.choice("EMBEDDER_BACKEND", "onnx-int8", ("onnx-int8", "torch")),
+            model_path=Path(model_path) if model_path else None,
+            cache_dir=env.path("EMBEDDER_CACHE_DIR", data_dir(env) / "models"),
+            max_batch_texts=env.int("EMBEDDER_MAX_BATCH_TEXTS", 256, min=1, max=4096),
+            max_text_chars=env.int("EMBEDDER_MAX_TEXT_CHARS", 16384, min=16, max=1_000_000),
+            batch_size=env.int("EMBEDDER_BATCH_SIZE", 64, min=1, max=1024),
+            max_wait_ms=env.float("EMBEDDER_MAX_WAIT_MS", 2.0, min=0.0, max=1000.0),
+            reranker_path=Path(reranker) if reranker else None,
+            ready_file=Path(ready) if ready else None,
+            log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+        )
