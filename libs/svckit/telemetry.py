@@ -7,7 +7,11 @@ from collections.abc import Sequence
 
 import grpc
 from opentelemetry import trace
-from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor
+from opentelemetry.instrumentation.grpc import (
+    aio_client_interceptors,
+    aio_server_interceptor,
+    filters,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -35,7 +39,12 @@ def setup_tracing(service: str, env: Env) -> TracerProvider:
 
 
 def server_interceptors(provider: TracerProvider | None) -> list[grpc.aio.ServerInterceptor]:
-    return [aio_server_interceptor(tracer_provider=provider)]
+    # Health and reflection stay untraced: probes are noise, and the aio interceptor breaks
+    # streaming handlers that are not async generators (health's Watch).
+    untraced = filters.any_of(
+        filters.service_prefix("grpc.health."), filters.service_prefix("grpc.reflection.")
+    )
+    return [aio_server_interceptor(tracer_provider=provider, filter_=filters.negate(untraced))]
 
 
 def client_interceptors(provider: TracerProvider | None) -> Sequence[grpc.aio.ClientInterceptor]:

@@ -9,7 +9,6 @@ from tree_sitter import Node, QueryCursor, Tree
 
 from .comments import CommentIndex
 from .languages import Grammars
-from .modnames import KEEP_EXTENSION
 from .nodes import CodeNode, Edge, NodeKind, ParsedFile
 from .rules import Definition, LanguageRules, Scope, node_text
 from .text import dotted_target, normalise_ws
@@ -57,19 +56,13 @@ class Extractor:
 
         def_nodes = captures.get("def", [])
         call_nodes = sorted(captures.get("call", []), key=lambda n: n.start_byte)
-        comments = CommentIndex(
-            captures.get("comment", []) if rules.comment_docs else (), source
-        )
+        comments = CommentIndex(captures.get("comment", []) if rules.comment_docs else (), source)
 
         last_line = _line_count(source)
         nodes: list[CodeNode] = [
             CodeNode(
                 qualified_name=module,
-                name=(
-                    path.rsplit("/", 1)[-1]
-                    if language in KEEP_EXTENSION
-                    else module.rsplit(".", 1)[-1]
-                ),
+                name=path.rsplit("/", 1)[-1] if not root_prefix else module.rsplit(".", 1)[-1],
                 kind="module",
                 language=language,
                 path=path,
@@ -131,7 +124,17 @@ class Extractor:
                 qname = f"{qname}#{count}"
             if found.qualifier:
                 hinted.append((len(nodes), _join(scope.prefix, *found.qualifier)))
-            nodes.append(self._node(found, qname, scope.qualified_name, language, path, source, comments))
+            nodes.append(
+                _build_node(
+                    found,
+                    qname,
+                    parent=scope.qualified_name,
+                    language=language,
+                    path=path,
+                    source=source,
+                    comments=comments,
+                )
+            )
             for base in found.bases:
                 edges.append(Edge(qname, base, "inherits"))
             for iface in found.interfaces:
@@ -165,35 +168,36 @@ class Extractor:
             has_errors=root.has_error,
         )
 
-    def _node(
-        self,
-        found: Definition,
-        qname: str,
-        parent: str,
-        language: str,
-        path: str,
-        source: bytes,
-        comments: CommentIndex,
-    ) -> CodeNode:
-        sig = normalise_ws(source[found.sig_start : found.sig_end].decode("utf-8", "replace"))
-        sig = sig.rstrip("{;").rstrip()
-        doc = found.docstring
-        if doc is None and comments:
-            doc = comments.above(found.start_row)
-        kind: NodeKind = found.kind  # type: ignore[assignment]
-        return CodeNode(
-            qualified_name=qname,
-            name=found.name,
-            kind=kind,
-            language=language,
-            path=path,
-            start_line=found.start_row + 1,
-            end_line=_end_line(found.start_row, found.end_row, found.end_column),
-            signature=sig,
-            body=source[found.start_byte : found.end_byte].decode("utf-8", "replace"),
-            parent=parent,
-            docstring=doc,
-        )
+
+def _build_node(
+    found: Definition,
+    qname: str,
+    *,
+    parent: str,
+    language: str,
+    path: str,
+    source: bytes,
+    comments: CommentIndex,
+) -> CodeNode:
+    sig = normalise_ws(source[found.sig_start : found.sig_end].decode("utf-8", "replace"))
+    sig = sig.rstrip("{;").rstrip()
+    doc = found.docstring
+    if doc is None and comments:
+        doc = comments.above(found.start_row)
+    kind: NodeKind = found.kind  # type: ignore[assignment]
+    return CodeNode(
+        qualified_name=qname,
+        name=found.name,
+        kind=kind,
+        language=language,
+        path=path,
+        start_line=found.start_row + 1,
+        end_line=_end_line(found.start_row, found.end_row, found.end_column),
+        signature=sig,
+        body=source[found.start_byte : found.end_byte].decode("utf-8", "replace"),
+        parent=parent,
+        docstring=doc,
+    )
 
 
 def call_edge_target(callee: Node | None, source: bytes) -> str | None:
@@ -201,4 +205,3 @@ def call_edge_target(callee: Node | None, source: bytes) -> str | None:
     if callee is None:
         return None
     return dotted_target(node_text(callee, source))
-

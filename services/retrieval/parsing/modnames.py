@@ -27,12 +27,21 @@ def _split_ext(name: str) -> tuple[str, str]:
     return name[:dot], name[dot + 1 :]
 
 
-def module_name(path: str, language: str, source_roots: Sequence[str] = ()) -> str:
+def module_name(
+    path: str,
+    language: str,
+    source_roots: Sequence[str] = (),
+    *,
+    keep_extension: bool | None = None,
+) -> str:
     """``src/billing/retry.py`` -> ``billing.retry``; ``src/net/socket.c`` -> ``net.socket.c``.
 
     ``source_roots`` are extra leading directories to strip (``services`` makes
     ``services/retrieval/x.py`` the module ``retrieval.x``); the longest that matches wins.
+    ``keep_extension`` defaults to whether the language names definitions without the file.
     """
+    if keep_extension is None:
+        keep_extension = language in KEEP_EXTENSION
     parts = [p for p in path.strip("/").split("/") if p and p != "."]
     for root in sorted(source_roots, key=len, reverse=True):
         root_parts = [p for p in root.strip("/").split("/") if p]
@@ -49,7 +58,7 @@ def module_name(path: str, language: str, source_roots: Sequence[str] = ()) -> s
     if not parts:
         return path
     stem, ext = _split_ext(parts[-1])
-    if language in KEEP_EXTENSION:
+    if keep_extension:
         parts[-1] = stem + "." + ext if ext else stem
         return ".".join(parts)
     if stem in _DIRECTORY_STEMS.get(language, frozenset()) and len(parts) > 1:

@@ -13,7 +13,7 @@ from .rules import LanguageRules
 def _rules_for(language: str) -> LanguageRules:
     # Imported here so that a process indexing only Go never builds the Python rules.
     factories: dict[str, Callable[[], LanguageRules]]
-    from .rules_c import CRules, CppRules
+    from .rules_c import CppRules, CRules
     from .rules_go import GoRules
     from .rules_java import JavaRules
     from .rules_js import JavaScriptRules, TsxRules, TypeScriptRules

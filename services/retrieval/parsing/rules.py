@@ -81,8 +81,6 @@ class LanguageRules:
 
     language: str = ""
     query: str = ""
-    # Receiver words that make ``self.x`` mean "member x of the enclosing type".
-    self_words: tuple[str, ...] = ()
     # Whether the comment block above a definition is its documentation.
     comment_docs: bool = True
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tree_sitter import Node
 
 from .extract import call_edge_target
+from .modnames import module_name
 from .rules import CLASS_LIKE, Definition, LanguageRules, Scope, definition_span, node_text
 from .text import dotted_target
 
@@ -79,6 +82,12 @@ class CRules(LanguageRules):
     language = "c"
     query = _C_QUERY
 
+    def module_names(
+        self, root: Node, path: str, source: bytes, source_roots: Sequence[str]
+    ) -> tuple[str, str]:
+        # definitions here are global names; the module is only the file
+        return module_name(path, self.language, source_roots), ""
+
     def describe(self, node: Node, scope: Scope, source: bytes) -> Definition | None:
         parent = node.parent
         outer = parent if parent is not None and parent.type == "template_declaration" else node
@@ -139,4 +148,3 @@ class CRules(LanguageRules):
 class CppRules(CRules):
     language = "cpp"
     query = _C_QUERY + _CPP_EXTRA
-    self_words = ("this",)

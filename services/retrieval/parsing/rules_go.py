@@ -32,7 +32,9 @@ def _receiver_type(receiver: Node, source: bytes) -> str | None:
             inner = (
                 type_node.child_by_field_name("type")
                 if type_node.type == "generic_type"
-                else type_node.named_children[0] if type_node.named_children else None
+                else type_node.named_children[0]
+                if type_node.named_children
+                else None
             )
             if inner is None:
                 break
@@ -59,7 +61,8 @@ class GoRules(LanguageRules):
         for child in root.named_children:
             if child.type == "package_clause":
                 comments = [
-                    c for c in root.named_children
+                    c
+                    for c in root.named_children
                     if c.type == "comment" and c.end_byte <= child.start_byte
                 ]
                 return CommentIndex(comments, source).above(child.start_point.row)

@@ -50,7 +50,6 @@ def _type_names(node: Node | None, source: bytes) -> list[str]:
 class JavaRules(LanguageRules):
     language = "java"
     query = _QUERY
-    self_words = ("this",)
 
     def module_names(
         self, root: Node, path: str, source: bytes, source_roots: Sequence[str]
@@ -60,8 +59,9 @@ class JavaRules(LanguageRules):
                 package = dotted_target(node_text(child.named_children[0], source))
                 if package:
                     return package, package
-        # the default package: types are top-level names, the module is the file
-        return module_name(path, self.language, source_roots), ""
+        # the default package: types are top-level names and the module is the file, which
+        # keeps its extension so that Main.java's module and its class Main stay distinct
+        return module_name(path, self.language, source_roots, keep_extension=True), ""
 
     def describe(self, node: Node, scope: Scope, source: bytes) -> Definition | None:
         name_node = node.child_by_field_name("name")

@@ -54,7 +54,6 @@ def _string_content(node: Node | None, source: bytes) -> str | None:
 class JavaScriptRules(LanguageRules):
     language = "javascript"
     query = _JS_QUERY + _JS_FIELDS
-    self_words = ("this",)
 
     def describe(self, node: Node, scope: Scope, source: bytes) -> Definition | None:
         kind = node.type
@@ -92,10 +91,7 @@ class JavaScriptRules(LanguageRules):
         return None
 
     def _bound_function(self, node: Node, scope: Scope, source: bytes) -> Definition | None:
-        name_node = (
-            node.child_by_field_name("name")
-            or node.child_by_field_name("property")
-        )
+        name_node = node.child_by_field_name("name") or node.child_by_field_name("property")
         value = node.child_by_field_name("value")
         if name_node is None or value is None or value.type not in _FUNCTION_VALUES:
             return None
@@ -119,9 +115,7 @@ class JavaScriptRules(LanguageRules):
                 continue
             for clause in heritage.named_children:
                 if clause.type == "extends_clause":
-                    found.bases.extend(
-                        self._names(clause.children_by_field_name("value"), source)
-                    )
+                    found.bases.extend(self._names(clause.children_by_field_name("value"), source))
                 elif clause.type == "implements_clause":
                     found.interfaces.extend(self._names(clause.named_children, source))
                 else:  # plain JS: the heritage holds the extended expression itself
@@ -131,10 +125,8 @@ class JavaScriptRules(LanguageRules):
     def _names(nodes: list[Node], source: bytes) -> list[str]:
         out: list[str] = []
         for item in nodes:
-            if item.type == "generic_type":
-                name = item.child_by_field_name("name")
-                item = name if name is not None else item
-            target = dotted_target(node_text(item, source))
+            named = item.child_by_field_name("name") if item.type == "generic_type" else None
+            target = dotted_target(node_text(named or item, source))
             if target:
                 out.append(target)
         return out

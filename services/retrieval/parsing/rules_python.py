@@ -42,7 +42,6 @@ def _relative_base(module: str, path: str, dots: int) -> str:
 class PythonRules(LanguageRules):
     language = "python"
     query = _QUERY
-    self_words = ("self", "cls")
     comment_docs = False
 
     def module_docstring(self, root: Node, source: bytes) -> str | None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tree_sitter import Node
 
+from .modnames import module_name
 from .rules import CLASS_LIKE, Definition, LanguageRules, Scope, definition_span, node_text
 from .text import dotted_target
 
@@ -34,7 +37,12 @@ def _name_parts(node: Node | None, source: bytes) -> list[str]:
 class RubyRules(LanguageRules):
     language = "ruby"
     query = _QUERY
-    self_words = ("self",)
+
+    def module_names(
+        self, root: Node, path: str, source: bytes, source_roots: Sequence[str]
+    ) -> tuple[str, str]:
+        # definitions here are global names; the module is only the file
+        return module_name(path, self.language, source_roots), ""
 
     def describe(self, node: Node, scope: Scope, source: bytes) -> Definition | None:
         name_node = node.child_by_field_name("name")

