@@ -113,3 +113,18 @@ def test_header_is_c() -> None:
     parsed = _parse("include/x.h", b"int f(void) { return 1; }\n")
     assert parsed.language == "c"
     assert [n.qualified_name for n in parsed.nodes] == ["include.x.h", "f"]
+
+
+def test_export_macro_between_class_keyword_and_name() -> None:
+    source = (
+        b"namespace c10d {\nclass TORCH_API Group : public Base {\n"
+        b" public:\n  int rank() const { return r; }\n};\n}\n"
+    )
+    parsed = _parse("group.hpp", source)
+    assert not parsed.has_errors
+    group = _node(parsed, "c10d.Group")
+    assert group.kind == "class"
+    # the node's text is the file's, macro included
+    assert group.signature == "class TORCH_API Group : public Base"
+    assert _node(parsed, "c10d.Group.rank").parent == "c10d.Group"
+    assert Edge("c10d.Group", "Base", "inherits") in parsed.edges

@@ -44,12 +44,18 @@ class Extractor:
 
     def __init__(self, rules: LanguageRules, grammars: Grammars) -> None:
         self._rules = rules
+        self._parser = grammars.parser(rules.language)
         self._query = grammars.query(rules.language, rules.query)
 
+    def parse(self, path: str, source: bytes, source_roots: Sequence[str]) -> ParsedFile:
+        tree = self._parser.parse(self._rules.prepare(source))
+        return self.extract(tree, path, source, source_roots)
+
     def extract(
-        self, tree: Tree, path: str, source: bytes, language: str, source_roots: Sequence[str]
+        self, tree: Tree, path: str, source: bytes, source_roots: Sequence[str]
     ) -> ParsedFile:
         rules = self._rules
+        language = rules.language
         root = tree.root_node
         module, root_prefix = rules.module_names(root, path, source, source_roots)
         captures = QueryCursor(self._query).captures(root)

@@ -57,8 +57,7 @@ class CodeParser:
         if extractor is None:
             extractor = Extractor(_rules_for(language), self._grammars)
             self._extractors[language] = extractor
-        tree = self._grammars.parser(language).parse(source)
-        return extractor.extract(tree, path, source, language, self._source_roots)
+        return extractor.parse(path, source, self._source_roots)
 
 
 def parse_file(
@@ -68,5 +67,8 @@ def parse_file(
     source_roots: Sequence[str] = (),
     parser: CodeParser | None = None,
 ) -> ParsedFile | None:
-    """Parse one file; pass a long-lived ``parser`` when parsing many files."""
+    """Parse one file; pass a long-lived ``parser`` when parsing many files.
+
+    ``source_roots`` applies only when no ``parser`` is given (a parser carries its own).
+    """
     return (parser or CodeParser(source_roots)).parse(path, source)

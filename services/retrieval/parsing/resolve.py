@@ -95,6 +95,7 @@ class _Resolver:
     def __init__(self, repo: _Repository, imports: Mapping[str, Sequence[str]]) -> None:
         self.repo = repo
         self.imports = imports
+        self._unique: dict[tuple[tuple[str, ...], frozenset[str]], _Hit | None] = {}
 
     def owner_of(self, index: _FileIndex, src: str) -> str | None:
         """The type whose members ``self.x`` names, as a qualified-name prefix."""
@@ -141,8 +142,12 @@ class _Resolver:
             return self._pick_local(path, index, edge.src, same_file)
 
         # 2. files this one imports
-        imported = set(self.imports.get(path, ()))
-        hits = [h for h in self.repo.by_name.get(name, []) if h[0] in imported]
+        hits = [
+            (other, node)
+            for other in self.imports.get(path, ())
+            if (other_index := self.repo.files.get(other)) is not None
+            for node in other_index.by_name.get(name, ())
+        ]
         found = [h for h in hits if _matches(h[1], parts, kinds)]
         if not found and len(parts) > 1:
             # ``alias.f()``: the alias hides the module's real name
@@ -152,8 +157,18 @@ class _Resolver:
             return _one(top_level) or _one(found)
 
         # 3. a name unique in the repository
-        everywhere = [h for h in self.repo.by_name.get(name, []) if _matches(h[1], parts, kinds)]
-        return _one(everywhere)
+        return self.unique(tuple(parts), kinds)
+
+    def unique(self, parts: tuple[str, ...], kinds: frozenset[str]) -> _Hit | None:
+        # context-free, and common names (get, run, __init__) recur across thousands of edges
+        key = (parts, kinds)
+        if key in self._unique:
+            return self._unique[key]
+        everywhere = [
+            h for h in self.repo.by_name.get(parts[-1], []) if _matches(h[1], parts, kinds)
+        ]
+        hit = self._unique[key] = _one(everywhere)
+        return hit
 
     def _pick_local(
         self, path: str, index: _FileIndex, src: str, local: list[CodeNode]

@@ -84,6 +84,10 @@ class LanguageRules:
     # Whether the comment block above a definition is its documentation.
     comment_docs: bool = True
 
+    def prepare(self, source: bytes) -> bytes:
+        """The bytes handed to the grammar; must keep every offset and line of ``source``."""
+        return source
+
     def module_names(
         self, root: Node, path: str, source: bytes, source_roots: Sequence[str]
     ) -> tuple[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from tree_sitter import Node
@@ -38,6 +39,21 @@ _DECLARATOR_WRAPPERS = frozenset(
         "attributed_declarator",
     )
 )
+
+
+# ``class TORCH_API Name : Base {``: an export macro between the keyword and the name makes
+# the grammar read a function definition; blanking it (same length) keeps every offset.
+_EXPORT_MACRO = re.compile(
+    rb"\b(?:class|struct)\s+([A-Z_][A-Z0-9_]{2,})\s+(?=[A-Za-z_]\w*\s*(?:[:{]|final\b))"
+)
+
+
+def _blank_export_macros(source: bytes) -> bytes:
+    if b"class" not in source and b"struct" not in source:
+        return source
+    return _EXPORT_MACRO.sub(
+        lambda m: m.group(0).replace(m.group(1), b" " * len(m.group(1))), source
+    )
 
 
 def _split_scoped(text: str) -> list[str]:
@@ -81,6 +97,9 @@ def _function_declarator(node: Node) -> Node | None:
 class CRules(LanguageRules):
     language = "c"
     query = _C_QUERY
+
+    def prepare(self, source: bytes) -> bytes:
+        return _blank_export_macros(source)
 
     def module_names(
         self, root: Node, path: str, source: bytes, source_roots: Sequence[str]
