@@ -101,7 +101,7 @@ async def embedder_client(embedder_address: str) -> AsyncIterator[EmbedderClient
     try:
         yield EmbedderClient(channel, timeout_s=10.0)
     finally:
-        await channel.close()
+        await channel.close(None)
 
 
 @pytest.fixture(scope="session")

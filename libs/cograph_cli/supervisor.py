@@ -86,7 +86,8 @@ class Supervisor:
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            # Only prctl runs between fork and exec; no locks are taken there.
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
         )
         child = Child(spec, process, log_path, ready_file)
         self.children.append(child)

@@ -12,7 +12,7 @@ from svckit import requestctx
 from svckit.telemetry import client_interceptors
 
 
-class ContextClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class ContextClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
     """Adds request id and principal metadata, and a deadline when the caller set none.
 
     Without a default deadline a hung peer would hang every caller; DESIGN.md requires one.

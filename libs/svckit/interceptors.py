@@ -14,7 +14,7 @@ from svckit.errors import REASON_METADATA_KEY, DomainError
 
 log = logging.getLogger("svckit.access")
 
-Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]]
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
 
 
 def _metadata_value(details: grpc.HandlerCallDetails, key: str) -> str | None:
@@ -32,10 +32,11 @@ class ContextInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(handler_call_details)
+    ) -> grpc.RpcMethodHandler:
+        # grpc returns None here for unknown methods, whatever the stubs say.
+        handler: grpc.RpcMethodHandler | None = await continuation(handler_call_details)
         if handler is None or handler.request_streaming:
-            return handler
+            return handler  # type: ignore[return-value]
         method = handler_call_details.method
         quiet = method.startswith(("/grpc.health.", "/grpc.reflection."))
         request_id = _metadata_value(handler_call_details, requestctx.REQUEST_ID_HEADER)
@@ -44,9 +45,11 @@ class ContextInterceptor(grpc.aio.ServerInterceptor):
         principal = requestctx.Principal(principal_id, admin) if principal_id else None
 
         if handler.unary_unary is not None:
-            inner_uu = handler.unary_unary
+            # grpc-stubs types the handler for the sync API; under grpc.aio it is a coroutine.
+            inner_uu: Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+            inner_uu = handler.unary_unary  # type: ignore[assignment]
 
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 rid = request_id or requestctx.new_request_id()
                 tokens = (requestctx.set_request_id(rid), requestctx.set_principal(principal))
                 start = time.perf_counter()
@@ -59,7 +62,7 @@ class ContextInterceptor(grpc.aio.ServerInterceptor):
                         context.set_trailing_metadata(((REASON_METADATA_KEY, err.reason),))
                     await context.abort(err.code, err.message)
                 except grpc.aio.AbortError:
-                    code = context.code() or grpc.StatusCode.UNKNOWN  # type: ignore[assignment]
+                    code = context.code() or grpc.StatusCode.UNKNOWN
                     raise
                 except Exception:
                     code = grpc.StatusCode.INTERNAL

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -40,7 +41,7 @@ class GrpcHost:
     grace_s: float = 5.0
     port: int = 0
     _server: grpc.aio.Server | None = field(default=None, init=False)
-    _health: health.aio.HealthServicer | None = field(default=None, init=False)
+    _health: HealthServicer | None = field(default=None, init=False)
 
     async def start(self) -> int:
         """Starts serving (health NOT_SERVING) and returns the bound port."""
@@ -51,7 +52,7 @@ class GrpcHost:
                 ("grpc.max_send_message_length", 64 * 1024 * 1024),
             ],
         )
-        health_servicer = health.aio.HealthServicer()
+        health_servicer = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         for register in self.registrations:
             register(server)
@@ -66,7 +67,9 @@ class GrpcHost:
         await self._set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
         return self.port
 
-    async def _set_all(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
+    async def _set_all(
+        self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType
+    ) -> None:
         assert self._health is not None
         for name in ("", *self.service_names):
             await self._health.set(name, status)
@@ -101,8 +104,13 @@ async def wait_for_signal() -> signal.Signals:
     """Blocks until SIGTERM or SIGINT arrives and returns which one."""
     loop = asyncio.get_running_loop()
     received: asyncio.Future[signal.Signals] = loop.create_future()
+
+    def deliver(sig: signal.Signals) -> None:
+        if not received.done():
+            received.set_result(sig)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda s=sig: received.done() or received.set_result(s))
+        loop.add_signal_handler(sig, deliver, sig)
     try:
         return await received
     finally:

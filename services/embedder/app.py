@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import partial
 
 import grpc
+from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from embedder.backends import Backend, load_backend
@@ -16,7 +17,6 @@ from embedder.limits import EmbedLimits
 from embedder.servicer import EmbedderServicer
 from embedder.settings import EmbedderSettings
 from svckit.server import GrpcHost
-from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger(__name__)
 

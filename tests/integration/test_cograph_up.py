@@ -93,9 +93,7 @@ def test_up_serves_and_stops_cleanly_on_sigterm(
 
 def test_a_dead_service_is_reported(up: tuple[subprocess.Popen[str], dict[str, str]]) -> None:
     process, _ = up
-    embedder = next(
-        p for p in _descendants(process.pid) if "embedder" in " ".join(p.cmdline())
-    )
+    embedder = next(p for p in _descendants(process.pid) if "embedder" in " ".join(p.cmdline()))
     embedder.kill()
     assert process.wait(timeout=60) == 1
     assert process.stdout is not None

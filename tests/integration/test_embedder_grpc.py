@@ -98,7 +98,7 @@ async def test_client_raises_unavailable_when_nothing_listens() -> None:
         with pytest.raises(EmbedderUnavailable):
             await EmbedderClient(channel, timeout_s=0.5).embed(["hello"])
     finally:
-        await channel.close()
+        await channel.close(None)
 
 
 async def test_info_describes_model(embedder_client: EmbedderClient) -> None:

@@ -17,8 +17,11 @@ GRPCURL = shutil.which("grpcurl", path=str(Path(sys.executable).parent)) or "grp
 
 async def _grpcurl(*args: str) -> str:
     process = await asyncio.create_subprocess_exec(
-        GRPCURL, "-plaintext", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        GRPCURL,
+        "-plaintext",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, err.decode()
@@ -36,8 +39,10 @@ async def test_grpcurl_describes_and_calls_embed(embedder_address: str) -> None:
     assert "rpc Embed" in described and "rpc Info" in described
     reply = json.loads(
         await _grpcurl(
-            "-d", '{"texts": ["hello from grpcurl"]}',
-            embedder_address, "cograph.embedder.v1.EmbedderService/Embed",
+            "-d",
+            '{"texts": ["hello from grpcurl"]}',
+            embedder_address,
+            "cograph.embedder.v1.EmbedderService/Embed",
         )
     )
     assert reply["dimension"] == 384

@@ -37,7 +37,9 @@ async def test_results_go_back_to_their_callers_in_order() -> None:
     batcher = Batcher(encoder, max_texts=64, max_wait_s=0.01)
     batcher.start()
     try:
-        results = await asyncio.gather(*(batcher.embed(["x" * i, "y" * (i + 100)]) for i in range(10)))
+        results = await asyncio.gather(
+            *(batcher.embed(["x" * i, "y" * (i + 100)]) for i in range(10))
+        )
     finally:
         await batcher.close()
     for i, vectors in enumerate(results):
@@ -63,7 +65,9 @@ async def test_batch_never_exceeds_max_texts_unless_one_request_does() -> None:
     batcher = Batcher(encoder, max_texts=4, max_wait_s=0.0)
     batcher.start()
     try:
-        await asyncio.gather(batcher.embed(["a"] * 3), batcher.embed(["b"] * 3), batcher.embed(["c"] * 9))
+        await asyncio.gather(
+            batcher.embed(["a"] * 3), batcher.embed(["b"] * 3), batcher.embed(["c"] * 9)
+        )
     finally:
         await batcher.close()
     assert sorted(len(b) for b in encoder.batches) == [3, 3, 9]

@@ -32,9 +32,7 @@ def test_prefix_is_applied_and_named_in_errors() -> None:
         env.int("PORT", 1)
 
 
-@pytest.mark.parametrize(
-    ("value", "ok"), [("1", True), ("10", True), ("0", False), ("11", False)]
-)
+@pytest.mark.parametrize(("value", "ok"), [("1", True), ("10", True), ("0", False), ("11", False)])
 def test_int_bounds_are_inclusive(value: str, ok: bool) -> None:
     env = Env({"N": value})
     if ok:

@@ -20,7 +20,7 @@ def test_loads_in_version_order(tmp_path: Path) -> None:
 
 def test_rejects_misnamed_files(tmp_path: Path) -> None:
     (tmp_path / "1_first.sql").write_text("SELECT 1;")
-    with pytest.raises(MigrationError, match="NNNN_name.sql"):
+    with pytest.raises(MigrationError, match=r"NNNN_name\.sql"):
         load_migrations(tmp_path)
 
 
