@@ -35,6 +35,16 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
 fi
 
+# The console's browser test drives Debian's Chromium (no browser download at test time).
+if [ "$kind" = dev ] && [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing chromium for the console's browser test" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "warning: /usr/bin/chromium is missing; the browser test needs it (sudo apt-get install chromium)" >&2
+  fi
+fi
+
 req=requirements.txt
 [ "$kind" = dev ] && req=requirements-dev.txt
 stamp="$venv/.installed-$kind"

@@ -73,6 +73,7 @@ class ContextInterceptor(grpc.aio.ServerInterceptor):
                         log.info(
                             "rpc",
                             extra={
+                                "request_id": rid,
                                 "method": method,
                                 "code": code.name,
                                 "ms": round((time.perf_counter() - start) * 1000, 2),

@@ -32,7 +32,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        request_id = current_request_id()
+        # A record may carry its request id (set where it was made); else take the context's.
+        request_id = record.__dict__.get("request_id") or current_request_id()
         if request_id:
             entry["request_id"] = request_id
         span = trace.get_current_span().get_span_context()
