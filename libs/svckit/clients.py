@@ -58,6 +58,9 @@ def dial(
         target,
         interceptors=interceptors,
         options=[
+            # With a headless Service, DNS returns every replica; round_robin spreads calls
+            # over them instead of pinning each caller to the first address.
+            ("grpc.lb_policy_name", "round_robin"),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ],

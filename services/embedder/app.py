@@ -51,7 +51,12 @@ async def start_embedder(
     host = GrpcHost([SERVICE_NAME], [register], settings.address, tracer_provider)
     await host.start()
     backend = await loop.run_in_executor(
-        None, load_backend, settings.backend, settings.model_path, settings.cache_dir
+        None,
+        load_backend,
+        settings.backend,
+        settings.model_path,
+        settings.cache_dir,
+        settings.threads,
     )
     encode = partial(backend.encode, batch_size=settings.batch_size)
     # Warm-up: the first inference allocates and plans; do it before reporting SERVING.

@@ -40,8 +40,12 @@ class Backend(Protocol):
 class TorchBackend:
     name = "torch"
 
-    def __init__(self, model_path: Path) -> None:
+    def __init__(self, model_path: Path, threads: int = 0) -> None:
+        import torch
         from sentence_transformers import SentenceTransformer
+
+        if threads:
+            torch.set_num_threads(threads)
 
         self._model = SentenceTransformer(str(model_path), device="cpu")
         self.model_name = model_path.name if model_path.name != "model" else "all-MiniLM-L6-v2"
@@ -62,7 +66,7 @@ class TorchBackend:
 class OnnxInt8Backend:
     name = "onnx-int8"
 
-    def __init__(self, model_path: Path, cache_dir: Path) -> None:
+    def __init__(self, model_path: Path, cache_dir: Path, threads: int = 0) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -72,6 +76,10 @@ class OnnxInt8Backend:
         # Spinning worker threads burn the cores other processes on the box need (the
         # database, the other services); on a shared 2-core machine it made each call 25x slower.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # In a container the runtime sees the node's cores, not the CPU limit; oversubscribed
+        # threads get throttled, so the limit can be passed in (EMBEDDER_THREADS).
+        if threads:
+            options.intra_op_num_threads = threads
         self._session = ort.InferenceSession(
             str(onnx_path), options, providers=["CPUExecutionProvider"]
         )
@@ -193,8 +201,10 @@ def _weight_matmuls(onnx_path: Path, skip_layer: int) -> list[str]:
     ]
 
 
-def load_backend(kind: str, model_path: Path | None, cache_dir: Path) -> Backend:
+def load_backend(
+    kind: str, model_path: Path | None, cache_dir: Path, threads: int = 0
+) -> Backend:
     path = model_path or packaged_model_path()
     if kind == "torch":
-        return TorchBackend(path)
-    return OnnxInt8Backend(path, cache_dir)
+        return TorchBackend(path, threads)
+    return OnnxInt8Backend(path, cache_dir, threads)

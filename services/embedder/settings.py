@@ -19,6 +19,7 @@ class EmbedderSettings:
     batch_size: int  # per model call, after coalescing
     max_wait_ms: float  # how long an idle batcher waits for companions
     reranker_path: Path | None  # local cross-encoder, optional
+    threads: int  # inference threads; 0 lets the runtime use every core it sees
     ready_file: Path | None
     log_level: str
 
@@ -37,6 +38,7 @@ class EmbedderSettings:
             batch_size=env.int("EMBEDDER_BATCH_SIZE", 64, min=1, max=1024),
             max_wait_ms=env.float("EMBEDDER_MAX_WAIT_MS", 2.0, min=0.0, max=1000.0),
             reranker_path=Path(reranker) if reranker else None,
+            threads=env.int("EMBEDDER_THREADS", 0, min=0, max=256),
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
         )

@@ -1,0 +1,731 @@
+"""Static checks of deploy/: the Kubernetes manifests and the Dockerfile.
+
+Every Kubernetes object under deploy/k8s is validated against the bundled OpenAPI schemas of
+a fixed Kubernetes version in strict mode (unknown fields fail), then the properties the
+services rely on are asserted on the base: ports, probes, hardening, env wiring, selectors.
+kustomize's own files are checked for dangling references. When a kustomize binary (or
+kubectl, which embeds it) is on PATH, each overlay is also rendered and its output validated.
+No cluster, Docker engine or network is needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml  # type: ignore[import-untyped]
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy" / "k8s"
+BASE = K8S / "base"
+COMPONENTS = K8S / "components"
+OVERLAYS = K8S / "overlays"
+DOCKERFILE = ROOT / "deploy" / "docker" / "Dockerfile"
+DOCKERIGNORE = ROOT / "deploy" / "docker" / "Dockerfile.dockerignore"
+
+KUBERNETES_VERSION = "1.33.0"  # the oldest release the manifests promise to work on
+KUSTOMIZE_KINDS = {"Kustomization", "Component"}
+GRPC_SERVICES = {"embedder": 50051, "retrieval": 50052, "router": 50053, "commons": 50054}
+HTTP_SERVICES = {"gateway": 8080}
+SERVICES = {**GRPC_SERVICES, **HTTP_SERVICES}
+DB_SERVICES = {"retrieval", "router", "commons"}
+SHUTDOWN_GRACE_S = 5  # svckit.server.GrpcHost.grace_s
+DB_SECRET = "cograph-db"
+CONFIG_MAP = "cograph-config"
+PART_OF = "app.kubernetes.io/part-of"
+NAME = "app.kubernetes.io/name"
+# DESIGN.md "Environment": the documented defaults the ConfigMap must carry.
+CONFIG_DEFAULTS = {
+    "EMBEDDER_ADDR": "embedder:50051",
+    "RETRIEVAL_ADDR": "retrieval:50052",
+    "ROUTER_ADDR": "router:50053",
+    "COMMONS_ADDR": "commons:50054",
+    "EMBEDDER_TIMEOUT_S": "2",
+    "SEARCH_LIMIT": "10",
+    "SEARCH_W_SEMANTIC": "1.0",
+    "SEARCH_W_VOTES": "0.15",
+    "SEARCH_BODY_SNIPPET": "1200",
+    "RETRIEVAL_RRF_K": "60",
+    "RETRIEVAL_CANDIDATE_CAP": "300",
+    "RETRIEVAL_RERANK_THRESHOLD": "50",
+}
+
+Obj = dict[str, Any]
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def _load(path: Path) -> list[Obj]:
+    docs = [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    for doc in docs:
+        assert isinstance(doc, dict), f"{path}: every YAML document must be a mapping"
+    return docs
+
+
+YAML_FILES = sorted(K8S.rglob("*.yaml")) + sorted(K8S.rglob("*.yml"))
+KUSTOMIZATION_FILES = [p for p in YAML_FILES if p.name == "kustomization.yaml"]
+OBJECT_FILES = [p for p in YAML_FILES if p.name != "kustomization.yaml"]
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@cache
+def _kustomization(directory: Path) -> Obj:
+    docs = _load(directory / "kustomization.yaml")
+    assert len(docs) == 1, f"{directory}: one document per kustomization.yaml"
+    return docs[0]
+
+
+@cache
+def _base_objects() -> tuple[Obj, ...]:
+    """The base's objects, in the order its kustomization lists the files."""
+    objects: list[Obj] = []
+    for name in _kustomization(BASE)["resources"]:
+        objects.extend(_load(BASE / name))
+    return tuple(objects)
+
+
+def _objects(kind: str) -> dict[str, Obj]:
+    found = {o["metadata"]["name"]: o for o in _base_objects() if o["kind"] == kind}
+    return found
+
+
+def _workloads() -> dict[str, Obj]:
+    return {**_objects("Deployment"), **_objects("StatefulSet")}
+
+
+def _pod(workload: Obj) -> Obj:
+    pod: Obj = workload["spec"]["template"]["spec"]
+    return pod
+
+
+def _containers(workload: Obj) -> list[Obj]:
+    pod = _pod(workload)
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+def _main(workload: Obj) -> Obj:
+    containers: list[Obj] = _pod(workload)["containers"]
+    assert len(containers) == 1, f"{workload['metadata']['name']}: one container per pod"
+    return containers[0]
+
+
+def _env(container: Obj) -> dict[str, Obj]:
+    return {item["name"]: item for item in container.get("env", [])}
+
+
+def _port_number(container: Obj, port: int | str) -> int:
+    """A probe's or Service's port, resolved through the container's named ports."""
+    if isinstance(port, int):
+        return port
+    for declared in container.get("ports", []):
+        if declared.get("name") == port:
+            return int(declared["containerPort"])
+    raise AssertionError(f"{container['name']}: no container port named {port!r}")
+
+
+def _listen_port(name: str, container: Obj) -> int:
+    variable = f"{name.upper()}_LISTEN"
+    entry = _env(container).get(variable)
+    assert entry is not None, f"{name}: {variable} must be set"
+    host, _, port = str(entry["value"]).rpartition(":")
+    assert host == "0.0.0.0", f"{variable} must listen on every interface, got {host!r}"
+    return int(port)
+
+
+def _cpu(quantity: str | int | float) -> float:
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def _bytes(quantity: str | int) -> int:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]i|[kMGT])?", str(quantity))
+    assert match, f"unreadable quantity {quantity!r}"
+    number, unit = match.groups()
+    scale = _BINARY.get(unit or "", _DECIMAL.get(unit or "", 1))
+    return int(float(number) * scale)
+
+
+def _subset(small: dict[str, str], big: dict[str, str]) -> bool:
+    return bool(small) and all(big.get(key) == value for key, value in small.items())
+
+
+def _local_secret_keys() -> dict[str, str]:
+    """The keys (and values) of the development `cograph-db` Secret the local overlay makes."""
+    generators = _kustomization(OVERLAYS / "local").get("secretGenerator", [])
+    for generator in generators:
+        if generator["name"] == DB_SECRET:
+            pairs = (literal.split("=", 1) for literal in generator.get("literals", []))
+            return {key: value for key, value in pairs}
+    raise AssertionError(f"the local overlay must generate the {DB_SECRET} Secret")
+
+
+# --- schema validation ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", OBJECT_FILES, ids=_rel)
+def test_manifest_is_valid_kubernetes(path: Path) -> None:
+    docs = _load(path)
+    assert docs, f"{_rel(path)} holds no objects"
+    for doc in docs:
+        assert doc.get("kind") not in KUSTOMIZE_KINDS, "kustomize files are kustomization.yaml"
+        try:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            name = doc.get("metadata", {}).get("name")
+            pytest.fail(f"{_rel(path)}: {doc.get('kind')}/{name}: {error.message}")
+
+
+def test_there_is_something_to_validate() -> None:
+    assert len(OBJECT_FILES) >= 10
+    assert {p.parent for p in KUSTOMIZATION_FILES} >= {
+        BASE,
+        COMPONENTS / "otel",
+        COMPONENTS / "external-postgres",
+        OVERLAYS / "local",
+        OVERLAYS / "production",
+    }
+
+
+# --- kustomize wiring ---------------------------------------------------------------------
+
+
+def _referenced_files(directory: Path, kustomization: Obj) -> Iterator[tuple[str, Path]]:
+    for entry in kustomization.get("resources", []):
+        yield "resources", directory / entry
+    for entry in kustomization.get("components", []):
+        yield "components", directory / entry
+    for patch in kustomization.get("patches", []):
+        if "path" in patch:
+            yield "patches", directory / patch["path"]
+    for field in ("configMapGenerator", "secretGenerator"):
+        for generator in kustomization.get(field, []):
+            for entry in [*generator.get("files", []), *generator.get("envs", [])]:
+                yield field, directory / entry.split("=", 1)[-1]
+
+
+@pytest.mark.parametrize("path", KUSTOMIZATION_FILES, ids=_rel)
+def test_kustomization_references_exist(path: Path) -> None:
+    kustomization = _kustomization(path.parent)
+    kind = kustomization.get("kind")
+    assert kind in KUSTOMIZE_KINDS, f"{_rel(path)}: kind {kind!r}"
+    expected_api = "v1alpha1" if kind == "Component" else "v1beta1"
+    assert kustomization["apiVersion"] == f"kustomize.config.k8s.io/{expected_api}"
+    for field, target in _referenced_files(path.parent, kustomization):
+        assert target.exists(), f"{_rel(path)}: {field} names missing {target}"
+        if field == "components":
+            assert _kustomization(target.resolve())["kind"] == "Component", target
+        elif target.is_dir():
+            assert (target / "kustomization.yaml").is_file(), f"{target}: not a kustomization"
+            assert _kustomization(target.resolve())["kind"] == "Kustomization", target
+
+
+def test_every_manifest_file_is_used() -> None:
+    """A YAML file no kustomization lists would silently never be applied."""
+    used: set[Path] = set()
+    for path in KUSTOMIZATION_FILES:
+        for _, target in _referenced_files(path.parent, _kustomization(path.parent)):
+            used.add(target.resolve())
+    orphans = [_rel(p) for p in OBJECT_FILES if p.resolve() not in used]
+    assert not orphans, f"listed by no kustomization: {orphans}"
+
+
+# --- the base: labels, selectors, hardening -------------------------------------------------
+
+
+def test_base_has_one_deployment_and_service_per_service() -> None:
+    deployments, services = _objects("Deployment"), _objects("Service")
+    assert set(deployments) == set(SERVICES)
+    assert set(services) == {*SERVICES, "postgres"}
+    for name in SERVICES:
+        file_kinds = {(o["kind"], o["metadata"]["name"]) for o in _load(BASE / f"{name}.yaml")}
+        assert {("Deployment", name), ("Service", name)} <= file_kinds
+
+
+def test_every_object_is_labelled() -> None:
+    for obj in _base_objects():
+        labels = obj["metadata"].get("labels", {})
+        where = f"{obj['kind']}/{obj['metadata']['name']}"
+        assert labels.get(PART_OF) == "cograph", f"{where}: needs {PART_OF}: cograph"
+        assert labels.get(NAME), f"{where}: needs {NAME}"
+
+
+@pytest.mark.parametrize("name", sorted([*SERVICES, "postgres"]))
+def test_workload_selector_matches_its_pods(name: str) -> None:
+    workload = _workloads()[name]
+    selector = workload["spec"]["selector"]["matchLabels"]
+    template_labels = workload["spec"]["template"]["metadata"]["labels"]
+    assert _subset(selector, template_labels)
+    assert template_labels.get(PART_OF) == "cograph"
+    assert template_labels.get(NAME) == name
+
+
+@pytest.mark.parametrize("name", sorted([*SERVICES, "postgres"]))
+def test_workload_is_hardened(name: str) -> None:
+    workload = _workloads()[name]
+    pod = _pod(workload)
+    assert pod.get("automountServiceAccountToken") is False, "no pod talks to the API server"
+    assert pod.get("terminationGracePeriodSeconds", 30) > SHUTDOWN_GRACE_S
+    pod_security = pod.get("securityContext", {})
+    volumes = {v["name"] for v in pod.get("volumes", [])}
+    volumes |= {c["metadata"]["name"] for c in workload["spec"].get("volumeClaimTemplates", [])}
+    for container in _containers(workload):
+        where = f"{name}/{container['name']}"
+        security = container.get("securityContext", {})
+
+        def setting(key: str, security: Obj = security) -> Any:
+            return security.get(key, pod_security.get(key))
+
+        assert setting("runAsNonRoot") is True, f"{where}: runAsNonRoot"
+        assert setting("runAsUser") not in (0, "0"), f"{where}: runs as root"
+        assert (setting("seccompProfile") or {}).get("type") == "RuntimeDefault", where
+        assert security.get("allowPrivilegeEscalation") is False, where
+        assert not security.get("privileged"), where
+        assert security.get("capabilities", {}).get("drop") == ["ALL"], where
+        assert not security.get("capabilities", {}).get("add"), where
+        assert security.get("readOnlyRootFilesystem") is True, where
+        mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+        assert "/tmp" in mounts, f"{where}: a read-only root needs a writable /tmp"
+        for volume in mounts.values():
+            assert volume in volumes, f"{where}: mounts undeclared volume {volume!r}"
+
+
+@pytest.mark.parametrize("name", sorted([*SERVICES, "postgres"]))
+def test_containers_have_resources_and_probes(name: str) -> None:
+    for container in _pod(_workloads()[name])["containers"]:
+        where = f"{name}/{container['name']}"
+        resources = container.get("resources", {})
+        requests, limits = resources.get("requests", {}), resources.get("limits", {})
+        for key in ("cpu", "memory"):
+            assert key in requests, f"{where}: requests.{key}"
+            assert key in limits, f"{where}: limits.{key}"
+        assert _cpu(requests["cpu"]) <= _cpu(limits["cpu"]), where
+        assert _bytes(requests["memory"]) <= _bytes(limits["memory"]), where
+        assert container.get("readinessProbe"), f"{where}: readinessProbe"
+        assert container.get("livenessProbe"), f"{where}: livenessProbe"
+
+
+@pytest.mark.parametrize(("name", "port"), sorted(GRPC_SERVICES.items()))
+def test_grpc_service_listens_and_is_probed_on_its_port(name: str, port: int) -> None:
+    container = _main(_objects("Deployment")[name])
+    assert container["command"] == ["python", "-m", name]
+    assert (ROOT / "services" / name).is_dir(), f"python -m {name}: no such package"
+    assert _listen_port(name, container) == port
+    assert port in {p["containerPort"] for p in container["ports"]}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if probe not in container:
+            assert probe == "startupProbe", f"{name}: {probe} missing"
+            continue
+        # Native gRPC probes ask grpc.health.v1 for the server ("" service) status, which
+        # svckit keeps NOT_SERVING until the service is ready.
+        assert set(container[probe]) & {"grpc", "httpGet", "tcpSocket", "exec"} == {"grpc"}
+        assert container[probe]["grpc"]["port"] == port, f"{name}: {probe} on another port"
+        assert not container[probe]["grpc"].get("service"), "probe the whole server"
+
+
+@pytest.mark.parametrize(("name", "port"), sorted(HTTP_SERVICES.items()))
+def test_gateway_is_probed_over_http(name: str, port: int) -> None:
+    container = _main(_objects("Deployment")[name])
+    assert container["command"] == ["python", "-m", name]
+    assert (ROOT / "services" / name).is_dir(), f"python -m {name}: no such package"
+    assert _listen_port(name, container) == port
+    readiness = container["readinessProbe"]["httpGet"]
+    liveness = container["livenessProbe"]["httpGet"]
+    assert readiness["path"] == "/readyz"
+    assert liveness["path"] == "/healthz"
+    for probe in (readiness, liveness, container.get("startupProbe", {}).get("httpGet")):
+        if probe is not None:
+            assert _port_number(container, probe["port"]) == port
+
+
+def test_services_select_workloads_and_target_their_ports() -> None:
+    workloads = _workloads()
+    for name, service in _objects("Service").items():
+        selector = service["spec"]["selector"]
+        matches = [
+            w
+            for w in workloads.values()
+            if _subset(selector, w["spec"]["template"]["metadata"]["labels"])
+        ]
+        assert len(matches) == 1, f"Service {name} selects {len(matches)} workloads"
+        container = _main(matches[0])
+        declared = {p["containerPort"] for p in container["ports"]}
+        for port in service["spec"]["ports"]:
+            target = _port_number(container, port.get("targetPort", port["port"]))
+            assert target in declared, f"Service {name}: targets undeclared port {target}"
+        if name in SERVICES:
+            assert [p["port"] for p in service["spec"]["ports"]] == [SERVICES[name]]
+
+
+# --- configuration and secrets ------------------------------------------------------------
+
+
+def test_config_map_carries_the_documented_defaults() -> None:
+    data = _objects("ConfigMap")[CONFIG_MAP]["data"]
+    for key, value in CONFIG_DEFAULTS.items():
+        assert data.get(key) == value, f"{key}: expected {value!r}, got {data.get(key)!r}"
+    assert all(isinstance(v, str) for v in data.values()), "ConfigMap values are strings"
+
+
+def test_config_peer_addresses_point_at_services() -> None:
+    data = _objects("ConfigMap")[CONFIG_MAP]["data"]
+    services = _objects("Service")
+    peers = {key: value for key, value in data.items() if key.endswith("_ADDR")}
+    assert set(peers) == {f"{name.upper()}_ADDR" for name in GRPC_SERVICES}
+    for key, address in peers.items():
+        host, _, port = address.rpartition(":")
+        assert host in services, f"{key}={address}: no Service {host!r}"
+        assert int(port) in {p["port"] for p in services[host]["spec"]["ports"]}, key
+        assert key == f"{host.upper()}_ADDR", f"{key} points at another service"
+
+
+def _env_references(container: Obj) -> Iterator[tuple[str, str, str | None]]:
+    """(kind, name, key) of every ConfigMap/Secret a container's environment reads."""
+    for item in container.get("env", []):
+        source = item.get("valueFrom", {})
+        if "configMapKeyRef" in source:
+            ref = source["configMapKeyRef"]
+            yield "ConfigMap", ref["name"], ref["key"]
+        if "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            yield "Secret", ref["name"], ref["key"]
+    for item in container.get("envFrom", []):
+        if "configMapRef" in item:
+            yield "ConfigMap", item["configMapRef"]["name"], None
+        if "secretRef" in item:
+            yield "Secret", item["secretRef"]["name"], None
+
+
+def test_env_references_resolve() -> None:
+    config_maps = {name: cm.get("data", {}) for name, cm in _objects("ConfigMap").items()}
+    secret_keys = _local_secret_keys()
+    for name, workload in _workloads().items():
+        for container in _containers(workload):
+            for kind, ref, key in _env_references(container):
+                where = f"{name}: {kind} {ref} key {key}"
+                if kind == "ConfigMap":
+                    assert ref in config_maps, where
+                    assert key is None or key in config_maps[ref], where
+                else:
+                    assert ref == DB_SECRET, where
+                    assert key is not None and key in secret_keys, where
+                    if name != "postgres":
+                        # With a managed database only `url` exists (external-postgres).
+                        assert key == "url", where
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_services_read_the_shared_config(name: str) -> None:
+    container = _main(_objects("Deployment")[name])
+    assert ("ConfigMap", CONFIG_MAP, None) in set(_env_references(container))
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_database_url_only_from_the_secret(name: str) -> None:
+    env = _env(_main(_objects("Deployment")[name]))
+    entry = env.get("COGRAPH_DATABASE_URL")
+    if name in DB_SERVICES:
+        assert entry is not None, f"{name} needs COGRAPH_DATABASE_URL"
+    if entry is not None:
+        assert "value" not in entry, "credentials never in plain env"
+        assert entry["valueFrom"]["secretKeyRef"] == {"name": DB_SECRET, "key": "url"}
+    for variable, item in env.items():
+        if re.search(r"PASSWORD|SECRET|TOKEN|API_KEY", variable):
+            assert "value" not in item, f"{name}: {variable} in plain text"
+
+
+def test_no_credentials_in_config_map() -> None:
+    for key, value in _objects("ConfigMap")[CONFIG_MAP]["data"].items():
+        assert not re.search(r"PASSWORD|SECRET|TOKEN|DATABASE_URL", key), key
+        assert "://" not in value or not urlsplit(value).password, key
+
+
+# --- per-service specifics ----------------------------------------------------------------
+
+
+def test_embedder_is_sized_and_scalable() -> None:
+    deployment = _objects("Deployment")["embedder"]
+    requests = _main(deployment)["resources"]["requests"]
+    assert _cpu(requests["cpu"]) >= 1
+    assert _bytes(requests["memory"]) >= int(1.5 * 2**30)
+    assert "replicas" not in deployment["spec"], "leave the count to overlays / the HPA"
+    # Headless, so gRPC clients can see (and balance over) every replica.
+    assert _objects("Service")["embedder"]["spec"].get("clusterIP") == "None"
+    assert "COGRAPH_DATABASE_URL" not in _env(_main(deployment)), "the embedder is stateless"
+
+
+def test_retrieval_has_a_writable_data_dir() -> None:
+    container = _main(_objects("Deployment")["retrieval"])
+    data_dir = _env(container)["COGRAPH_DATA_DIR"]["value"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert data_dir in mounts, "git clones need a volume under COGRAPH_DATA_DIR"
+    assert not any(m.get("readOnly") for m in container["volumeMounts"])
+
+
+def test_bundled_postgres() -> None:
+    statefulset = _objects("StatefulSet")["postgres"]
+    container = _main(statefulset)
+    assert container["image"] == "pgvector/pgvector:pg17"
+    claims = {c["metadata"]["name"] for c in statefulset["spec"]["volumeClaimTemplates"]}
+    data = _env(container)["PGDATA"]["value"]
+    data_mounts = [m for m in container["volumeMounts"] if data.startswith(m["mountPath"])]
+    assert data_mounts and data_mounts[0]["name"] in claims, "PGDATA must live on the PVC"
+    password = _env(container)["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert password == {"name": DB_SECRET, "key": "password"}
+    assert statefulset["spec"]["serviceName"] in _objects("Service")
+
+
+def test_local_secret_url_reaches_the_bundled_postgres() -> None:
+    secret = _local_secret_keys()
+    url = urlsplit(secret["url"])
+    postgres = _env(_main(_objects("StatefulSet")["postgres"]))
+    assert url.scheme in {"postgresql", "postgres"}
+    assert url.hostname == "postgres" and url.port == 5432
+    assert url.password == secret["password"], "the URL and the password must agree"
+    assert url.username == postgres["POSTGRES_USER"]["value"]
+    assert url.path.lstrip("/") == postgres["POSTGRES_DB"]["value"]
+
+
+# --- components and overlays --------------------------------------------------------------
+
+
+def _inline_patches(kustomization: Obj) -> list[Obj]:
+    return [yaml.safe_load(p["patch"]) for p in kustomization.get("patches", []) if "patch" in p]
+
+
+def test_otel_component_sets_the_endpoint_for_every_service() -> None:
+    directory = COMPONENTS / "otel"
+    patched: dict[str, Obj] = {}
+    for patch in _kustomization(directory).get("patches", []):
+        for doc in _load(directory / patch["path"]):
+            patched[doc["metadata"]["name"]] = doc
+    endpoint = patched[CONFIG_MAP]["data"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert urlsplit(endpoint).scheme in {"http", "https"} and urlsplit(endpoint).port
+    # Every service reads the ConfigMap whole, so the one key reaches all of them.
+    for name in SERVICES:
+        assert {"configMapRef": {"name": CONFIG_MAP}} in _main(_objects("Deployment")[name]).get(
+            "envFrom", []
+        )
+
+
+def test_external_postgres_component_removes_the_bundled_database() -> None:
+    deleted = {
+        (p["kind"], p["metadata"]["name"])
+        for p in _inline_patches(_kustomization(COMPONENTS / "external-postgres"))
+        if p.get("$patch") == "delete"
+    }
+    assert deleted == {("StatefulSet", "postgres"), ("Service", "postgres")}
+
+
+def _overlay_objects(overlay: str) -> list[Obj]:
+    directory = OVERLAYS / overlay
+    objects: list[Obj] = []
+    for entry in _kustomization(directory).get("resources", []):
+        path = directory / entry
+        if path.is_file():
+            objects.extend(_load(path))
+    return objects
+
+
+def test_production_overlay() -> None:
+    directory = OVERLAYS / "production"
+    kustomization = _kustomization(directory)
+    components = {(directory / c).resolve() for c in kustomization["components"]}
+    assert components == {(COMPONENTS / c).resolve() for c in ("otel", "external-postgres")}
+    assert (directory / "../../base").resolve() in {
+        (directory / r).resolve() for r in kustomization["resources"]
+    }
+    assert "secretGenerator" not in kustomization, "production credentials are not in git"
+
+    objects = _overlay_objects("production")
+    deployments = _objects("Deployment")
+    counts = {r["name"]: r["count"] for r in kustomization.get("replicas", [])}
+    autoscalers = {o["metadata"]["name"]: o for o in objects if o["kind"].startswith("Horizontal")}
+    assert set(autoscalers) == {"embedder", "gateway"}
+    minimum: dict[str, int] = {name: counts.get(name, 1) for name in deployments}
+    for name, hpa in autoscalers.items():
+        target = hpa["spec"]["scaleTargetRef"]
+        assert (target["kind"], target["name"]) == ("Deployment", name)
+        assert name not in counts, f"{name}: a fixed replica count fights its HPA"
+        assert 2 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+        minimum[name] = hpa["spec"]["minReplicas"]
+        for container in _pod(deployments[name])["containers"]:
+            assert "cpu" in container["resources"]["requests"], "CPU utilisation needs requests"
+    assert all(count >= 2 for count in counts.values())
+
+    budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    covered: set[str] = set()
+    for budget in budgets:
+        selected = [
+            name
+            for name, deployment in deployments.items()
+            if _subset(
+                budget["spec"]["selector"]["matchLabels"],
+                deployment["spec"]["template"]["metadata"]["labels"],
+            )
+        ]
+        assert len(selected) == 1, f"PDB {budget['metadata']['name']} selects {selected}"
+        (name,) = selected
+        covered.add(name)
+        # A budget as large as the replica count would block every node drain.
+        assert budget["spec"].get("minAvailable", 0) < minimum[name], name
+    assert covered == set(deployments)
+
+
+def test_overlays_set_the_image() -> None:
+    for overlay in ("local", "production"):
+        images = {i["name"]: i for i in _kustomization(OVERLAYS / overlay)["images"]}
+        assert images["cograph"].get("newTag"), f"{overlay}: pin the image tag"
+    for name in SERVICES:
+        assert _main(_objects("Deployment")[name])["image"] == "cograph"
+
+
+# --- rendered overlays (only where kustomize is available) ----------------------------------
+
+
+def _kustomize_command() -> list[str] | None:
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    return None
+
+
+@pytest.mark.parametrize("overlay", ["local", "production"])
+def test_rendered_overlay_is_valid(overlay: str) -> None:
+    command = _kustomize_command()
+    if command is None:
+        pytest.skip("neither kustomize nor kubectl is installed")
+    result = subprocess.run(
+        [*command, str(OVERLAYS / overlay)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    for doc in docs:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    secrets = {name for kind, name in kinds if kind == "Secret"}
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    for doc in docs:
+        if doc["kind"] not in {"Deployment", "StatefulSet"}:
+            continue
+        for container in _containers(doc):
+            for kind, ref, _ in _env_references(container):
+                if kind == "Secret" and overlay == "local":
+                    assert ref in secrets, f"{ref}: not generated"  # hashed name rewritten
+    if overlay == "production":
+        assert ("StatefulSet", "postgres") not in kinds
+        assert ("Service", "postgres") not in kinds
+        assert "OTEL_EXPORTER_OTLP_ENDPOINT" in config
+        assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == {
+            "cograph"
+        }
+    else:
+        assert ("StatefulSet", "postgres") in kinds
+        assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in config
+
+
+# --- the image ----------------------------------------------------------------------------
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined."""
+    logical: list[str] = []
+    pending = ""
+    for line in DOCKERFILE.read_text().splitlines():
+        if line.lstrip().startswith("#"):
+            continue  # comments, including those Docker allows inside a continuation
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        if full:
+            logical.append(full)
+    pairs = []
+    for entry in logical:
+        keyword, _, arguments = entry.partition(" ")
+        pairs.append((keyword.upper(), arguments.strip()))
+    return pairs
+
+
+def _final_stage() -> list[tuple[str, str]]:
+    steps = _instructions()
+    last_from = max(i for i, (keyword, _) in enumerate(steps) if keyword == "FROM")
+    return steps[last_from:]
+
+
+def test_dockerfile_is_multi_stage_on_python_slim() -> None:
+    steps = _instructions()
+    args = dict(a.split("=", 1) for k, a in steps if k == "ARG" and "=" in a)
+    bases = [a.split()[0] for k, a in steps if k == "FROM"]
+    assert len(bases) >= 2, "build and runtime stages"
+    for base in bases:
+        resolved = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base)
+        assert resolved == "python:3.11-slim", base
+
+
+def test_dockerfile_runs_as_a_numeric_non_root_user() -> None:
+    users = [a for k, a in _final_stage() if k == "USER"]
+    assert users, "the runtime stage must set USER"
+    user = users[-1].split(":")[0]
+    assert user.isdigit() and int(user) != 0, "numeric, so runAsNonRoot can verify it"
+    uids = {int(_pod(w)["securityContext"]["runAsUser"]) for w in _objects("Deployment").values()}
+    assert uids == {int(user)}, "the pods run as the image's user"
+
+
+def test_dockerfile_installs_the_project_and_bakes_the_model() -> None:
+    text = " ".join(a for k, a in _instructions() if k == "RUN")
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text
+    assert "-r requirements.txt" in text
+    assert re.search(r"pip install --no-deps \.(\s|$)", text)
+    assert "export_int8" in text and "packaged_model_path" in text
+    backends = importlib.import_module("embedder.backends")
+    assert callable(backends.export_int8) and callable(backends.packaged_model_path)
+    env = " ".join(a for k, a in _final_stage() if k == "ENV")
+    match = re.search(r"EMBEDDER_CACHE_DIR=(\S+)", env)
+    assert match, "the runtime stage must point EMBEDDER_CACHE_DIR at the baked model"
+    assert f"Path('{match.group(1)}')" in text, "export into the directory the runtime reads"
+
+
+def test_dockerfile_copies_exist_and_are_not_ignored() -> None:
+    allowed = {
+        line[1:].strip().rstrip("/")
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.startswith("!")
+    }
+    copied: list[str] = []
+    for keyword, arguments in _instructions():
+        if keyword != "COPY" or arguments.startswith("--from"):
+            continue
+        words = [w for w in arguments.split() if not w.startswith("--")]
+        copied.extend(words[:-1])
+    assert {"gen/python", "libs", "services", "pyproject.toml", "requirements.txt"} <= set(copied)
+    for source in copied:
+        assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
+        assert source in allowed, f"COPY {source}: excluded by {DOCKERIGNORE.name}"
+
+
+def test_dockerfile_exposes_every_service_port() -> None:
+    exposed = {int(p) for k, a in _instructions() if k == "EXPOSE" for p in a.split()}
+    assert exposed == set(SERVICES.values())
