@@ -1,0 +1,150 @@
+"""Indexing throughput on a real codebase, and how busy the pipeline keeps the embedder.
+
+    python -m bench.index [--package jinja2 | --source PATH] [--workers 2]
+
+Indexes the source of an installed package (default: jinja2 from this environment, a plain
+directory so times come from mtimes) into a fresh database, with the embedder running as
+its own process (`python -m embedder`) the way production runs it. Prints files/s, nodes/s,
+embeddings/s and the share of wall time during which at least one Embed call was in flight
+(target >= 80%: parsing, blaming and writing overlap with embedding). A second, unchanged
+run shows the incremental path (nothing embedded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+from embedder.client import EmbedderClient
+from retrieval.app import MIGRATIONS
+from retrieval.indexer import Indexer, RepositoryRequest
+from retrieval.jobs import Job
+from retrieval.settings import IndexSettings
+from retrieval.summaries import ExtractiveSummarizer
+from svckit.clients import dial
+from svckit.config import Env
+from svckit.db import create_pool, ensure_extensions
+from svckit.embedded import EmbeddedPostgres
+from svckit.migrations import migrate
+
+CACHE = Path(__file__).resolve().parent.parent / ".cograph" / "test-models"
+
+
+def package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"package {name!r} is not installed here")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def start_embedder(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    ready = workdir / "embedder.port"
+    env = {
+        **os.environ,
+        "EMBEDDER_LISTEN": "127.0.0.1:0",
+        "EMBEDDER_READY_FILE": str(ready),
+        "EMBEDDER_CACHE_DIR": str(CACHE),
+        "COGRAPH_LOG_LEVEL": "WARNING",
+    }
+    process = subprocess.Popen([sys.executable, "-m", "embedder"], env=env)
+    deadline = time.monotonic() + 300
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the embedder did not start")
+        time.sleep(0.2)
+    return process, f"127.0.0.1:{ready.read_text().strip()}"
+
+
+def _with_database(url: str, database: str) -> str:
+    base, sep, query = url.partition("?")
+    head, _, _ = base.rpartition("/")
+    return f"{head}/{database}{sep}{query}"
+
+
+async def run(source: Path, workers: int, workdir: Path) -> None:
+    server: EmbeddedPostgres | None = None
+    root_url = os.environ.get("COGRAPH_DATABASE_URL")
+    if not root_url:
+        server = EmbeddedPostgres(workdir / "pg")
+        root_url = server.start()
+    database = f"bench_index_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(root_url)
+    await admin.execute(f'CREATE DATABASE "{database}"')
+    await admin.close()
+    url = _with_database(root_url, database)
+    process, address = start_embedder(workdir)
+    channel = dial(address)
+    try:
+        await ensure_extensions(url)
+        await migrate(url, "retrieval", MIGRATIONS)
+        pool = await create_pool(url, max_size=8)
+        settings = IndexSettings.from_env(Env({"RETRIEVAL_PARSE_WORKERS": str(workers)}))
+        client = EmbedderClient(channel, timeout_s=120)
+        await client.embed(["warm up"])
+        indexer = Indexer(pool, client, settings, ExtractiveSummarizer(), workdir / "data")
+        request = RepositoryRequest(str(source), "local/bench/" + source.name.lower())
+
+        job = Job("bench", "repository", request.slug)
+        start = time.perf_counter()
+        stats = await indexer.index_repository(request, job)
+        wall = time.perf_counter() - start
+        p = job.progress
+        print(f"source: {source}")
+        print(
+            f"files {p.files_done} (skipped {dict(p.skipped)}), nodes {p.nodes}, "
+            f"edges {p.edges}, doc chunks {p.chunks}, embeddings {stats.texts} "
+            f"in {stats.batches} calls"
+        )
+        print(f"wall {wall:.1f} s (pipeline {stats.wall_s:.1f} s)")
+        print(
+            f"files/s {p.files_done / wall:.1f}   nodes/s {p.nodes / wall:.1f}   "
+            f"embeddings/s {stats.texts / wall:.1f}"
+        )
+        print(
+            f"embedder busy: {stats.embed_busy_s / wall:.1%} of wall time "
+            f"({stats.busy_share:.1%} of the pipeline)"
+        )
+
+        again = Job("bench-2", "repository", request.slug)
+        start = time.perf_counter()
+        stats2 = await indexer.index_repository(request, again)
+        print(
+            f"unchanged re-run: {time.perf_counter() - start:.2f} s, "
+            f"{again.progress.files_unchanged} files unchanged, {stats2.texts} embeddings"
+        )
+        await pool.close()
+    finally:
+        await channel.close(None)
+        process.terminate()
+        process.wait(timeout=30)
+        admin = await asyncpg.connect(root_url)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        await admin.close()
+        if server is not None:
+            server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--package", default="jinja2", help="an installed package to index")
+    group.add_argument("--source", help="a directory or git repository to index")
+    parser.add_argument("--workers", type=int, default=2, help="prepare threads")
+    args = parser.parse_args()
+    source = Path(args.source).resolve() if args.source else package_dir(args.package)
+    with tempfile.TemporaryDirectory(prefix="bench-index-") as workdir:
+        asyncio.run(run(source, args.workers, Path(workdir)))
+
+
+if __name__ == "__main__":
+    main()

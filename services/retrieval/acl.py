@@ -1,0 +1,49 @@
+"""Access control as SQL fragments, so every reader filters inside the query that scores.
+
+A principal reads a repository or collection when it is an admin, the source is public,
+or a grant names it. Callers bind the principal id and the admin flag as parameters and
+splice the fragment into their WHERE clause, e.g.
+
+    sql = f"SELECT ... FROM code_nodes n JOIN repositories r ON r.id = n.repository_id "
+          f"WHERE {repository_readable('r', '$1', '$2')} AND ..."
+    await conn.fetch(sql, viewer.principal_id, viewer.admin, ...)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from svckit import requestctx
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is reading. A request without a principal sees public sources only."""
+
+    principal_id: str | None
+    admin: bool
+
+    @classmethod
+    def current(cls) -> Viewer:
+        principal = requestctx.current_principal()
+        if principal is None:
+            return cls(None, False)
+        return cls(principal.id, principal.admin)
+
+
+def repository_readable(alias: str, principal_param: str, admin_param: str) -> str:
+    """Boolean SQL: the repository row `alias` is readable by the bound principal."""
+    return (
+        f"({admin_param}::boolean OR {alias}.public OR EXISTS ("
+        f"SELECT 1 FROM grants g WHERE g.repository_id = {alias}.id "
+        f"AND g.principal_id = {principal_param}::text))"
+    )
+
+
+def collection_readable(alias: str, principal_param: str, admin_param: str) -> str:
+    """Boolean SQL: the collection row `alias` is readable by the bound principal."""
+    return (
+        f"({admin_param}::boolean OR {alias}.public OR EXISTS ("
+        f"SELECT 1 FROM grants g WHERE g.collection_id = {alias}.id "
+        f"AND g.principal_id = {principal_param}::text))"
+    )

@@ -1,0 +1,101 @@
+"""Composition root of the retrieval service."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import grpc
+from opentelemetry.sdk.trace import TracerProvider
+
+from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from embedder.client import EmbedderClient
+from retrieval.indexer import Indexer
+from retrieval.jobs import JobManager
+from retrieval.pipeline import TextEmbedder
+from retrieval.servicer import RetrievalServicer
+from retrieval.settings import RetrievalSettings, SummarizerSettings
+from retrieval.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
+from svckit.clients import dial
+from svckit.db import create_pool, ensure_extensions
+from svckit.migrations import migrate
+from svckit.server import GrpcHost
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def build_summarizer(settings: SummarizerSettings) -> Summarizer:
+    if settings.provider == "openai":
+        assert settings.base_url is not None
+        return OpenAISummarizer(
+            settings.base_url,
+            settings.model,
+            settings.api_key,
+            timeout_s=settings.timeout_s,
+            concurrency=settings.concurrency,
+        )
+    return ExtractiveSummarizer()
+
+
+@dataclass
+class RetrievalApp:
+    host: GrpcHost
+    pool: asyncpg.Pool
+    jobs: JobManager
+    indexer: Indexer
+    summarizer: Summarizer
+    channel: grpc.aio.Channel | None
+
+    @property
+    def port(self) -> int:
+        return self.host.port
+
+    async def stop(self) -> None:
+        await self.host.stop()
+        await self.jobs.close()
+        await self.summarizer.close()
+        await self.pool.close()
+        if self.channel is not None:
+            await self.channel.close(None)
+
+
+async def start_retrieval(
+    settings: RetrievalSettings,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    embedder: TextEmbedder | None = None,
+    summarizer: Summarizer | None = None,
+) -> RetrievalApp:
+    """Migrates, connects, serves. `embedder`/`summarizer` override the configured ones."""
+    await ensure_extensions(settings.database_url)
+    await migrate(settings.database_url, "retrieval", MIGRATIONS)
+    pool = await create_pool(settings.database_url)
+    channel: grpc.aio.Channel | None = None
+    if embedder is None:
+        channel = dial(settings.embedder_addr, tracer_provider=tracer_provider)
+        embedder = EmbedderClient(channel, settings.embedder_timeout_s)
+    summarizer = summarizer or build_summarizer(settings.summarizer)
+    jobs = JobManager(pool, settings.index.max_concurrent_jobs)
+    indexer = Indexer(pool, embedder, settings.index, summarizer, settings.data_dir)
+    servicer = RetrievalServicer(pool, jobs, indexer)
+
+    def register(server: grpc.aio.Server) -> None:
+        retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, server)
+
+    host = GrpcHost([SERVICE_NAME], [register], settings.address, tracer_provider)
+    await host.start()
+    await host.set_serving()
+    log.info(
+        "retrieval serving",
+        extra={
+            "port": host.port,
+            "summarizer": summarizer.name,
+            "embedder": settings.embedder_addr,
+        },
+    )
+    return RetrievalApp(host, pool, jobs, indexer, summarizer, channel)

@@ -1,0 +1,315 @@
+"""An index run of a repository or a collection, from source to committed rows.
+
+Repository: fetch/clone -> list with skip rules -> compare content hashes with `files` ->
+prepare/embed/write the changed files (pipeline) -> drop removed files -> re-link edges ->
+refresh the router corpus and counts. A run that stops early leaves every written file
+complete and `needs_linking` set, so the next run links even when nothing else changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+
+from retrieval import store
+from retrieval.jobs import Job, Progress
+from retrieval.linking import compute_links
+from retrieval.markdown import heading_tree, is_markdown
+from retrieval.parsing import detect_language
+from retrieval.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
+from retrieval.prepare import FilePreparer, prepare_document, text_language
+from retrieval.settings import IndexSettings
+from retrieval.sources import (
+    Checkout,
+    SkipRules,
+    SourceFile,
+    list_files,
+    materialize,
+    remove_clone,
+    walk_directory,
+)
+from retrieval.summaries import Summarizer
+from retrieval.terms import README_CHARS, collection_corpus, repository_corpus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RepositoryRequest:
+    source: str
+    slug: str
+    branch: str = ""
+    public: bool = False
+    grants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UploadedDocument:
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
+class CollectionRequest:
+    name: str
+    description: str = ""
+    directory: str = ""
+    documents: tuple[UploadedDocument, ...] = ()
+    public: bool = False
+    grants: tuple[str, ...] = ()
+
+
+def file_language(path: str) -> str:
+    if is_markdown(path):
+        return "markdown"
+    return detect_language(path) or text_language(path)
+
+
+def _readme(checkout: Checkout, files: Sequence[SourceFile]) -> str:
+    candidates = sorted(
+        (f.path for f in files if "/" not in f.path and f.path.lower().startswith("readme")),
+        key=lambda p: (not is_markdown(p), p),
+    )
+    if not candidates:
+        return ""
+    text = (checkout.root / candidates[0]).read_text(errors="replace")
+    return text[:README_CHARS]
+
+
+class Indexer:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        embedder: TextEmbedder,
+        settings: IndexSettings,
+        summarizer: Summarizer,
+        data_dir: Path,
+    ) -> None:
+        self._pool = pool
+        self._embedder = embedder
+        self._settings = settings
+        self._summarizer = summarizer
+        self._data_dir = data_dir
+
+    def _pipeline(self, progress: Progress) -> EmbedPipeline:
+        def on_embedded(count: int) -> None:
+            progress.embeddings_done += count
+
+        s = self._settings
+        return EmbedPipeline(
+            self._embedder,
+            batch_size=s.embed_batch,
+            concurrency=s.embed_concurrency,
+            timeout_s=s.embed_timeout_s,
+            max_chars=s.embed_max_chars,
+            write_group=s.write_group,
+            on_embedded=on_embedded,
+        )
+
+    # ------------------------------------------------------------ repositories
+
+    async def forget_repository(self, slug: str) -> None:
+        """Removes the clone kept for a deleted repository (its rows are gone already)."""
+        await asyncio.to_thread(remove_clone, self._data_dir, slug)
+
+    async def index_repository(self, request: RepositoryRequest, job: Job) -> PipelineStats:
+        progress = job.progress
+        progress.phase = "fetching"
+        checkout = await asyncio.to_thread(
+            materialize, request.source, request.slug, request.branch, self._data_dir
+        )
+        progress.phase = "listing"
+        listing = await asyncio.to_thread(
+            list_files, checkout, SkipRules(self._settings.max_file_bytes)
+        )
+        progress.skipped.update(listing.skipped)
+        progress.files_seen = len(listing.files)
+        progress.files_by_language.update(file_language(f.path) for f in listing.files)
+
+        async with self._pool.acquire() as conn:
+            repository_id = await store.upsert_repository(
+                conn, request.slug, request.source, checkout.kind, request.public
+            )
+            await store.add_grants(conn, request.grants, repository_id=repository_id)
+            stored = await store.file_hashes(conn, repository_id)
+            relink = await store.needs_linking(conn, repository_id)
+        changed = [f for f in listing.files if stored.get(f.path) != f.content_hash]
+        listed = {f.path for f in listing.files}
+        removed = sorted(path for path in stored if path not in listed)
+        progress.files_total = len(changed)
+        progress.files_unchanged = len(listing.files) - len(changed)
+        if changed or removed:
+            async with self._pool.acquire() as conn:
+                await store.mark_needs_linking(conn, repository_id)
+
+        progress.phase = "indexing"
+        preparer = FilePreparer(
+            checkout.root,
+            use_git=checkout.uses_git,
+            max_embed_chars=self._settings.embed_max_chars,
+        )
+        stats = await self._run_files(repository_id, changed, preparer, progress)
+
+        if removed:
+            async with self._pool.acquire() as conn:
+                await store.delete_files(conn, repository_id, removed)
+            progress.files_removed = len(removed)
+
+        progress.phase = "linking"
+        async with self._pool.acquire() as conn:
+            if changed or removed or relink:
+                graph = await store.load_link_graph(conn, repository_id)
+                edge_ids, targets = await asyncio.to_thread(compute_links, graph.nodes, graph.edges)
+                await store.set_edge_targets(conn, edge_ids, targets)
+            readme = await asyncio.to_thread(_readme, checkout, listing.files)
+            names = await store.module_level_names(conn, repository_id)
+            paths = await store.file_paths(conn, repository_id)
+            terms = repository_corpus(
+                request.slug,
+                checkout.branch,
+                readme,
+                [(r["qualified_name"], r["path"], r["is_module"]) for r in names],
+                paths,
+            )
+            await store.finish_repository(
+                conn,
+                repository_id,
+                branch=checkout.branch,
+                commit=checkout.commit,
+                readme_excerpt=readme,
+                terms=terms,
+            )
+        log.info(
+            "repository indexed",
+            extra={
+                "slug": request.slug,
+                "changed": len(changed),
+                "removed": len(removed),
+                "embedded": stats.texts,
+                "embed_busy_share": round(stats.busy_share, 3),
+            },
+        )
+        return stats
+
+    async def _run_files(
+        self,
+        repository_id: int,
+        changed: Sequence[SourceFile],
+        preparer: FilePreparer,
+        progress: Progress,
+    ) -> PipelineStats:
+        loop = asyncio.get_running_loop()
+        pending = iter(changed)
+        workers = self._settings.parse_workers
+
+        async def produce(emit: Emit) -> None:
+            with ThreadPoolExecutor(workers, thread_name_prefix="prepare") as pool:
+
+                async def worker() -> None:
+                    for source in pending:  # shared iterator: each file goes to one worker
+                        prepared = await loop.run_in_executor(pool, preparer.prepare, source)
+                        summaries = await self._summarizer.summarize(prepared.summary_inputs)
+                        unit = prepared.to_unit(summaries)
+                        progress.embeddings_total += len(unit.texts)
+                        await emit(unit)
+
+                async with asyncio.TaskGroup() as group:
+                    for _ in range(workers):
+                        group.create_task(worker())
+
+        async def write(units: Sequence[WorkUnit]) -> None:
+            async with self._pool.acquire() as conn:
+                await store.write_files(conn, repository_id, units)
+            for unit in units:
+                payload = unit.payload
+                progress.files_done += 1
+                progress.nodes += len(payload.nodes)
+                progress.edges += len(payload.edges)
+                progress.chunks += len(payload.docs)
+                if payload.nodes:
+                    progress.nodes_by_language[payload.language] += len(payload.nodes)
+
+        return await self._pipeline(progress).run(produce, write)
+
+    # ------------------------------------------------------------ collections
+
+    async def index_collection(self, request: CollectionRequest, job: Job) -> PipelineStats:
+        progress = job.progress
+        progress.phase = "listing"
+        documents = await asyncio.to_thread(self._collection_documents, request, progress)
+        progress.files_seen = len(documents)
+        progress.files_by_language["markdown"] = len(documents)
+        async with self._pool.acquire() as conn:
+            collection_id, description = await store.upsert_collection(
+                conn, request.name, request.description, request.directory, request.public
+            )
+            await store.add_grants(conn, request.grants, collection_id=collection_id)
+            stored = await store.document_hashes(conn, collection_id)
+        hashed = {
+            path: (text, hashlib.sha256(text.encode()).hexdigest(), when)
+            for path, (text, when) in documents.items()
+        }
+        changed = sorted(p for p, (_t, h, _w) in hashed.items() if stored.get(p) != h)
+        removed = sorted(p for p in stored if p not in hashed)
+        progress.files_total = len(changed)
+        progress.files_unchanged = len(hashed) - len(changed)
+
+        progress.phase = "indexing"
+        max_chars = self._settings.embed_max_chars
+
+        async def produce(emit: Emit) -> None:
+            for path in changed:
+                text, digest, when = hashed[path]
+                prepared = prepare_document(path, text, digest, when, max_chars)
+                unit = prepared.to_unit([])
+                progress.embeddings_total += len(unit.texts)
+                await emit(unit)
+
+        async def write(units: Sequence[WorkUnit]) -> None:
+            async with self._pool.acquire() as conn:
+                await store.write_documents(conn, collection_id, units)
+            progress.files_done += len(units)
+            progress.chunks += sum(len(u.payload.docs) for u in units)
+
+        stats = await self._pipeline(progress).run(produce, write)
+        async with self._pool.acquire() as conn:
+            await store.delete_documents(conn, collection_id, removed)
+            progress.files_removed = len(removed)
+            progress.phase = "linking"
+            tree = heading_tree((path, text) for path, (text, _h, _w) in hashed.items())
+            await store.finish_collection(
+                conn,
+                collection_id,
+                heading_tree=tree,
+                terms=collection_corpus(request.name, description, tree),
+            )
+        return stats
+
+    def _collection_documents(
+        self, request: CollectionRequest, progress: Progress
+    ) -> dict[str, tuple[str, datetime]]:
+        """path -> (markdown text, updated time) from the directory or the uploads."""
+        if not request.directory:
+            now = datetime.now(UTC)
+            return {d.path: (d.content, now) for d in request.documents if is_markdown(d.path)}
+        root = Path(request.directory).expanduser().resolve()
+        documents: dict[str, tuple[str, datetime]] = {}
+        for path in walk_directory(root, progress.skipped):
+            if not is_markdown(path):
+                progress.skipped["not_markdown"] += 1
+                continue
+            absolute = root / path
+            if absolute.stat().st_size > self._settings.max_file_bytes:
+                progress.skipped["too_large"] += 1
+                continue
+            when = datetime.fromtimestamp(absolute.stat().st_mtime, tz=UTC)
+            documents[path] = (absolute.read_text(errors="replace"), when)
+        return documents

@@ -1,0 +1,69 @@
+"""Identifier-aware text for the code store's `simple` full-text index, and for queries.
+
+PostgreSQL's `simple` configuration keeps `ParseConfig` as one lexeme, so a query for
+`parse config` (or `parse_config`) would never meet it. Both sides therefore go through
+`lexical_terms`: every word becomes its lowercased joined form (`parseconfig`) followed by
+its parts (`parse`, `config`) when it has more than one. Index text and query terms built
+with the same function always agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"\w+")
+# An acronym run before a capitalised word (HTTPServer -> HTTP), a capitalised or lower
+# word, a trailing acronym, or digits.
+_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def identifier_parts(word: str) -> list[str]:
+    """`ParseConfig` -> [parse, config]; `snake_case` -> [snake, case]; `HTTPServer2` ->
+    [http, server, 2]. Words without inner structure give themselves, lowercased."""
+    parts: list[str] = []
+    for piece in word.split("_"):
+        if not piece:
+            continue
+        if piece.isascii():
+            parts.extend(match.group(0).lower() for match in _PART.finditer(piece))
+        else:  # case rules of other scripts vary; keep the word whole
+            parts.append(piece.lower())
+    return parts
+
+
+def lexical_terms(text: str) -> list[str]:
+    """The terms of `text` in order: joined form of each word, then its parts if several."""
+    terms: list[str] = []
+    for match in _WORD.finditer(text):
+        parts = identifier_parts(match.group(0))
+        if not parts:
+            continue
+        terms.append("".join(parts))
+        if len(parts) > 1:
+            terms.extend(parts)
+    return terms
+
+
+def lexical_text(text: str, max_chars: int | None = None) -> str:
+    """Text to feed `to_tsvector('simple', ...)`: the terms joined by spaces.
+
+    Only [\\w] characters survive, so PostgreSQL's parser reads each term as one token.
+    """
+    source = text if max_chars is None else text[:max_chars]
+    return " ".join(lexical_terms(source))
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct terms of a query, first occurrence order, for building a tsquery."""
+    return list(dict.fromkeys(lexical_terms(query)))
+
+
+def tsquery_source(query: str, operator: str = "|") -> str:
+    """A string for `to_tsquery('simple', $1)`: terms joined by `|` (any) or `&` (all).
+
+    Terms are made of word characters only, so no tsquery syntax can leak in. Empty when
+    the query has no words (callers then skip the lexical stream).
+    """
+    if operator not in ("|", "&"):
+        raise ValueError("operator must be | or &")
+    return f" {operator} ".join(query_terms(query))

@@ -1,0 +1,232 @@
+"""One file in, rows and texts to embed out: parse, chunk, blame, summarise.
+
+Runs in worker threads (parsing and git blame are the CPU- and process-bound parts); each
+thread keeps its own CodeParser because tree-sitter parsers are not thread-safe.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from retrieval.blame import LineTimes, blame_file
+from retrieval.markdown import chunk_markdown, is_markdown
+from retrieval.parsing import CodeParser, chunk_plain_text
+from retrieval.pipeline import WorkUnit
+from retrieval.records import DocRecord, EdgeRecord, FilePayload, NodeRecord
+from retrieval.sources import SourceFile
+from retrieval.summaries import SummaryInput
+
+# Prose that is not markdown still belongs with the repository's documents.
+_PROSE_EXTENSIONS = {".rst": "rst", ".txt": "text", ".adoc": "asciidoc", ".org": "org"}
+_TEXT_LANGUAGES = {
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".toml": "toml",
+    ".json": "json",
+    ".ini": "ini",
+    ".cfg": "ini",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".zsh": "shell",
+    ".sql": "sql",
+    ".proto": "protobuf",
+    ".html": "html",
+    ".css": "css",
+    ".scss": "css",
+    ".xml": "xml",
+    ".kt": "kotlin",
+    ".swift": "swift",
+    ".php": "php",
+    ".cs": "csharp",
+    ".scala": "scala",
+    ".lua": "lua",
+    ".tf": "terraform",
+    ".gradle": "gradle",
+}
+_TEXT_NAMES = {"Dockerfile": "dockerfile", "Makefile": "make", "Jenkinsfile": "groovy"}
+
+
+def text_language(path: str) -> str:
+    name = posixpath.basename(path)
+    if name in _TEXT_NAMES:
+        return _TEXT_NAMES[name]
+    ext = posixpath.splitext(name)[1].lower()
+    return _TEXT_LANGUAGES.get(ext) or _PROSE_EXTENSIONS.get(ext) or "text"
+
+
+def code_embedding_text(node: NodeRecord) -> str:
+    """Qualified name and signature first: they name what the body does."""
+    return f"{node.qualified_name}\n{node.signature}\n{node.body}"
+
+
+@dataclass
+class Prepared:
+    payload: FilePayload
+    texts: list[str] = field(default_factory=list)
+    summary_inputs: list[SummaryInput] = field(default_factory=list)
+    summary_nodes: list[NodeRecord] = field(default_factory=list)
+
+    def add_text(self, text: str) -> int:
+        self.texts.append(text)
+        return len(self.texts) - 1
+
+    def to_unit(self, summaries: list[str]) -> WorkUnit:
+        """Attaches summaries and their texts; the unit is then ready to embed."""
+        for node, summary in zip(self.summary_nodes, summaries, strict=True):
+            node.summary = summary
+            node.summary_index = self.add_text(summary)
+        return WorkUnit(self.payload.path, self.texts, self.payload)
+
+
+class FilePreparer:
+    def __init__(self, root: Path, *, use_git: bool, max_embed_chars: int = 2000) -> None:
+        self._root = root
+        self._use_git = use_git
+        self._max_chars = max_embed_chars
+        self._local = threading.local()
+
+    def _parser(self) -> CodeParser:
+        parser: CodeParser | None = getattr(self._local, "parser", None)
+        if parser is None:
+            parser = CodeParser()
+            self._local.parser = parser
+        return parser
+
+    def prepare(self, source: SourceFile) -> Prepared:
+        data = (self._root / source.path).read_bytes()
+        text = data.decode("utf-8", errors="replace")
+        times = blame_file(self._root, source.path, use_git=self._use_git)
+        if is_markdown(source.path):
+            return self._markdown(source, text, times)
+        parsed = self._parser().parse(source.path, data)
+        if parsed is None:
+            return self._plain(source, text, times)
+        payload = FilePayload(
+            source.path, source.content_hash, parsed.language, "code", source.size, times.newest
+        )
+        prepared = Prepared(payload)
+        calls: dict[str, list[str]] = {}
+        members: dict[str, list[str]] = {}
+        for edge in parsed.edges:
+            payload.edges.append(EdgeRecord(edge.src, edge.dst_name, edge.kind))
+            if edge.kind == "calls":
+                calls.setdefault(edge.src, []).append(edge.dst_name)
+            elif edge.kind == "contains":
+                members.setdefault(edge.src, []).append(edge.dst_name.rsplit(".", 1)[-1])
+        for node in parsed.nodes:
+            created, changed = times.span(node.start_line, node.end_line)
+            record = NodeRecord(
+                node.qualified_name,
+                node.name,
+                node.kind,
+                node.language,
+                node.path,
+                node.start_line,
+                node.end_line,
+                node.signature,
+                node.body,
+                node.docstring,
+                node.parent,
+                created,
+                changed,
+            )
+            record.embed_index = prepared.add_text(code_embedding_text(record)[: self._max_chars])
+            payload.nodes.append(record)
+            prepared.summary_nodes.append(record)
+            prepared.summary_inputs.append(
+                SummaryInput(
+                    node.qualified_name,
+                    node.kind,
+                    node.language,
+                    node.signature,
+                    node.docstring,
+                    node.body,
+                    tuple(calls.get(node.qualified_name, ())),
+                    tuple(members.get(node.qualified_name, ())),
+                )
+            )
+        return prepared
+
+    def _markdown(self, source: SourceFile, text: str, times: LineTimes) -> Prepared:
+        payload = FilePayload(
+            source.path, source.content_hash, "markdown", "repo_docs", source.size, times.newest
+        )
+        prepared = Prepared(payload)
+        for chunk in chunk_markdown(source.path, text):
+            doc = DocRecord(
+                chunk.path,
+                chunk.heading_path,
+                chunk.start_line,
+                chunk.end_line,
+                chunk.body,
+                times.span(chunk.start_line, chunk.end_line)[1],
+            )
+            doc.embed_index = prepared.add_text(chunk.embedding_text()[: self._max_chars])
+            payload.docs.append(doc)
+        return prepared
+
+    def _plain(self, source: SourceFile, text: str, times: LineTimes) -> Prepared:
+        language = text_language(source.path)
+        ext = posixpath.splitext(source.path)[1].lower()
+        prose = ext in _PROSE_EXTENSIONS
+        store = "repo_docs" if prose else "code"
+        payload = FilePayload(
+            source.path, source.content_hash, language, store, source.size, times.newest
+        )
+        prepared = Prepared(payload)
+        name = posixpath.basename(source.path)
+        for chunk in chunk_plain_text(source.path, text):
+            created, changed = times.span(chunk.start_line, chunk.end_line)
+            if prose:
+                doc = DocRecord(
+                    chunk.path, (), chunk.start_line, chunk.end_line, chunk.text, changed
+                )
+                doc.embed_index = prepared.add_text(f"{name}\n{chunk.text}"[: self._max_chars])
+                payload.docs.append(doc)
+                continue
+            # Plain chunks live in the code store with kind 'chunk'; the qualified name
+            # carries the path and line range so symbol search can still point at them.
+            record = NodeRecord(
+                f"{chunk.path}#L{chunk.start_line}-L{chunk.end_line}",
+                name,
+                "chunk",
+                language,
+                chunk.path,
+                chunk.start_line,
+                chunk.end_line,
+                "",
+                chunk.text,
+                None,
+                None,
+                created,
+                changed,
+            )
+            record.embed_index = prepared.add_text(f"{name}\n{chunk.text}"[: self._max_chars])
+            payload.nodes.append(record)
+        return prepared
+
+
+def prepare_document(
+    path: str, text: str, content_hash: str, updated_at: datetime, max_embed_chars: int = 2000
+) -> Prepared:
+    """A collection document: markdown chunks, all stamped with the document's time."""
+    payload = FilePayload(
+        path, content_hash, "markdown", "md_collections", len(text.encode()), updated_at
+    )
+    prepared = Prepared(payload)
+    for chunk in chunk_markdown(path, text):
+        doc = DocRecord(
+            chunk.path,
+            chunk.heading_path,
+            chunk.start_line,
+            chunk.end_line,
+            chunk.body,
+            updated_at,
+        )
+        doc.embed_index = prepared.add_text(chunk.embedding_text()[:max_embed_chars])
+        payload.docs.append(doc)
+    return prepared

@@ -1,0 +1,88 @@
+"""Retrieval configuration, read once at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from svckit.config import Env, data_dir
+
+
+@dataclass(frozen=True)
+class SummarizerSettings:
+    provider: str  # extractive | openai
+    base_url: str | None
+    model: str
+    api_key: str | None
+    timeout_s: float
+    concurrency: int
+
+    @classmethod
+    def from_env(cls, env: Env) -> SummarizerSettings:
+        provider = env.choice("SUMMARIZER_PROVIDER", "extractive", ("extractive", "openai"))
+        base_url = env.optional_str("SUMMARIZER_BASE_URL")
+        if provider == "openai" and not base_url:
+            base_url = "https://api.openai.com/v1"
+        return cls(
+            provider=provider,
+            base_url=base_url,
+            model=env.str("SUMMARIZER_MODEL", "gpt-4o-mini"),
+            api_key=env.optional_str("SUMMARIZER_API_KEY"),
+            timeout_s=env.float("SUMMARIZER_TIMEOUT_S", 60.0, min=0.1),
+            concurrency=env.int("SUMMARIZER_CONCURRENCY", 4, min=1, max=256),
+        )
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """Knobs of an index run; the defaults keep a 2-core laptop's embedder busy."""
+
+    max_file_bytes: int  # larger files are skipped as too_large
+    embed_batch: int  # texts per Embed call (the embedder allows 256)
+    embed_concurrency: int  # Embed calls in flight, so the embedder never waits on us
+    embed_timeout_s: float  # per batch; indexing batches are larger than query calls
+    embed_max_chars: int  # the model reads ~256 tokens; longer text only costs transfer
+    parse_workers: int  # threads parsing, blaming and hashing files
+    write_group: int  # files written per transaction
+    max_concurrent_jobs: int
+
+    @classmethod
+    def from_env(cls, env: Env) -> IndexSettings:
+        return cls(
+            max_file_bytes=env.int("RETRIEVAL_MAX_FILE_BYTES", 1_000_000, min=1),
+            embed_batch=env.int("RETRIEVAL_EMBED_BATCH", 64, min=1, max=256),
+            embed_concurrency=env.int("RETRIEVAL_EMBED_CONCURRENCY", 3, min=1, max=64),
+            embed_timeout_s=env.float("RETRIEVAL_INDEX_EMBED_TIMEOUT_S", 120.0, min=0.1),
+            embed_max_chars=env.int("RETRIEVAL_EMBED_MAX_CHARS", 2000, min=64, max=16384),
+            parse_workers=env.int("RETRIEVAL_PARSE_WORKERS", 2, min=1, max=64),
+            write_group=env.int("RETRIEVAL_WRITE_GROUP", 16, min=1, max=1000),
+            max_concurrent_jobs=env.int("RETRIEVAL_MAX_CONCURRENT_JOBS", 1, min=1, max=16),
+        )
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    address: str
+    ready_file: Path | None
+    database_url: str
+    data_dir: Path
+    embedder_addr: str
+    embedder_timeout_s: float  # query-time embedding deadline
+    index: IndexSettings
+    summarizer: SummarizerSettings
+    log_level: str
+
+    @classmethod
+    def from_env(cls, env: Env) -> RetrievalSettings:
+        ready = env.optional_str("RETRIEVAL_READY_FILE")
+        return cls(
+            address=env.str("RETRIEVAL_LISTEN", "127.0.0.1:50052"),
+            ready_file=Path(ready) if ready else None,
+            database_url=env.str("COGRAPH_DATABASE_URL"),
+            data_dir=data_dir(env),
+            embedder_addr=env.str("EMBEDDER_ADDR", "127.0.0.1:50051"),
+            embedder_timeout_s=env.float("EMBEDDER_TIMEOUT_S", 2.0, min=0.01),
+            index=IndexSettings.from_env(env),
+            summarizer=SummarizerSettings.from_env(env),
+            log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+        )

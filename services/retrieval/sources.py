@@ -1,0 +1,370 @@
+"""Where a repository's files come from, what it is called, and which files are skipped.
+
+A source is a local git working tree, a plain directory (no git: times from mtimes), or a
+git URL cloned under the data directory. Skipped files are counted per reason so that the
+caller can see why a file is missing from the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pathspec
+
+from svckit.errors import FailedPrecondition, InvalidArgument
+
+_SCP_URL = re.compile(r"^(?:[\w.-]+@)?([\w.-]+):(?!//)(.+)$")
+_SLUG = re.compile(r"^[a-z0-9][\w.-]*(?:/[\w.-]+){2,}$")
+# Directories of vendored, generated or tool state; their files are never indexed.
+VENDORED_DIRS = frozenset(
+    {
+        "node_modules",
+        "vendor",
+        "third_party",
+        "bower_components",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".tox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        "dist",
+        ".next",
+        ".gradle",
+        "target",
+    }
+)
+LOCK_FILES = frozenset(
+    {
+        "package-lock.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "npm-shrinkwrap.json",
+        "bun.lockb",
+        "Cargo.lock",
+        "poetry.lock",
+        "Pipfile.lock",
+        "uv.lock",
+        "pdm.lock",
+        "go.sum",
+        "Gemfile.lock",
+        "composer.lock",
+        "mix.lock",
+        "flake.lock",
+        "packages.lock.json",
+        "Podfile.lock",
+    }
+)
+_MINIFIED_SUFFIXES = (".min.js", ".min.css", ".min.mjs", ".bundle.js", ".map")
+_MINIFIED_LINE = 1000  # a JS/CSS line longer than this means generated code
+
+
+class GitError(RuntimeError):
+    """A git command failed."""
+
+
+def git(root: Path | None, *args: str, timeout: float = 600) -> str:
+    command = ["git", *(["-C", str(root)] if root else []), *args]
+    try:
+        done = subprocess.run(command, capture_output=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        raise GitError(f"{' '.join(command)} timed out") from err
+    if done.returncode != 0:
+        message = done.stderr.decode(errors="replace").strip()
+        raise GitError(f"{' '.join(args[:2])} failed: {message}")
+    return done.stdout.decode(errors="replace").strip()
+
+
+def is_url(source: str) -> bool:
+    if "://" in source:
+        return True
+    return bool(_SCP_URL.match(source)) and not Path(source).exists()
+
+
+def _clean_parts(parts: list[str]) -> list[str]:
+    cleaned = [p for p in parts if p and p not in (".", "..")]
+    if cleaned and cleaned[-1].endswith(".git"):
+        cleaned[-1] = cleaned[-1][: -len(".git")]
+    return [p for p in cleaned if p]
+
+
+def slug_from_url(url: str) -> str:
+    """`https://github.com/o/n.git`, `git@github.com:o/n.git` -> `github.com/o/n`;
+    `file:///srv/git/team/n` -> `local/team/n`."""
+    scp = _SCP_URL.match(url) if "://" not in url else None
+    if scp:
+        host, path = scp.group(1), scp.group(2)
+    else:
+        parsed = urlparse(url)
+        host, path = parsed.hostname or "", parsed.path
+    parts = _clean_parts(path.split("/"))
+    if not host or host == "localhost" or url.startswith("file:"):
+        return "/".join(["local", *parts[-2:]]).lower() if len(parts) >= 2 else ""
+    if not parts:
+        return ""
+    return "/".join([host, *parts]).lower()
+
+
+def slug_for_directory(path: Path) -> str:
+    """`local/<parent>/<name>` for a directory without a usable remote."""
+    resolved = path.resolve()
+    parent = resolved.parent.name or "root"
+    return f"local/{parent}/{resolved.name}".lower()
+
+
+def validate_slug(slug: str) -> str:
+    slug = slug.strip().strip("/").lower()
+    if not _SLUG.match(slug):
+        raise InvalidArgument(f"slug {slug!r} must look like host/owner/name")
+    return slug
+
+
+def git_toplevel(path: Path) -> Path | None:
+    try:
+        return Path(git(path, "rev-parse", "--show-toplevel", timeout=30)).resolve()
+    except GitError:
+        return None
+
+
+def derive_slug(source: str) -> str:
+    """The slug a source gets when the caller gives none."""
+    if is_url(source):
+        slug = slug_from_url(source)
+        if not slug:
+            raise InvalidArgument(f"cannot derive a slug from {source!r}; pass one")
+        return slug
+    path = Path(source).expanduser()
+    if git_toplevel(path) == path.resolve():
+        try:
+            remote = git(path, "remote", "get-url", "origin", timeout=30)
+        except GitError:
+            remote = ""
+        if remote and not Path(remote).exists():
+            slug = slug_from_url(remote)
+            if slug:
+                return slug
+    return slug_for_directory(path)
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A source made ready to read: its root and what git says about it."""
+
+    root: Path
+    kind: str  # git (local working tree), dir (plain directory), url (our clone)
+    branch: str
+    commit: str
+
+    @property
+    def uses_git(self) -> bool:
+        return self.kind in ("git", "url")
+
+
+def clone_dir(data_dir: Path, slug: str) -> Path:
+    """Where a URL source (or another branch of a local repository) is cloned."""
+    return data_dir / "repos" / slug
+
+
+def remove_clone(data_dir: Path, slug: str) -> None:
+    """Deletes our clone of a repository, if any; never anything outside the data dir."""
+    target = clone_dir(data_dir, slug).resolve()
+    if target.is_relative_to((data_dir / "repos").resolve()) and target.is_dir():
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def _clone_or_update(url: str, dest: Path, branch: str) -> None:
+    if (dest / ".git").exists():
+        git(dest, "fetch", "--prune", "origin")
+        target = branch or git(dest, "rev-parse", "--abbrev-ref", "origin/HEAD").split("/", 1)[1]
+        git(dest, "checkout", "-B", target, f"origin/{target}")
+        git(dest, "reset", "--hard", f"origin/{target}")
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    args = ["clone", "--no-tags"]
+    if branch:
+        args += ["--branch", branch]
+    git(None, *args, url, str(dest))
+
+
+def materialize(source: str, slug: str, branch: str, data_dir: Path) -> Checkout:
+    """Resolves a source to a readable tree, cloning or fetching URLs into the data dir.
+
+    A local git repository whose checked-out branch differs from the requested one is
+    cloned too, so the index never switches branches under the user's working tree.
+    """
+    if is_url(source):
+        dest = clone_dir(data_dir, slug)
+        _clone_or_update(source, dest, branch)
+        return _git_checkout(dest, "url")
+    path = Path(source).expanduser().resolve()
+    if not path.is_dir():
+        raise InvalidArgument(f"source {source!r} is neither a directory nor a git URL")
+    if git_toplevel(path) != path:
+        if branch:
+            raise FailedPrecondition(f"{source} is not a git repository; it has no branches")
+        return Checkout(path, "dir", "", "")
+    current = git(path, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch and branch != current:
+        dest = clone_dir(data_dir, slug)
+        _clone_or_update(path.as_uri(), dest, branch)
+        return _git_checkout(dest, "url")
+    return _git_checkout(path, "git")
+
+
+def _git_checkout(root: Path, kind: str) -> Checkout:
+    try:
+        commit = git(root, "rev-parse", "HEAD")
+    except GitError:
+        commit = ""  # a repository without commits yet
+    branch = git(root, "rev-parse", "--abbrev-ref", "HEAD") if commit else ""
+    return Checkout(root, kind, branch, commit)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    path: str  # relative, '/'-separated
+    size: int
+    content_hash: str
+
+
+@dataclass
+class Listing:
+    files: list[SourceFile]
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class SkipRules:
+    max_file_bytes: int = 1_000_000
+
+
+def _vendored(path: str) -> bool:
+    return any(part in VENDORED_DIRS for part in path.split("/")[:-1])
+
+
+def _looks_minified(path: str, data: bytes) -> bool:
+    lowered = path.lower()
+    if lowered.endswith(_MINIFIED_SUFFIXES):
+        return True
+    if lowered.endswith((".js", ".mjs", ".cjs", ".css")):
+        return any(len(line) > _MINIFIED_LINE for line in data.split(b"\n", 50)[:50])
+    return False
+
+
+def skip_reason_by_name(path: str) -> str | None:
+    """Reasons visible from the path alone (no read needed)."""
+    name = path.rsplit("/", 1)[-1]
+    if _vendored(path):
+        return "vendored"
+    if name in LOCK_FILES or name.endswith(".lock"):
+        return "lockfile"
+    if path.lower().endswith(_MINIFIED_SUFFIXES):
+        return "minified"
+    return None
+
+
+def classify(root: Path, path: str, rules: SkipRules) -> tuple[SourceFile | None, str | None]:
+    """A SourceFile, or the reason it is skipped."""
+    reason = skip_reason_by_name(path)
+    if reason:
+        return None, reason
+    absolute = root / path
+    try:
+        if absolute.is_symlink() or not absolute.is_file():
+            return None, "not_regular"
+        size = absolute.stat().st_size
+        if size > rules.max_file_bytes:
+            return None, "too_large"
+        data = absolute.read_bytes()
+    except OSError:
+        return None, "unreadable"
+    if not data.strip():
+        return None, "empty"
+    if b"\0" in data:  # PostgreSQL text cannot hold NUL, wherever it sits
+        return None, "binary"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "binary"
+    if _looks_minified(path, data):
+        return None, "minified"
+    return SourceFile(path, size, hashlib.sha256(data).hexdigest()), None
+
+
+def _git_paths(root: Path) -> tuple[list[str], int]:
+    listed = git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    paths = sorted({p for p in listed.split("\0") if p})
+    # --directory collapses an ignored tree (node_modules/, .venv/) into one entry.
+    ignored = git(
+        root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"
+    )
+    return paths, len([p for p in ignored.split("\0") if p])
+
+
+def walk_directory(root: Path, skipped: Counter[str]) -> list[str]:
+    """Every file under a plain directory; .gitignore files there are honoured."""
+    paths: list[str] = []
+    specs: dict[str, pathspec.GitIgnoreSpec] = {}
+    for current, dirs, files in os.walk(root):
+        rel_dir = os.path.relpath(current, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        if ".gitignore" in files:
+            lines = (Path(current) / ".gitignore").read_text(errors="replace").splitlines()
+            specs[rel_dir] = pathspec.GitIgnoreSpec.from_lines(lines)
+
+        def ignored(rel: str, is_dir: bool) -> bool:
+            for base, spec in specs.items():
+                if base and not rel.startswith(base + "/"):
+                    continue
+                inner = rel[len(base) + 1 :] if base else rel
+                if spec.match_file(inner + ("/" if is_dir else "")):
+                    return True
+            return False
+
+        kept_dirs = []
+        for name in sorted(dirs):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if name == ".git":
+                continue
+            if name in VENDORED_DIRS:
+                skipped["vendored"] += 1  # a pruned tree counts once
+            elif ignored(rel, True):
+                skipped["gitignored"] += 1
+            else:
+                kept_dirs.append(name)
+        dirs[:] = kept_dirs
+        for name in sorted(files):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if ignored(rel, False):
+                skipped["gitignored"] += 1
+            else:
+                paths.append(rel)
+    return paths
+
+
+def list_files(checkout: Checkout, rules: SkipRules) -> Listing:
+    """The files to index, with the skip counts per reason."""
+    skipped: Counter[str] = Counter()
+    if checkout.uses_git:
+        paths, ignored = _git_paths(checkout.root)
+        if ignored:
+            skipped["gitignored"] += ignored
+    else:
+        paths = walk_directory(checkout.root, skipped)
+    files: list[SourceFile] = []
+    for path in paths:
+        source_file, reason = classify(checkout.root, path, rules)
+        if source_file is not None:
+            files.append(source_file)
+        elif reason:
+            skipped[reason] += 1
+    return Listing(files, skipped)

@@ -1,0 +1,565 @@
+"""SQL for indexing and for describing what is indexed. Domain modules never write SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from retrieval.acl import Viewer, collection_readable, repository_readable
+from retrieval.lexical import lexical_text
+from retrieval.pipeline import Vectors, WorkUnit
+from retrieval.records import FilePayload
+
+# Full-text inputs are capped: tsvector positions stop at 16383 anyway and a 1 MB limit
+# applies; the head of a body carries most of its vocabulary.
+_TSV_BODY_CHARS = 60_000
+
+_CODE_TSV = (
+    "setweight(to_tsvector('simple', $A), 'A') || setweight(to_tsvector('simple', $B), 'B') "
+    "|| setweight(to_tsvector('simple', $C), 'C') || setweight(to_tsvector('simple', $D), 'D')"
+)
+
+_INSERT_NODE = f"""
+INSERT INTO code_nodes (id, repository_id, path, language, qualified_name, name, kind,
+    start_line, end_line, signature, body, docstring, parent_id, parent_qualified_name,
+    content_hash, created_at, last_changed_at, tsv, embedding, summary, summary_tsv,
+    summary_embedding)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+    {_CODE_TSV.replace("$A", "$18").replace("$B", "$19").replace("$C", "$20").replace("$D", "$21")},
+    $22, $23, CASE WHEN $23::text IS NULL THEN NULL ELSE to_tsvector('simple', $24) END, $25)
+"""
+
+_INSERT_EDGE = """
+INSERT INTO code_edges (repository_id, src_node_id, dst_node_id, dst_name, kind)
+VALUES ($1, $2, $3, $4, $5)
+"""
+
+_INSERT_REPO_DOC = """
+INSERT INTO repo_docs (repository_id, path, heading_path, start_line, end_line, body,
+    content_hash, updated_at, tsv, embedding)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+    setweight(to_tsvector('english', $9), 'A') || setweight(to_tsvector('english', $10), 'D'),
+    $11)
+"""
+
+_INSERT_COLLECTION_CHUNK = """
+INSERT INTO md_collection_chunks (collection_id, path, heading_path, start_line, end_line,
+    body, content_hash, updated_at, tsv, embedding)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+    setweight(to_tsvector('english', $9), 'A') || setweight(to_tsvector('english', $10), 'D'),
+    $11)
+"""
+
+
+def _vector(unit: WorkUnit, index: int | None) -> Vectors | None:
+    return None if index is None else unit.vectors[index]
+
+
+# ---------------------------------------------------------------- repositories
+
+
+async def upsert_repository(
+    conn: asyncpg.Connection, slug: str, source: str, source_kind: str, public: bool
+) -> int:
+    repository_id: int = await conn.fetchval(
+        """
+        INSERT INTO repositories (slug, source, source_kind, public)
+        VALUES ($1, $2, $3, $4)
+        ON CONFLICT (slug) DO UPDATE SET source = EXCLUDED.source,
+            source_kind = EXCLUDED.source_kind, public = repositories.public OR EXCLUDED.public
+        RETURNING id
+        """,
+        slug,
+        source,
+        source_kind,
+        public,
+    )
+    return repository_id
+
+
+async def add_grants(
+    conn: asyncpg.Connection,
+    principals: Iterable[str],
+    *,
+    repository_id: int | None = None,
+    collection_id: int | None = None,
+) -> None:
+    target = "repository_id" if repository_id is not None else "collection_id"
+    target_id = repository_id if repository_id is not None else collection_id
+    for principal in dict.fromkeys(p for p in principals if p):
+        await conn.execute(
+            f"INSERT INTO grants (principal_id, {target}) VALUES ($1, $2) "
+            f"ON CONFLICT ({target}, principal_id) WHERE {target} IS NOT NULL DO NOTHING",
+            principal,
+            target_id,
+        )
+
+
+async def repository_id_by_slug(conn: asyncpg.Connection, slug: str) -> int | None:
+    value: int | None = await conn.fetchval("SELECT id FROM repositories WHERE slug = $1", slug)
+    return value
+
+
+async def repository_readable_by(conn: asyncpg.Connection, slug: str, viewer: Viewer) -> bool:
+    return bool(
+        await conn.fetchval(
+            f"SELECT 1 FROM repositories r WHERE r.slug = $3 AND "
+            f"{repository_readable('r', '$1', '$2')}",
+            viewer.principal_id,
+            viewer.admin,
+            slug,
+        )
+    )
+
+
+async def needs_linking(conn: asyncpg.Connection, repository_id: int) -> bool:
+    return bool(
+        await conn.fetchval("SELECT needs_linking FROM repositories WHERE id = $1", repository_id)
+    )
+
+
+async def mark_needs_linking(conn: asyncpg.Connection, repository_id: int) -> None:
+    await conn.execute("UPDATE repositories SET needs_linking = true WHERE id = $1", repository_id)
+
+
+async def file_hashes(conn: asyncpg.Connection, repository_id: int) -> dict[str, str]:
+    rows = await conn.fetch(
+        "SELECT path, content_hash FROM files WHERE repository_id = $1", repository_id
+    )
+    return {row["path"]: row["content_hash"] for row in rows}
+
+
+async def write_files(
+    conn: asyncpg.Connection, repository_id: int, units: Sequence[WorkUnit]
+) -> None:
+    """Replaces the rows of these files in one transaction: an interrupted run leaves each
+    file either fully old or fully new, and queries never see a half-written file."""
+    payloads: list[FilePayload] = [unit.payload for unit in units]
+    paths = [p.path for p in payloads]
+    node_total = sum(len(p.nodes) for p in payloads)
+    async with conn.transaction():
+        await conn.execute(
+            "DELETE FROM code_nodes WHERE repository_id = $1 AND path = ANY($2::text[])",
+            repository_id,
+            paths,
+        )
+        await conn.execute(
+            "DELETE FROM repo_docs WHERE repository_id = $1 AND path = ANY($2::text[])",
+            repository_id,
+            paths,
+        )
+        ids: list[int] = []
+        if node_total:
+            ids = [
+                row[0]
+                for row in await conn.fetch(
+                    "SELECT nextval('code_nodes_id_seq') FROM generate_series(1, $1)", node_total
+                )
+            ]
+        node_rows: list[tuple[Any, ...]] = []
+        edge_rows: list[tuple[Any, ...]] = []
+        doc_rows: list[tuple[Any, ...]] = []
+        cursor = 0
+        for unit, payload in zip(units, payloads, strict=True):
+            local: dict[str, int] = {}
+            for node in payload.nodes:
+                local[node.qualified_name] = ids[cursor]
+                cursor += 1
+            for node in payload.nodes:
+                node_rows.append(
+                    (
+                        local[node.qualified_name],
+                        repository_id,
+                        node.path,
+                        node.language,
+                        node.qualified_name,
+                        node.name,
+                        node.kind,
+                        node.start_line,
+                        node.end_line,
+                        node.signature,
+                        node.body,
+                        node.docstring,
+                        local.get(node.parent) if node.parent else None,
+                        node.parent,
+                        payload.content_hash,
+                        node.created_at,
+                        node.last_changed_at,
+                        lexical_text(f"{node.qualified_name} {node.name}"),
+                        lexical_text(node.signature),
+                        lexical_text(node.docstring or ""),
+                        lexical_text(node.body, _TSV_BODY_CHARS),
+                        _vector(unit, node.embed_index),
+                        node.summary,
+                        lexical_text(node.summary or ""),
+                        _vector(unit, node.summary_index),
+                    )
+                )
+            for edge in payload.edges:
+                src = local.get(edge.src)
+                if src is None:
+                    continue
+                dst = local.get(edge.dst_name) if edge.kind == "contains" else None
+                edge_rows.append((repository_id, src, dst, edge.dst_name, edge.kind))
+            for doc in payload.docs:
+                doc_rows.append(
+                    (
+                        repository_id,
+                        doc.path,
+                        list(doc.heading_path),
+                        doc.start_line,
+                        doc.end_line,
+                        doc.body,
+                        payload.content_hash,
+                        doc.updated_at,
+                        " ".join(doc.heading_path),
+                        doc.body,
+                        _vector(unit, doc.embed_index),
+                    )
+                )
+        if node_rows:
+            await conn.executemany(_INSERT_NODE, node_rows)
+        if edge_rows:
+            await conn.executemany(_INSERT_EDGE, edge_rows)
+        if doc_rows:
+            await conn.executemany(_INSERT_REPO_DOC, doc_rows)
+        await conn.executemany(
+            """
+            INSERT INTO files (repository_id, path, content_hash, language, store, size_bytes,
+                               node_count, chunk_count, updated_at, indexed_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+            ON CONFLICT (repository_id, path) DO UPDATE SET
+                content_hash = EXCLUDED.content_hash, language = EXCLUDED.language,
+                store = EXCLUDED.store, size_bytes = EXCLUDED.size_bytes,
+                node_count = EXCLUDED.node_count, chunk_count = EXCLUDED.chunk_count,
+                updated_at = EXCLUDED.updated_at, indexed_at = now()
+            """,
+            [
+                (
+                    repository_id,
+                    p.path,
+                    p.content_hash,
+                    p.language,
+                    p.store,
+                    p.size,
+                    len(p.nodes),
+                    len(p.docs),
+                    p.updated_at,
+                )
+                for p in payloads
+            ],
+        )
+
+
+async def delete_files(conn: asyncpg.Connection, repository_id: int, paths: list[str]) -> None:
+    if not paths:
+        return
+    async with conn.transaction():
+        for table in ("code_nodes", "repo_docs", "files"):
+            await conn.execute(
+                f"DELETE FROM {table} WHERE repository_id = $1 AND path = ANY($2::text[])",
+                repository_id,
+                paths,
+            )
+
+
+@dataclass(frozen=True)
+class LinkGraph:
+    nodes: list[asyncpg.Record]
+    edges: list[asyncpg.Record]
+
+
+async def load_link_graph(conn: asyncpg.Connection, repository_id: int) -> LinkGraph:
+    """Everything edge resolution reads (no bodies), in a stable order."""
+    nodes = await conn.fetch(
+        """
+        SELECT id, path, qualified_name, name, kind, language, start_line, end_line,
+               signature, parent_qualified_name
+        FROM code_nodes WHERE repository_id = $1 AND kind <> 'chunk'
+        ORDER BY path, id
+        """,
+        repository_id,
+    )
+    edges = await conn.fetch(
+        """
+        SELECT e.id, n.path, n.qualified_name AS src, e.dst_name, e.kind, e.dst_node_id
+        FROM code_edges e JOIN code_nodes n ON n.id = e.src_node_id
+        WHERE e.repository_id = $1
+        ORDER BY n.path, e.id
+        """,
+        repository_id,
+    )
+    return LinkGraph(list(nodes), list(edges))
+
+
+async def set_edge_targets(
+    conn: asyncpg.Connection, edge_ids: list[int], dst_ids: list[int | None]
+) -> None:
+    if not edge_ids:
+        return
+    await conn.execute(
+        """
+        UPDATE code_edges e SET dst_node_id = u.dst
+        FROM unnest($1::bigint[], $2::bigint[]) AS u(id, dst)
+        WHERE e.id = u.id
+        """,
+        edge_ids,
+        dst_ids,
+    )
+
+
+async def module_level_names(conn: asyncpg.Connection, repository_id: int) -> list[asyncpg.Record]:
+    """Module nodes and the definitions directly inside them, shallow paths first."""
+    return list(
+        await conn.fetch(
+            """
+            SELECT n.qualified_name, n.path, n.kind = 'module' AS is_module
+            FROM code_nodes n LEFT JOIN code_nodes p ON p.id = n.parent_id
+            WHERE n.repository_id = $1 AND (n.kind = 'module' OR p.kind = 'module')
+            ORDER BY n.kind <> 'module', length(n.path) - length(replace(n.path, '/', '')),
+                     n.path, n.start_line
+            """,
+            repository_id,
+        )
+    )
+
+
+async def file_paths(conn: asyncpg.Connection, repository_id: int) -> list[str]:
+    rows = await conn.fetch(
+        """
+        SELECT path FROM files WHERE repository_id = $1
+        ORDER BY length(path) - length(replace(path, '/', '')), path
+        """,
+        repository_id,
+    )
+    return [row["path"] for row in rows]
+
+
+async def replace_terms(
+    conn: asyncpg.Connection, table: str, key: str, owner_id: int, terms: set[tuple[str, str]]
+) -> None:
+    """Swaps the router corpus of one repository or collection (caller's transaction)."""
+    assert (table, key) in (
+        ("repository_terms", "repository_id"),
+        ("collection_terms", "collection_id"),
+    )
+    ordered = sorted(terms)
+    await conn.execute(f"DELETE FROM {table} WHERE {key} = $1", owner_id)
+    await conn.execute(
+        f"INSERT INTO {table} ({key}, source, term) "
+        "SELECT $1, s, t FROM unnest($2::text[], $3::text[]) AS u(s, t) ON CONFLICT DO NOTHING",
+        owner_id,
+        [s for s, _ in ordered],
+        [t for _, t in ordered],
+    )
+
+
+async def finish_repository(
+    conn: asyncpg.Connection,
+    repository_id: int,
+    *,
+    branch: str,
+    commit: str,
+    readme_excerpt: str,
+    terms: set[tuple[str, str]],
+) -> None:
+    async with conn.transaction():
+        await replace_terms(conn, "repository_terms", "repository_id", repository_id, terms)
+        await conn.execute(
+            """
+            UPDATE repositories SET branch = $2, commit_sha = $3, readme_excerpt = $4,
+                indexed_at = now(), needs_linking = false,
+                file_count = (SELECT count(*) FROM files WHERE repository_id = $1),
+                node_count = (SELECT count(*) FROM code_nodes WHERE repository_id = $1),
+                edge_count = (SELECT count(*) FROM code_edges WHERE repository_id = $1),
+                doc_chunk_count = (SELECT count(*) FROM repo_docs WHERE repository_id = $1)
+            WHERE id = $1
+            """,
+            repository_id,
+            branch,
+            commit,
+            readme_excerpt,
+        )
+
+
+_REPOSITORY_COLUMNS = """
+    r.id, r.slug, r.branch, r.source, r.commit_sha, r.indexed_at, r.public, r.file_count,
+    r.node_count, r.edge_count, r.doc_chunk_count,
+    COALESCE((SELECT jsonb_object_agg(language, n) FROM (
+        SELECT language, count(*) AS n FROM files f WHERE f.repository_id = r.id
+        GROUP BY language) l), '{}'::jsonb) AS files_by_language
+"""
+
+
+async def list_repositories(conn: asyncpg.Connection, viewer: Viewer) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            f"SELECT {_REPOSITORY_COLUMNS} FROM repositories r "
+            f"WHERE {repository_readable('r', '$1', '$2')} ORDER BY r.slug",
+            viewer.principal_id,
+            viewer.admin,
+        )
+    )
+
+
+async def get_repository(
+    conn: asyncpg.Connection, slug: str, viewer: Viewer
+) -> asyncpg.Record | None:
+    row: asyncpg.Record | None = await conn.fetchrow(
+        f"SELECT {_REPOSITORY_COLUMNS} FROM repositories r "
+        f"WHERE r.slug = $3 AND {repository_readable('r', '$1', '$2')}",
+        viewer.principal_id,
+        viewer.admin,
+        slug,
+    )
+    return row
+
+
+async def delete_repository(conn: asyncpg.Connection, repository_id: int) -> None:
+    # Edges first: cascading them row by row from code_nodes is the slow path.
+    async with conn.transaction():
+        await conn.execute("DELETE FROM code_edges WHERE repository_id = $1", repository_id)
+        await conn.execute("DELETE FROM repositories WHERE id = $1", repository_id)
+
+
+# ---------------------------------------------------------------- collections
+
+
+async def upsert_collection(
+    conn: asyncpg.Connection, name: str, description: str, source: str, public: bool
+) -> tuple[int, str]:
+    """(id, effective description): an empty description keeps the stored one."""
+    row = await conn.fetchrow(
+        """
+        INSERT INTO collections (name, description, source, public) VALUES ($1, $2, $3, $4)
+        ON CONFLICT (name) DO UPDATE SET
+            description = CASE WHEN EXCLUDED.description = '' THEN collections.description
+                               ELSE EXCLUDED.description END,
+            source = EXCLUDED.source, public = collections.public OR EXCLUDED.public
+        RETURNING id, description
+        """,
+        name,
+        description,
+        source,
+        public,
+    )
+    assert row is not None
+    return row["id"], row["description"]
+
+
+async def collection_readable_by(conn: asyncpg.Connection, name: str, viewer: Viewer) -> bool:
+    return bool(
+        await conn.fetchval(
+            f"SELECT 1 FROM collections c WHERE c.name = $3 AND "
+            f"{collection_readable('c', '$1', '$2')}",
+            viewer.principal_id,
+            viewer.admin,
+            name,
+        )
+    )
+
+
+async def collection_exists(conn: asyncpg.Connection, name: str) -> bool:
+    return bool(await conn.fetchval("SELECT 1 FROM collections WHERE name = $1", name))
+
+
+async def document_hashes(conn: asyncpg.Connection, collection_id: int) -> dict[str, str]:
+    rows = await conn.fetch(
+        "SELECT path, content_hash FROM collection_documents WHERE collection_id = $1",
+        collection_id,
+    )
+    return {row["path"]: row["content_hash"] for row in rows}
+
+
+async def write_documents(
+    conn: asyncpg.Connection, collection_id: int, units: Sequence[WorkUnit]
+) -> None:
+    payloads: list[FilePayload] = [unit.payload for unit in units]
+    async with conn.transaction():
+        await conn.execute(
+            "DELETE FROM md_collection_chunks WHERE collection_id = $1 AND path = ANY($2)",
+            collection_id,
+            [p.path for p in payloads],
+        )
+        rows = [
+            (
+                collection_id,
+                doc.path,
+                list(doc.heading_path),
+                doc.start_line,
+                doc.end_line,
+                doc.body,
+                payload.content_hash,
+                doc.updated_at,
+                " ".join(doc.heading_path),
+                doc.body,
+                _vector(unit, doc.embed_index),
+            )
+            for unit, payload in zip(units, payloads, strict=True)
+            for doc in payload.docs
+        ]
+        if rows:
+            await conn.executemany(_INSERT_COLLECTION_CHUNK, rows)
+        await conn.executemany(
+            """
+            INSERT INTO collection_documents (collection_id, path, content_hash, chunk_count,
+                                              updated_at)
+            VALUES ($1, $2, $3, $4, $5)
+            ON CONFLICT (collection_id, path) DO UPDATE SET
+                content_hash = EXCLUDED.content_hash, chunk_count = EXCLUDED.chunk_count,
+                updated_at = EXCLUDED.updated_at
+            """,
+            [(collection_id, p.path, p.content_hash, len(p.docs), p.updated_at) for p in payloads],
+        )
+
+
+async def delete_documents(conn: asyncpg.Connection, collection_id: int, paths: list[str]) -> None:
+    if not paths:
+        return
+    async with conn.transaction():
+        for table in ("md_collection_chunks", "collection_documents"):
+            await conn.execute(
+                f"DELETE FROM {table} WHERE collection_id = $1 AND path = ANY($2::text[])",
+                collection_id,
+                paths,
+            )
+
+
+async def finish_collection(
+    conn: asyncpg.Connection,
+    collection_id: int,
+    *,
+    heading_tree: str,
+    terms: set[tuple[str, str]],
+) -> None:
+    async with conn.transaction():
+        await replace_terms(conn, "collection_terms", "collection_id", collection_id, terms)
+        await conn.execute(
+            """
+            UPDATE collections SET heading_tree = $2, indexed_at = now(),
+                document_count = (SELECT count(*) FROM collection_documents
+                                  WHERE collection_id = $1),
+                chunk_count = (SELECT count(*) FROM md_collection_chunks
+                               WHERE collection_id = $1)
+            WHERE id = $1
+            """,
+            collection_id,
+            heading_tree,
+        )
+
+
+async def list_collections(conn: asyncpg.Connection, viewer: Viewer) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            f"""
+            SELECT c.name, c.description, c.public, c.document_count, c.chunk_count,
+                   c.indexed_at
+            FROM collections c WHERE {collection_readable("c", "$1", "$2")} ORDER BY c.name
+            """,
+            viewer.principal_id,
+            viewer.admin,
+        )
+    )

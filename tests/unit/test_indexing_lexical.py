@@ -1,0 +1,60 @@
+"""Identifier splitting shared by the code index and lexical queries."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.lexical import (
+    identifier_parts,
+    lexical_terms,
+    lexical_text,
+    query_terms,
+    tsquery_source,
+)
+
+
+@pytest.mark.parametrize(
+    ("word", "parts"),
+    [
+        ("ParseConfig", ["parse", "config"]),
+        ("parse_config", ["parse", "config"]),
+        ("HTTPServer", ["http", "server"]),
+        ("getHTTPResponse2", ["get", "http", "response", "2"]),
+        ("__init__", ["init"]),
+        ("simple", ["simple"]),
+        ("SCREAMING_CASE", ["screaming", "case"]),
+        ("café", ["café"]),
+    ],
+)
+def test_identifier_parts(word: str, parts: list[str]) -> None:
+    assert identifier_parts(word) == parts
+
+
+def test_terms_keep_joined_form_then_parts() -> None:
+    assert lexical_terms("ParseConfig.load(path)") == [
+        "parseconfig",
+        "parse",
+        "config",
+        "load",
+        "path",
+    ]
+    # snake and camel spellings of one identifier meet on the joined form
+    assert lexical_terms("parse_config")[0] == lexical_terms("ParseConfig")[0]
+
+
+def test_index_text_and_query_agree() -> None:
+    indexed = set(lexical_text("def parse_config(self) -> Config:").split())
+    assert set(query_terms("ParseConfig")) <= indexed
+    assert set(query_terms("parse config")) <= indexed
+
+
+def test_tsquery_source_is_safe() -> None:
+    assert tsquery_source("ParseConfig & 'x' | !y") == "parseconfig | parse | config | x | y"
+    assert tsquery_source("a-b", "&") == "a & b"
+    assert tsquery_source("!!! ---") == ""
+    with pytest.raises(ValueError):
+        tsquery_source("x", "<->")
+
+
+def test_text_cap() -> None:
+    assert lexical_text("alpha beta", max_chars=5) == "alpha"
