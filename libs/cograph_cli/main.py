@@ -8,8 +8,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-# Each module exposes register(subparsers); handlers return the process exit code.
-COMMAND_MODULES: tuple[str, ...] = ("cograph_cli.up",)
+# Each module exposes register(subparsers) and sets `func(args) -> int` on its parsers.
+COMMAND_MODULES: tuple[str, ...] = ("cograph_cli.up", "cograph_cli.index_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
-    code: int = args.handler(args)
+    code: int = args.func(args)
     return code
 
 

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="listen on consecutive ports from here (0: let the OS pick free ports)",
     )
     parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds")
-    parser.set_defaults(handler=run_up)
+    parser.set_defaults(func=run_up)
 
 
 def _port_for(spec: ServiceSpec, index: int, base: int | None) -> int:
