@@ -9,7 +9,11 @@ import sys
 from collections.abc import Sequence
 
 # Each module exposes register(subparsers) and sets `func(args) -> int` on its parsers.
-COMMAND_MODULES: tuple[str, ...] = ("cograph_cli.up", "cograph_cli.index_cmd")
+COMMAND_MODULES: tuple[str, ...] = (
+    "cograph_cli.up",
+    "cograph_cli.index_cmd",
+    "cograph_cli.notes_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

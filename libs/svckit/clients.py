@@ -61,6 +61,10 @@ def dial(
             # With a headless Service, DNS returns every replica; round_robin spreads calls
             # over them instead of pinning each caller to the first address.
             ("grpc.lb_policy_name", "round_robin"),
+            # gRPC's default reconnect backoff grows to 120 s; a peer that restarts (the
+            # embedder after an outage) should be found again within seconds.
+            ("grpc.max_reconnect_backoff_ms", 5000),
+            ("grpc.initial_reconnect_backoff_ms", 200),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ],

@@ -1,0 +1,110 @@
+"""Composition root of the commons service."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import grpc
+from opentelemetry.sdk.trace import TracerProvider
+
+from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from commons.backfill import BackfillWorker
+from commons.board import NotesBoard, SearchConfig
+from commons.embedding import NoteEmbedder
+from commons.servicer import CommonsServicer
+from commons.settings import CommonsSettings
+from commons.store import CommonsStore
+from embedder.client import EmbedderClient
+from svckit.clients import dial
+from svckit.db import create_pool, ensure_extensions
+from svckit.migrations import migrate
+from svckit.server import GrpcHost
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = commons_pb2.DESCRIPTOR.services_by_name["CommonsService"].full_name
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+# How long shutdown waits for in-flight note embeds and search-log writes.
+DRAIN_S = 5.0
+
+
+@dataclass
+class CommonsApp:
+    host: GrpcHost
+    pool: asyncpg.Pool
+    board: NotesBoard
+    note_embedder: NoteEmbedder
+    backfill: BackfillWorker
+    channel: grpc.aio.Channel | None  # owned only when we dialled it
+
+    @property
+    def port(self) -> int:
+        return self.host.port
+
+    async def stop(self) -> None:
+        await self.host.stop()
+        await self.backfill.stop()
+        await self.note_embedder.tasks.drain(DRAIN_S)
+        await self.board.log_tasks.drain(DRAIN_S)
+        if self.channel is not None:
+            await self.channel.close(None)
+        await self.pool.close()
+
+
+async def start_commons(
+    settings: CommonsSettings,
+    embedder_channel: grpc.aio.Channel | None = None,
+    tracer_provider: TracerProvider | None = None,
+) -> CommonsApp:
+    """Migrates, wires the board, serves, and starts the backfill (which runs at once)."""
+    await ensure_extensions(settings.database_url)
+    await migrate(settings.database_url, "commons", MIGRATIONS)
+    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
+    owned = None
+    if embedder_channel is None:
+        owned = embedder_channel = dial(
+            settings.embedder_addr,
+            default_timeout_s=settings.embed_write_timeout_s,
+            tracer_provider=tracer_provider,
+        )
+    client = EmbedderClient(embedder_channel, timeout_s=settings.embedder_timeout_s)
+    store = CommonsStore(pool)
+    note_embedder = NoteEmbedder(
+        store, client, settings.embed_write_timeout_s, settings.backfill_batch
+    )
+    board = NotesBoard(
+        store,
+        client,
+        note_embedder,
+        settings.limits,
+        SearchConfig(
+            limit=settings.search_limit,
+            snippet=settings.body_snippet,
+            weights=settings.weights,
+            embed_timeout_s=settings.embedder_timeout_s,
+            two_stage_threshold=settings.two_stage_threshold,
+            two_stage_k=settings.two_stage_k,
+            note_count_ttl_s=settings.note_count_ttl_s,
+        ),
+    )
+    servicer = CommonsServicer(board)
+
+    def register(server: grpc.aio.Server) -> None:
+        commons_pb2_grpc.add_CommonsServiceServicer_to_server(servicer, server)
+
+    host = GrpcHost([SERVICE_NAME], [register], settings.address, tracer_provider)
+    try:
+        await host.start()
+    except Exception:
+        if owned is not None:
+            await owned.close(None)
+        await pool.close()
+        raise
+    backfill = BackfillWorker(note_embedder, settings.backfill_interval_s)
+    backfill.start()
+    await host.set_serving()
+    log.info("commons serving", extra={"port": host.port})
+    return CommonsApp(host, pool, board, note_embedder, backfill, owned)

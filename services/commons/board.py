@@ -1,0 +1,172 @@
+"""The notes board's operations: who may do what, and search's pipeline (parse, embed or fail
+loudly, score in SQL, log off the critical path). The servicer only translates protobuf."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from commons.embedding import MAX_EMBED_CHARS, DetachedTasks, NoteEmbedder
+from commons.models import Comment, Post, SearchHit, VoteOutcome
+from commons.query import like_pattern, parse_query
+from commons.ranking import RankingWeights, Strategy, choose_strategy
+from commons.store import CommonsStore, DeleteOutcome, SearchParams
+from commons.validation import (
+    Limits,
+    parse_post_id,
+    validate_comment,
+    validate_post,
+    validate_query,
+)
+from embedder.client import EmbedderClient, EmbedderUnavailable
+from svckit.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated, Unavailable
+from svckit.requestctx import current_principal
+
+log = logging.getLogger(__name__)
+
+SEMANTIC_SEARCH_UNAVAILABLE = "semantic_search_unavailable"
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    limit: int
+    snippet: int
+    weights: RankingWeights
+    embed_timeout_s: float
+    two_stage_threshold: int
+    two_stage_k: int
+    note_count_ttl_s: float
+
+
+def _writer() -> str:
+    principal = current_principal()
+    if principal is None:
+        raise Unauthenticated("writing to the commons needs an authenticated principal")
+    return principal.id
+
+
+class NotesBoard:
+    def __init__(
+        self,
+        store: CommonsStore,
+        client: EmbedderClient,
+        note_embedder: NoteEmbedder,
+        limits: Limits,
+        search: SearchConfig,
+    ) -> None:
+        self._store = store
+        self._client = client
+        self._embedder = note_embedder
+        self._limits = limits
+        self._search = search
+        self._note_count: tuple[float, int] | None = None  # (monotonic time, count)
+        self.log_tasks = DetachedTasks()
+
+    async def create_post(self, title: str, body: str, tags: Sequence[str]) -> Post:
+        """Stores the note and returns; the vector is written by a detached task."""
+        author = _writer()
+        new = validate_post(title, body, list(tags), self._limits)
+        post = await self._store.create_post(author, new)
+        self._embedder.embed_later(post.id, post.title, post.body)
+        return post
+
+    async def get_post(self, post_id: str) -> Post:
+        post = await self._store.get_post(parse_post_id(post_id))
+        if post is None:
+            raise NotFound(f"post {post_id} not found")
+        return post
+
+    async def delete_post(self, post_id: str) -> None:
+        principal = _writer()
+        outcome = await self._store.delete_post(parse_post_id(post_id), principal)
+        if outcome is DeleteOutcome.NOT_FOUND:
+            raise NotFound(f"post {post_id} not found")
+        if outcome is DeleteOutcome.NOT_AUTHOR:
+            raise PermissionDenied("only the author may delete a post")
+
+    async def vote(self, post_id: str, value: int) -> VoteOutcome:
+        if value not in (-1, 0, 1):
+            raise InvalidArgument("direction: must be up, down or none")
+        principal = _writer()
+        outcome = await self._store.vote(parse_post_id(post_id), principal, value)
+        if outcome is None:
+            raise NotFound(f"post {post_id} not found")
+        return outcome
+
+    async def add_comment(self, post_id: str, body: str) -> tuple[Comment, int]:
+        principal = _writer()
+        text = validate_comment(body, self._limits)
+        added = await self._store.add_comment(parse_post_id(post_id), principal, text)
+        if added is None:
+            raise NotFound(f"post {post_id} not found")
+        return added
+
+    async def list_comments(self, post_id: str) -> list[Comment]:
+        comments = await self._store.list_comments(parse_post_id(post_id))
+        if comments is None:
+            raise NotFound(f"post {post_id} not found")
+        return comments
+
+    async def search(self, raw_query: str) -> list[SearchHit]:
+        query = validate_query(raw_query, self._limits)
+        parsed = parse_query(query)
+        if not parsed.semantic_text:
+            raise InvalidArgument("query: must not be empty")
+        try:
+            vector = await self._client.embed_one(
+                parsed.semantic_text[:MAX_EMBED_CHARS], timeout=self._search.embed_timeout_s
+            )
+        except EmbedderUnavailable as err:
+            # Never a keyword fallback: a plausible wrong answer is worse than "unavailable".
+            log.warning("semantic search unavailable", extra={"error": str(err)})
+            raise Unavailable(
+                "semantic search is unavailable: the embedding backend did not answer within "
+                f"{self._search.embed_timeout_s:g}s",
+                reason=SEMANTIC_SEARCH_UNAVAILABLE,
+            ) from None
+        strategy = choose_strategy(await self._embedded_notes(), self._search.two_stage_threshold)
+        params = SearchParams(
+            vector=vector,
+            patterns=[like_pattern(p) for p in parsed.phrases],
+            limit=self._search.limit,
+            snippet=self._search.snippet,
+            weights=self._search.weights,
+            strategy=strategy,
+            k=self._search.two_stage_k,
+        )
+        hits = await self._store.search(params)
+        if strategy is Strategy.TWO_STAGE and params.patterns and len(hits) < params.limit:
+            # A very selective phrase can exhaust the iterative index scan (pgvector's
+            # hnsw.max_scan_tuples) before K notes pass it, so a short list may be missing
+            # matches; the exact scan over the filtered notes is the correct answer.
+            strategy = Strategy.EXACT
+            hits = await self._store.search(replace(params, strategy=strategy))
+        principal = current_principal()
+        self.log_tasks.spawn(
+            self._log_search(query, principal.id if principal else None, strategy, hits),
+            name="commons-search-log",
+        )
+        return hits
+
+    async def _log_search(
+        self, query: str, principal_id: str | None, strategy: Strategy, hits: list[SearchHit]
+    ) -> None:
+        """Best-effort: runs after the response is on its way; failures are only logged."""
+        try:
+            await self._store.log_search(query, principal_id, strategy, hits)
+        except Exception:
+            log.warning("search log write failed", exc_info=True)
+
+    async def _embedded_notes(self) -> int:
+        """A cached note count: deciding the strategy must not cost a scan per search."""
+        if self._search.two_stage_threshold == 0:
+            return 0  # two-stage always; no need to count
+        now = time.monotonic()
+        cached = self._note_count
+        if cached is not None and now - cached[0] < self._search.note_count_ttl_s:
+            return cached[1]
+        count = await self._store.note_count_estimate()
+        self._note_count = (now, count)
+        return count

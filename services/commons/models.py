@@ -1,0 +1,62 @@
+"""The commons' domain records, as the store returns them and the servicer renders them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Post:
+    id: uuid.UUID
+    contributor_no: int
+    title: str
+    body: str
+    tags: list[str]
+    score: int
+    comment_count: int
+    created_at: datetime
+    searchable: bool
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A note as search returns it: body snipped, no similarity (it is never exposed)."""
+
+    id: uuid.UUID
+    contributor_no: int
+    title: str
+    body: str
+    body_truncated: bool
+    body_chars: int
+    tags: list[str]
+    score: int
+    comment_count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: uuid.UUID
+    post_id: uuid.UUID
+    contributor_no: int
+    body: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class VoteOutcome:
+    post_id: uuid.UUID
+    score: int
+    value: int  # -1, 0 (withdrawn) or 1
+
+
+@dataclass(frozen=True)
+class PendingEmbed:
+    """A note still without a vector, with what its embedding is computed from."""
+
+    id: uuid.UUID
+    title: str
+    body: str
+    created_at: datetime

@@ -1,0 +1,40 @@
+"""The ranking expression and the choice between exact and two-stage retrieval.
+
+score = w_semantic * cosine_similarity + w_votes * ln(1 + max(votes, 0)); ties go to the
+higher vote score, then the newer note. The SQL in store.py is the authority; `blended_score`
+mirrors it for tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True)
+class RankingWeights:
+    semantic: float = 1.0
+    votes: float = 0.15
+
+
+class Strategy(StrEnum):
+    # Every embedded note scored exactly: a blended ORDER BY cannot use the HNSW index.
+    EXACT = "exact"
+    # Top-K by pure cosine distance through the index, then the blended re-rank of those K.
+    TWO_STAGE = "two_stage"
+
+
+def blended_score(similarity: float, votes: int, weights: RankingWeights) -> float:
+    return weights.semantic * similarity + weights.votes * math.log(1 + max(votes, 0))
+
+
+def choose_strategy(embedded_notes: int, threshold: int) -> Strategy:
+    """Two-stage once the board is big enough that scoring every row costs real time."""
+    return Strategy.TWO_STAGE if embedded_notes >= threshold else Strategy.EXACT
+
+
+def ef_search_for(k: int) -> int:
+    # HNSW returns at most ef_search rows; below K the candidate list silently shrinks.
+    # pgvector caps ef_search at 1000.
+    return min(max(k, 40), 1000)

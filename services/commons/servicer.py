@@ -1,0 +1,122 @@
+"""CommonsService: protobuf in and out; rules live in board.py."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from commons.board import NotesBoard
+from commons.models import Comment, Post, SearchHit
+
+_DIRECTION_TO_VALUE = {
+    commons_pb2.VOTE_DIRECTION_UP: 1,
+    commons_pb2.VOTE_DIRECTION_DOWN: -1,
+    commons_pb2.VOTE_DIRECTION_NONE: 0,
+}
+_VALUE_TO_DIRECTION = {value: direction for direction, value in _DIRECTION_TO_VALUE.items()}
+
+
+def _timestamp(value: datetime) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def post_message(post: Post) -> commons_pb2.Post:
+    return commons_pb2.Post(
+        id=str(post.id),
+        contributor_no=post.contributor_no,
+        title=post.title,
+        body=post.body,
+        tags=post.tags,
+        score=post.score,
+        comment_count=post.comment_count,
+        created_at=_timestamp(post.created_at),
+        searchable=post.searchable,
+    )
+
+
+def result_message(hit: SearchHit) -> commons_pb2.SearchResult:
+    return commons_pb2.SearchResult(
+        id=str(hit.id),
+        contributor_no=hit.contributor_no,
+        title=hit.title,
+        body=hit.body,
+        body_truncated=hit.body_truncated,
+        body_chars=hit.body_chars,
+        tags=hit.tags,
+        score=hit.score,
+        comment_count=hit.comment_count,
+        created_at=_timestamp(hit.created_at),
+    )
+
+
+def comment_message(comment: Comment) -> commons_pb2.Comment:
+    return commons_pb2.Comment(
+        id=str(comment.id),
+        post_id=str(comment.post_id),
+        contributor_no=comment.contributor_no,
+        body=comment.body,
+        created_at=_timestamp(comment.created_at),
+    )
+
+
+class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
+    def __init__(self, board: NotesBoard) -> None:
+        self._board = board
+
+    async def CreatePost(
+        self, request: commons_pb2.CreatePostRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.CreatePostResponse:
+        post = await self._board.create_post(request.title, request.body, list(request.tags))
+        return commons_pb2.CreatePostResponse(post=post_message(post))
+
+    async def GetPost(
+        self, request: commons_pb2.GetPostRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.GetPostResponse:
+        post = await self._board.get_post(request.post_id)
+        return commons_pb2.GetPostResponse(post=post_message(post))
+
+    async def DeletePost(
+        self, request: commons_pb2.DeletePostRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.DeletePostResponse:
+        await self._board.delete_post(request.post_id)
+        return commons_pb2.DeletePostResponse()
+
+    async def VotePost(
+        self, request: commons_pb2.VotePostRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.VotePostResponse:
+        # An unknown or unset direction maps to an out-of-range value the board rejects.
+        outcome = await self._board.vote(
+            request.post_id, _DIRECTION_TO_VALUE.get(request.direction, 99)
+        )
+        return commons_pb2.VotePostResponse(
+            post_id=str(outcome.post_id),
+            score=outcome.score,
+            direction=_VALUE_TO_DIRECTION[outcome.value],
+        )
+
+    async def CreateComment(
+        self, request: commons_pb2.CreateCommentRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.CreateCommentResponse:
+        comment, count = await self._board.add_comment(request.post_id, request.body)
+        return commons_pb2.CreateCommentResponse(
+            comment=comment_message(comment), comment_count=count
+        )
+
+    async def ListComments(
+        self, request: commons_pb2.ListCommentsRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.ListCommentsResponse:
+        comments = await self._board.list_comments(request.post_id)
+        return commons_pb2.ListCommentsResponse(comments=[comment_message(c) for c in comments])
+
+    async def SearchPosts(
+        self, request: commons_pb2.SearchPostsRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.SearchPostsResponse:
+        hits = await self._board.search(request.query)
+        return commons_pb2.SearchPostsResponse(
+            query=request.query, results=[result_message(h) for h in hits]
+        )

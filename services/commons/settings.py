@@ -1,0 +1,70 @@
+"""Commons configuration, read once at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from commons.ranking import RankingWeights
+from commons.validation import Limits
+from svckit.config import Env
+
+
+@dataclass(frozen=True)
+class CommonsSettings:
+    address: str
+    database_url: str
+    embedder_addr: str
+    embedder_timeout_s: float  # query embedding; past it, search is UNAVAILABLE
+    embed_write_timeout_s: float  # note embedding (detached task and backfill)
+    search_limit: int
+    body_snippet: int
+    weights: RankingWeights
+    two_stage_threshold: int  # embedded notes at or above which two-stage retrieval is used
+    two_stage_k: int  # first-stage candidates taken through the HNSW index
+    note_count_ttl_s: float  # how long the note-count estimate is trusted
+    backfill_interval_s: float
+    backfill_batch: int
+    limits: Limits
+    db_pool_max: int
+    ready_file: Path | None
+    log_level: str
+
+    @classmethod
+    def from_env(cls, env: Env) -> CommonsSettings:
+        ready = env.optional_str("COMMONS_READY_FILE")
+        return cls(
+            address=env.str("COMMONS_LISTEN", "127.0.0.1:50054"),
+            database_url=env.str("COGRAPH_DATABASE_URL"),
+            embedder_addr=env.str("EMBEDDER_ADDR", "127.0.0.1:50051"),
+            embedder_timeout_s=env.float("EMBEDDER_TIMEOUT_S", 2.0, min=0.01, max=120.0),
+            embed_write_timeout_s=env.float(
+                "COMMONS_EMBED_WRITE_TIMEOUT_S", 30.0, min=0.1, max=600.0
+            ),
+            search_limit=env.int("SEARCH_LIMIT", 10, min=1, max=100),
+            body_snippet=env.int("SEARCH_BODY_SNIPPET", 1200, min=1, max=1_000_000),
+            weights=RankingWeights(
+                semantic=env.float("SEARCH_W_SEMANTIC", 1.0, min=0.0, max=100.0),
+                votes=env.float("SEARCH_W_VOTES", 0.15, min=0.0, max=100.0),
+            ),
+            two_stage_threshold=env.int(
+                "COMMONS_TWO_STAGE_THRESHOLD", 200_000, min=0, max=1_000_000_000
+            ),
+            two_stage_k=env.int("COMMONS_TWO_STAGE_K", 400, min=10, max=1000),
+            note_count_ttl_s=env.float("COMMONS_NOTE_COUNT_TTL_S", 60.0, min=0.0, max=86_400.0),
+            backfill_interval_s=env.float(
+                "COMMONS_BACKFILL_INTERVAL_S", 15.0, min=0.05, max=86_400.0
+            ),
+            backfill_batch=env.int("COMMONS_BACKFILL_BATCH", 32, min=1, max=256),
+            limits=Limits(
+                title_chars=env.int("COMMONS_MAX_TITLE_CHARS", 200, min=1, max=10_000),
+                body_chars=env.int("COMMONS_MAX_BODY_CHARS", 20_000, min=1, max=1_000_000),
+                tags=env.int("COMMONS_MAX_TAGS", 10, min=0, max=100),
+                tag_chars=env.int("COMMONS_MAX_TAG_CHARS", 32, min=1, max=200),
+                comment_chars=env.int("COMMONS_MAX_COMMENT_CHARS", 5_000, min=1, max=1_000_000),
+                query_chars=env.int("COMMONS_MAX_QUERY_CHARS", 1_000, min=1, max=16_000),
+            ),
+            db_pool_max=env.int("COMMONS_DB_POOL_MAX", 10, min=2, max=200),
+            ready_file=Path(ready) if ready else None,
+            log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+        )

@@ -1,0 +1,73 @@
+"""`cograph notes ...` against a running commons service over gRPC."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from cograph_cli import notes_cmd
+from tests.integration.commons_fixtures import Running, commons_settings, running_commons
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def commons(fresh_db_url: str, embedder_address: str) -> AsyncIterator[Running]:
+    async with running_commons(commons_settings(fresh_db_url, embedder_address)) as running:
+        yield running
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cograph")
+    notes_cmd.register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+async def _cli(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    args = _parser().parse_args(argv)
+    # The handlers run their own event loop (asyncio.run), so keep them off this one.
+    code: int = await asyncio.to_thread(args.handler, args)
+    return code, capsys.readouterr().out
+
+
+async def test_post_vote_comment_search_show_delete(
+    commons: Running, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMMONS_ADDR", f"127.0.0.1:{commons.app.port}")
+    monkeypatch.setenv("COGRAPH_PRINCIPAL", "cli-agent")
+    code, out = await _cli(
+        ["notes", "post", "Run migrations under an advisory lock", "Replicas race.",
+         "--tag", "db", "--json"],
+        capsys,
+    )
+    assert code == 0
+    post = json.loads(out)
+    await commons.caller.wait_searchable(post["id"])
+    code, out = await _cli(["notes", "vote", post["id"], "up", "--json"], capsys)
+    assert (code, json.loads(out)["score"]) == (0, 1)
+    code, out = await _cli(["notes", "comment", post["id"], "Confirmed.", "--json"], capsys)
+    assert (code, json.loads(out)["comment_count"]) == (0, 1)
+    code, out = await _cli(["notes", "search", "migrations racing", "--json"], capsys)
+    body = json.loads(out)
+    assert body["query"] == "migrations racing"
+    (result,) = body["results"]
+    assert set(result) == {
+        "id", "contributor_no", "title", "body", "body_truncated", "body_chars", "tags",
+        "score", "comment_count", "created_at",
+    }
+    assert (result["id"], result["score"], result["comment_count"]) == (post["id"], 1, 1)
+    code, out = await _cli(["notes", "show", post["id"]], capsys)
+    assert code == 0 and "Confirmed." in out and "Replicas race." in out
+    monkeypatch.setenv("COGRAPH_PRINCIPAL", "someone-else")
+    code, out = await _cli(["notes", "delete", post["id"], "--json"], capsys)
+    assert code == 1 and json.loads(out)["error"] == "permission_denied"
+    monkeypatch.setenv("COGRAPH_PRINCIPAL", "cli-agent")
+    code, _ = await _cli(["notes", "delete", post["id"]], capsys)
+    assert code == 0

@@ -1,0 +1,74 @@
+"""The ranking expression, strategy choice, SQL shape and settings defaults."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from commons.embedding import MAX_EMBED_CHARS, embedding_text
+from commons.ranking import (
+    RankingWeights,
+    Strategy,
+    blended_score,
+    choose_strategy,
+    ef_search_for,
+)
+from commons.settings import CommonsSettings
+from commons.store import search_sql
+from svckit.config import ConfigError, Env
+
+W = RankingWeights()
+
+
+def test_vote_term_is_logarithmic_as_the_spec_says() -> None:
+    assert blended_score(0.5, 10, W) - blended_score(0.5, 0, W) == pytest.approx(0.36, abs=0.005)
+    assert blended_score(0.5, 100, W) - blended_score(0.5, 10, W) == pytest.approx(0.33, abs=0.01)
+
+
+def test_downvotes_floor_at_zero() -> None:
+    assert blended_score(0.4, -50, W) == blended_score(0.4, 0, W) == pytest.approx(0.4)
+
+
+def test_weights_apply() -> None:
+    weights = RankingWeights(semantic=2.0, votes=1.0)
+    assert blended_score(0.25, 3, weights) == pytest.approx(0.5 + math.log(4))
+
+
+def test_strategy_switches_at_the_threshold() -> None:
+    assert choose_strategy(199_999, 200_000) is Strategy.EXACT
+    assert choose_strategy(200_000, 200_000) is Strategy.TWO_STAGE
+    assert choose_strategy(0, 0) is Strategy.TWO_STAGE
+
+
+def test_ef_search_covers_k_within_pgvector_bounds() -> None:
+    assert ef_search_for(10) == 40
+    assert ef_search_for(400) == 400
+    assert ef_search_for(5000) == 1000
+
+
+def test_phrase_filter_only_when_there_are_phrases() -> None:
+    assert "ILIKE ALL" not in search_sql(Strategy.EXACT, has_phrases=False)
+    assert "ILIKE ALL" in search_sql(Strategy.EXACT, has_phrases=True)
+    two_stage = search_sql(Strategy.TWO_STAGE, has_phrases=True)
+    assert "ILIKE ALL" in two_stage
+    assert "ORDER BY p.embedding <=> $1::vector" in two_stage
+
+
+def test_embedding_text_joins_title_and_body_and_truncates() -> None:
+    assert embedding_text("T", "B") == "T\n\nB"
+    assert len(embedding_text("T", "x" * 20_000)) == MAX_EMBED_CHARS
+
+
+def test_settings_defaults_and_fail_fast() -> None:
+    settings = CommonsSettings.from_env(Env({"COGRAPH_DATABASE_URL": "postgresql://x/y"}))
+    assert settings.address == "127.0.0.1:50054"
+    assert settings.embedder_addr == "127.0.0.1:50051"
+    assert settings.embedder_timeout_s == 2.0
+    assert settings.search_limit == 10
+    assert settings.body_snippet == 1200
+    assert settings.weights == RankingWeights(1.0, 0.15)
+    with pytest.raises(ConfigError, match="COGRAPH_DATABASE_URL"):
+        CommonsSettings.from_env(Env({}))
+    with pytest.raises(ConfigError, match="SEARCH_LIMIT"):
+        CommonsSettings.from_env(Env({"COGRAPH_DATABASE_URL": "x", "SEARCH_LIMIT": "0"}))
