@@ -103,7 +103,14 @@ async def load(url: str, n: int, clusters: int, spread: float, seed: int) -> Non
                 "posts",
                 records=[(r[0], author, *r[1:]) for r in rows],
                 columns=[
-                    "id", "author_id", "title", "body", "tags", "score", "created_at", "embedding"
+                    "id",
+                    "author_id",
+                    "title",
+                    "body",
+                    "tags",
+                    "score",
+                    "created_at",
+                    "embedding",
                 ],
             )
         print(f"loaded {n} notes in {time.perf_counter() - start:.1f}s", file=sys.stderr)

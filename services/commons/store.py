@@ -32,8 +32,7 @@ _POST_COLUMNS = """
 _BLEND = "($4::float8 * (1 - {distance}) + $5::float8 * ln(1 + GREATEST(p.score, 0)))"
 # Title, body and tags as one haystack for the quoted-phrase filters.
 _PHRASE_FILTER = (
-    "AND (p.title || ' ' || p.body || ' ' || array_to_string(p.tags, ' ')) "
-    "ILIKE ALL (${n}::text[])"
+    "AND (p.title || ' ' || p.body || ' ' || array_to_string(p.tags, ' ')) ILIKE ALL (${n}::text[])"
 )
 # Ranking happens on ids and scores only; bodies are read (and snipped) for the winners.
 _HITS = """

@@ -201,9 +201,7 @@ def _weight_matmuls(onnx_path: Path, skip_layer: int) -> list[str]:
     ]
 
 
-def load_backend(
-    kind: str, model_path: Path | None, cache_dir: Path, threads: int = 0
-) -> Backend:
+def load_backend(kind: str, model_path: Path | None, cache_dir: Path, threads: int = 0) -> Backend:
     path = model_path or packaged_model_path()
     if kind == "torch":
         return TorchBackend(path, threads)

@@ -55,7 +55,7 @@ def free_port() -> int:
 class Caller:
     """A CommonsService stub that acts for a given principal (or none)."""
 
-    stub: commons_pb2_grpc.CommonsServiceStub
+    stub: commons_pb2_grpc.CommonsServiceAsyncStub
 
     def _md(self, principal: str | None) -> tuple[tuple[str, str], ...]:
         if principal is None:
@@ -73,9 +73,7 @@ class Caller:
         return response.post
 
     async def get(self, post_id: str) -> commons_pb2.Post:
-        response = await self.stub.GetPost(
-            commons_pb2.GetPostRequest(post_id=post_id), timeout=10
-        )
+        response = await self.stub.GetPost(commons_pb2.GetPostRequest(post_id=post_id), timeout=10)
         return response.post
 
     async def delete(self, post_id: str, *, as_: str | None = "alice") -> None:
@@ -156,7 +154,7 @@ async def running_commons(
         caller = Caller(commons_pb2_grpc.CommonsServiceStub(channel))
         yield Running(app, caller, settings.database_url)
     finally:
-        await channel.close()
+        await channel.close(None)
         await app.stop()
 
 
@@ -226,6 +224,11 @@ class SlowEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
         await asyncio.sleep(self.delay_s)
         return embedder_pb2.EmbedResponse()
 
+    async def Info(
+        self, request: embedder_pb2.InfoRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.InfoResponse:
+        return embedder_pb2.InfoResponse(model="slow", dimension=384)
+
 
 @contextlib.asynccontextmanager
 async def slow_embedder(delay_s: float) -> AsyncIterator[tuple[str, SlowEmbedder]]:
@@ -241,7 +244,9 @@ async def slow_embedder(delay_s: float) -> AsyncIterator[tuple[str, SlowEmbedder
 
 
 def reason_of(err: grpc.aio.AioRpcError) -> str | None:
-    for key, value in err.trailing_metadata() or ():
+    # grpc-stubs types metadata items loosely; at run time each is a (key, value) pair.
+    pairs: list[tuple[str, str | bytes]] = list(err.trailing_metadata() or ())  # type: ignore[arg-type]
+    for key, value in pairs:
         if key == "x-cograph-reason":
             return value if isinstance(value, str) else value.decode()
     return None

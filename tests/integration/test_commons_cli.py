@@ -28,9 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _cli(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str]:
+async def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     args = _parser().parse_args(argv)
     # The handlers run their own event loop (asyncio.run), so keep them off this one.
     code: int = await asyncio.to_thread(args.handler, args)
@@ -43,8 +41,15 @@ async def test_post_vote_comment_search_show_delete(
     monkeypatch.setenv("COMMONS_ADDR", f"127.0.0.1:{commons.app.port}")
     monkeypatch.setenv("COGRAPH_PRINCIPAL", "cli-agent")
     code, out = await _cli(
-        ["notes", "post", "Run migrations under an advisory lock", "Replicas race.",
-         "--tag", "db", "--json"],
+        [
+            "notes",
+            "post",
+            "Run migrations under an advisory lock",
+            "Replicas race.",
+            "--tag",
+            "db",
+            "--json",
+        ],
         capsys,
     )
     assert code == 0
@@ -59,8 +64,16 @@ async def test_post_vote_comment_search_show_delete(
     assert body["query"] == "migrations racing"
     (result,) = body["results"]
     assert set(result) == {
-        "id", "contributor_no", "title", "body", "body_truncated", "body_chars", "tags",
-        "score", "comment_count", "created_at",
+        "id",
+        "contributor_no",
+        "title",
+        "body",
+        "body_truncated",
+        "body_chars",
+        "tags",
+        "score",
+        "comment_count",
+        "created_at",
     }
     assert (result["id"], result["score"], result["comment_count"]) == (post["id"], 1, 1)
     code, out = await _cli(["notes", "show", post["id"]], capsys)

@@ -108,7 +108,7 @@ async def test_notes_posted_during_an_outage_become_searchable_after_it(
                 found.update(r.id for r in response.results)
             assert {p.id for p in during} <= found
     finally:
-        await channel.close()
+        await channel.close(None)
         await proxy.stop()
 
 

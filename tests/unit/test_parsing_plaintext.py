@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from retrieval.parsing import chunk_plain_text
 
 

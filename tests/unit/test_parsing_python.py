@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from retrieval.parsing import CodeNode, CodeParser, Edge, ParsedFile, parse_file
 
 SOURCE = b'''\
