@@ -32,7 +32,7 @@ def _metadata() -> tuple[tuple[str, str], ...]:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds `index` and `collection add`; each sets `func(args) -> int` as its handler."""
+    """Adds `index` and `collection add`; each sets `handler(args) -> int`."""
     index = subparsers.add_parser(
         "index", help="index a repository (local path or git URL) into the code store"
     )
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     index.add_argument("--branch", default="", help="branch to index (default: current)")
     index.add_argument("--public", action="store_true", help="readable by every principal")
     index.add_argument("--no-progress", action="store_true", help="no progress bars")
-    index.set_defaults(func=run_index)
+    index.set_defaults(handler=run_index)
 
     collection = subparsers.add_parser("collection", help="markdown collections")
     actions = collection.add_subparsers(dest="collection_command", required=True)
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="send the files' contents (when the service cannot read this directory)",
     )
     add.add_argument("--no-progress", action="store_true", help="no progress bars")
-    add.set_defaults(func=run_collection_add)
+    add.set_defaults(handler=run_collection_add)
 
 
 def _address() -> str:

@@ -8,11 +8,14 @@ import logging
 import sys
 from collections.abc import Sequence
 
-# Each module exposes register(subparsers) and sets `func(args) -> int` on its parsers.
+# Each module exposes register(subparsers) and sets `handler(args) -> int` on its parsers.
 COMMAND_MODULES: tuple[str, ...] = (
     "cograph_cli.up",
     "cograph_cli.index_cmd",
     "cograph_cli.notes_cmd",
+    "cograph_cli.keys_cmd",
+    "cograph_cli.mcp_cmd",
+    "cograph_cli.migrate_cmd",
 )
 
 
@@ -29,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    code: int = args.handler(args)
     return code
 
 

@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
 
+from cograph_cli.migrate_cmd import migrate_all
 from cograph_cli.services import SERVICES, ServiceSpec
 from cograph_cli.supervisor import ChildDied, Supervisor
 from svckit.config import Env, data_dir
 from svckit.db import ensure_extensions
 from svckit.embedded import EmbeddedPostgres
-from svckit.migrations import migrate
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="listen on consecutive ports from here (0: let the OS pick free ports)",
     )
     parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds")
-    parser.set_defaults(func=run_up)
+    parser.set_defaults(handler=run_up)
 
 
 def _port_for(spec: ServiceSpec, index: int, base: int | None) -> int:
@@ -44,11 +44,13 @@ def _port_for(spec: ServiceSpec, index: int, base: int | None) -> int:
     return 0 if base == 0 else base + index
 
 
-async def _migrate_all(dsn: str, specs: list[ServiceSpec]) -> None:
-    for spec in specs:
-        folder = spec.migrations_dir()
-        if folder is not None:
-            await migrate(dsn, spec.name, folder)
+async def _bootstrap_admin_key(dsn: str, root: Path, specs: list[ServiceSpec]) -> str | None:
+    """The first start creates an admin key so the person running Cograph can use it."""
+    if not any(spec.name == "gateway" for spec in specs):
+        return None
+    from gateway.keys_store import ensure_admin_key
+
+    return await ensure_admin_key(dsn, root)
 
 
 def _install_stop_signals(stop: asyncio.Event) -> Callable[[], None]:
@@ -81,7 +83,8 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             print("postgres   COGRAPH_DATABASE_URL", flush=True)
         await ensure_extensions(dsn)
         specs = [spec for spec in SERVICES if spec.available()]
-        await _migrate_all(dsn, specs)
+        await migrate_all(dsn, specs)
+        admin_key = await _bootstrap_admin_key(dsn, root, specs)
 
         supervisor = Supervisor(root / "run", environ, host=args.host)
         ports = {spec.name: _port_for(spec, i, args.port_base) for i, spec in enumerate(specs)}
@@ -105,7 +108,7 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             return 130
         stopped.cancel()
         ready.result()
-        _print_endpoints(supervisor, args.host, root)
+        _print_endpoints(supervisor, args.host, root, admin_key)
         while not stop.is_set():
             supervisor.check_alive()
             with suppress(TimeoutError):
@@ -129,7 +132,7 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print("stopped", flush=True)
 
 
-def _print_endpoints(supervisor: Supervisor, host: str, root: Path) -> None:
+def _print_endpoints(supervisor: Supervisor, host: str, root: Path, admin_key: str | None) -> None:
     print("cograph is up", flush=True)
     for child in supervisor.children:
         scheme = "http" if child.spec.kind == "http" else "grpc"
@@ -137,6 +140,8 @@ def _print_endpoints(supervisor: Supervisor, host: str, root: Path) -> None:
             f"  {child.spec.name:<10} {scheme}://{host}:{child.port}   log {child.log_path}",
             flush=True,
         )
+    if admin_key:
+        print(f"admin API key (shown once; kept in {root / 'admin.key'}): {admin_key}")
     print(f"data in {root}; Ctrl-C stops everything", flush=True)
 
 

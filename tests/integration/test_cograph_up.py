@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import httpx
 import psutil
 import pytest
 
@@ -43,6 +44,9 @@ def up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]
         match = re.match(r"\s+(\w+)\s+(?:grpc|http)://(\S+)", line)
         if match:
             endpoints[match.group(1)] = match.group(2)
+        key = re.match(r"admin API key .*: (cg_\S+)$", line)
+        if key:
+            endpoints["admin_key"] = key.group(1)
         pg = re.match(r"postgres\s+embedded, data in (\S+)", line)
         if pg:
             endpoints["postgres"] = pg.group(1)
@@ -76,12 +80,24 @@ def test_up_serves_and_stops_cleanly_on_sigterm(
     assert reply.dimension == 384
 
     children = _descendants(process.pid)
-    assert len(children) >= len(endpoints) - 1  # every service, postgres aside
+    services = {k: v for k, v in endpoints.items() if k not in ("postgres", "admin_key")}
+    assert len(children) >= len(services)
     pgdata = endpoints["postgres"]
     postgres = [
         p for p in psutil.process_iter(["cmdline"]) if pgdata in " ".join(p.info["cmdline"] or [])
     ]
     assert postgres, "embedded postgres should be running"
+
+    # The first start made an admin key, printed it once and kept it in a private file.
+    key_file = Path(endpoints["postgres"]).parent / "admin.key"
+    assert key_file.read_text().strip() == endpoints["admin_key"]
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    reply = httpx.get(
+        f"http://{endpoints['gateway']}/api/repositories",
+        headers={"Authorization": f"Bearer {endpoints['admin_key']}"},
+        timeout=10,
+    )
+    assert reply.status_code == 200
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0

@@ -277,7 +277,7 @@ async def test_cli_index_and_collection_add(
     index_cmd.register(parser.add_subparsers(dest="command", required=True))
     root = make_repo(tmp_path / "cli-demo")
     args = parser.parse_args(["index", str(root), "--slug", "example.com/cli/demo"])
-    assert await asyncio.to_thread(args.func, args) == 0
+    assert await asyncio.to_thread(args.handler, args) == 0
     out = capsys.readouterr().out
     assert out.startswith("Indexed repository example.com/cli/demo @ main ")
     assert "python 2 files / 7 nodes" in out and "lockfile 1" in out
@@ -285,9 +285,9 @@ async def test_cli_index_and_collection_add(
     docs = tmp_path / "notes"
     write(docs, "a.md", "# A\n\ntext\n")
     args = parser.parse_args(["collection", "add", "notes", str(docs), "--upload"])
-    assert await asyncio.to_thread(args.func, args) == 0
+    assert await asyncio.to_thread(args.handler, args) == 0
     assert "Indexed collection notes" in capsys.readouterr().out
 
     args = parser.parse_args(["index", str(tmp_path / "missing-dir")])
-    assert await asyncio.to_thread(args.func, args) == 1
+    assert await asyncio.to_thread(args.handler, args) == 1
     assert "INVALID_ARGUMENT" in capsys.readouterr().err

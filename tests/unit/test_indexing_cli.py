@@ -17,7 +17,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def test_arguments() -> None:
     args = _parser().parse_args(["index", ".", "--slug", "h/o/n", "--branch", "dev"])
-    assert (args.source, args.slug, args.branch, args.func) == (
+    assert (args.source, args.slug, args.branch, args.handler) == (
         ".",
         "h/o/n",
         "dev",
@@ -25,7 +25,7 @@ def test_arguments() -> None:
     )
     args = _parser().parse_args(["collection", "add", "docs", "./d", "--description", "x"])
     assert (args.name, args.dir, args.description, args.upload) == ("docs", "./d", "x", False)
-    assert args.func is index_cmd.run_collection_add
+    assert args.handler is index_cmd.run_collection_add
 
 
 def test_summary_of_a_successful_repository_job() -> None:

@@ -1,0 +1,56 @@
+"""`cograph migrate`: apply every service's migrations to COGRAPH_DATABASE_URL.
+
+`cograph up` does this itself; on Kubernetes it runs as a Job before the services start, so
+read-only services (the router) never need write rights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from cograph_cli.services import SERVICES, ServiceSpec
+from svckit.config import ConfigError, Env
+from svckit.db import ensure_extensions
+from svckit.migrations import migrate
+
+# Retrieval's tables come before the router's, which index them.
+_ORDER = ("retrieval", "commons", "gateway", "router", "embedder")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "migrate", help="create the extensions and apply every service's migrations"
+    )
+    parser.set_defaults(handler=run_migrate)
+
+
+async def migrate_all(dsn: str, specs: Sequence[ServiceSpec]) -> dict[str, list[int]]:
+    """Applies each service's pending migrations in dependency order."""
+    applied: dict[str, list[int]] = {}
+    for spec in sorted(specs, key=lambda s: _ORDER.index(s.name) if s.name in _ORDER else 99):
+        folder = spec.migrations_dir()
+        if folder is not None:
+            applied[spec.name] = await migrate(dsn, spec.name, folder)
+    return applied
+
+
+async def _run(dsn: str) -> None:
+    await ensure_extensions(dsn)
+    applied = await migrate_all(dsn, [spec for spec in SERVICES if spec.available()])
+    for name, versions in applied.items():
+        done = ", ".join(f"{v:04d}" for v in versions) or "up to date"
+        print(f"{name:<10} {done}")
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    try:
+        dsn = Env(os.environ).str("COGRAPH_DATABASE_URL")
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    asyncio.run(_run(dsn))
+    return 0

@@ -1,0 +1,105 @@
+"""`cograph route QUESTION [--json]`: which repositories and collections a question belongs to.
+
+The router is addressed by ROUTER_ADDR (default 127.0.0.1:50053). The call acts for the
+principal in COGRAPH_PRINCIPAL (default: the local user's name), sent as the same metadata
+the gateway sets after checking an API key, so the answer only names sources that principal
+may read. `--json` prints the REST body of POST /api/route.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import os
+import sys
+from typing import Any
+
+import grpc
+
+from cograph.router.v1 import router_pb2, router_pb2_grpc
+from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
+
+DEFAULT_ADDR = "127.0.0.1:50053"
+TIMEOUT_S = 30.0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "route", help="which repositories and collections a question belongs to"
+    )
+    parser.add_argument("question")
+    parser.add_argument("--max-repositories", type=int, default=None, help="1..20 (default 3)")
+    parser.add_argument("--max-collections", type=int, default=None, help="1..20 (default 3)")
+    parser.add_argument("--json", action="store_true", help="print the REST response body")
+    parser.set_defaults(handler=run_route)
+
+
+def response_body(reply: router_pb2.RouteResponse) -> dict[str, list[dict[str, Any]]]:
+    """The REST body: {repositories: [{slug, confidence, rationale}], collections: [...]}."""
+    return {
+        "repositories": [
+            {"slug": r.slug, "confidence": r.confidence, "rationale": r.rationale}
+            for r in reply.repositories
+        ],
+        "collections": [
+            {"name": c.name, "confidence": c.confidence, "rationale": c.rationale}
+            for c in reply.collections
+        ],
+    }
+
+
+def _request(args: argparse.Namespace) -> router_pb2.RouteRequest:
+    request = router_pb2.RouteRequest(query=args.question)
+    # Only set what was given: presence means "asked for", absence means the server default.
+    if args.max_repositories is not None:
+        request.max_repositories = args.max_repositories
+    if args.max_collections is not None:
+        request.max_collections = args.max_collections
+    return request
+
+
+async def _call(request: router_pb2.RouteRequest) -> router_pb2.RouteResponse:
+    address = os.environ.get("ROUTER_ADDR") or DEFAULT_ADDR
+    principal = os.environ.get("COGRAPH_PRINCIPAL") or getpass.getuser()
+    metadata = ((PRINCIPAL_HEADER, principal), (ADMIN_HEADER, "0"))
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = router_pb2_grpc.RouterServiceStub(channel)
+        reply: router_pb2.RouteResponse = await stub.Route(
+            request, metadata=metadata, timeout=TIMEOUT_S
+        )
+        return reply
+
+
+def _print_text(body: dict[str, list[dict[str, Any]]]) -> None:
+    print("repositories:")
+    if not body["repositories"]:
+        print("  (none matched)")
+    for repo in body["repositories"]:
+        print(f"  {repo['confidence']:.2f}  {repo['slug']}  {repo['rationale']}")
+    print("collections:")
+    if not body["collections"]:
+        print("  (none readable)")
+    for coll in body["collections"]:
+        print(f"  {coll['confidence']:.2f}  {coll['name']}  {coll['rationale']}")
+
+
+def run_route(args: argparse.Namespace) -> int:
+    try:
+        reply = asyncio.run(_call(_request(args)))
+    except grpc.aio.AioRpcError as err:
+        trailing: Any = err.trailing_metadata() or ()
+        reason = next((v for k, v in trailing if k == "x-cograph-reason"), None)
+        code = reason or err.code().name.lower()
+        if args.json:
+            print(json.dumps({"error": code, "detail": err.details()}))
+        else:
+            print(f"error: {code}: {err.details()}", file=sys.stderr)
+        return 1
+    body = response_body(reply)
+    if args.json:
+        print(json.dumps(body))
+    else:
+        _print_text(body)
+    return 0

@@ -1,0 +1,202 @@
+"""What the gateway can do, as JSON in and JSON out: the REST routes and the in-gateway MCP
+tools both call this, so the two surfaces cannot drift apart.
+
+Each method maps a validated request to protobuf, calls one backend with the caller's
+principal in the metadata (set by the auth middleware), and maps the reply back. A failed
+call raises ApiError with the HTTP status the gRPC status maps to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import grpc
+from google.protobuf.message import Message
+
+from cograph.commons.v1 import commons_pb2
+from cograph.retrieval.v1 import retrieval_pb2
+from gateway import models
+from gateway.backends import Backends, proto_module
+from gateway.convert import from_json, to_json
+from gateway.errors import from_grpc, invalid, not_implemented
+
+Json = dict[str, Any]
+
+_DIRECTIONS = {
+    "up": commons_pb2.VOTE_DIRECTION_UP,
+    "down": commons_pb2.VOTE_DIRECTION_DOWN,
+    "none": commons_pb2.VOTE_DIRECTION_NONE,
+}
+
+
+class CographApi(Protocol):
+    """The operations MCP tools need; served in-process here or over REST by RestClient."""
+
+    async def search(self, request: models.SearchRequest) -> Json: ...
+    async def route(self, request: models.RouteRequest) -> Json: ...
+    async def graph(self, request: models.GraphRequest) -> Json: ...
+    async def list_repositories(self) -> Json: ...
+    async def get_repository(self, slug: str) -> Json: ...
+    async def list_collections(self) -> Json: ...
+    async def search_posts(self, query: str) -> Json: ...
+    async def get_post(self, post_id: str) -> Json: ...
+    async def list_comments(self, post_id: str) -> Json: ...
+    async def create_post(self, request: models.NewPost) -> Json: ...
+    async def vote(self, post_id: str, request: models.Vote) -> Json: ...
+
+
+def _build(cls: type[Message] | None, what: str, data: Json) -> Message:
+    if cls is None:
+        raise not_implemented(what)
+    try:
+        return from_json(cls, data)
+    except ValueError as err:
+        raise invalid(str(err)) from None
+
+
+class GatewayApi:
+    """CographApi (and the rest of the REST surface) over the gRPC backends."""
+
+    def __init__(self, backends: Backends) -> None:
+        self._backends = backends
+
+    @staticmethod
+    async def _call(method: Callable[[Any], Awaitable[Any]], request: Message) -> Any:
+        try:
+            return await method(request)
+        except grpc.aio.AioRpcError as err:
+            raise from_grpc(err) from None
+
+    # ---- code search and routing ----
+
+    async def search(self, request: models.SearchRequest) -> Json:
+        # The request fields carry the JSON names (DESIGN.md), so from_json maps them as
+        # they are (layer names onto the Layer enum, times onto Timestamps).
+        cls = getattr(retrieval_pb2, "SearchRequest", None)
+        message = _build(cls, "search", request.model_dump(exclude_none=True))
+        reply = await self._call(self._backends.retrieval().Search, message)
+        return dict(to_json(reply))
+
+    async def graph(self, request: models.GraphRequest) -> Json:
+        cls = getattr(retrieval_pb2, "GraphRequest", None)
+        message = _build(cls, "the code graph", request.model_dump())
+        reply = await self._call(self._backends.retrieval().Graph, message)
+        return dict(to_json(reply))
+
+    async def route(self, request: models.RouteRequest) -> Json:
+        module = proto_module("router")
+        cls = getattr(module, "RouteRequest", None) if module else None
+        message = _build(cls, "source routing", request.model_dump(exclude_none=True))
+        reply = await self._call(self._backends.router().Route, message)
+        return dict(to_json(reply))
+
+    # ---- repositories, collections, jobs ----
+
+    async def index_repository(self, request: models.IndexRepositoryRequest) -> Json:
+        message = from_json(retrieval_pb2.IndexRepositoryRequest, request.model_dump())
+        reply = await self._call(self._backends.retrieval().IndexRepository, message)
+        return {"job": to_json(reply.job)}
+
+    async def list_repositories(self) -> Json:
+        reply = await self._call(
+            self._backends.retrieval().ListRepositories, retrieval_pb2.ListRepositoriesRequest()
+        )
+        return {"repositories": [to_json(r) for r in reply.repositories]}
+
+    async def get_repository(self, slug: str) -> Json:
+        reply = await self._call(
+            self._backends.retrieval().GetRepository, retrieval_pb2.GetRepositoryRequest(slug=slug)
+        )
+        return dict(to_json(reply.repository))
+
+    async def delete_repository(self, slug: str) -> None:
+        await self._call(
+            self._backends.retrieval().DeleteRepository,
+            retrieval_pb2.DeleteRepositoryRequest(slug=slug),
+        )
+
+    async def index_collection(self, request: models.IndexCollectionRequest) -> Json:
+        message = from_json(retrieval_pb2.IndexCollectionRequest, request.model_dump())
+        reply = await self._call(self._backends.retrieval().IndexCollection, message)
+        return {"job": to_json(reply.job)}
+
+    async def list_collections(self) -> Json:
+        reply = await self._call(
+            self._backends.retrieval().ListCollections, retrieval_pb2.ListCollectionsRequest()
+        )
+        return {"collections": [to_json(c) for c in reply.collections]}
+
+    async def get_job(self, job_id: str) -> Json:
+        reply = await self._call(
+            self._backends.retrieval().GetJob, retrieval_pb2.GetJobRequest(job_id=job_id)
+        )
+        return dict(to_json(reply.job))
+
+    async def grant_access(
+        self, principal_id: str, repositories: list[str], collections: list[str]
+    ) -> None:
+        """Grants a principal read access (used by key creation with --grant)."""
+        cls = getattr(retrieval_pb2, "GrantAccessRequest", None)
+        targets = [{"repository": s} for s in repositories] + [
+            {"collection": c} for c in collections
+        ]
+        messages = [
+            _build(cls, "granting access", {"principal_id": principal_id, **t}) for t in targets
+        ]
+        for message in messages:
+            await self._call(self._backends.retrieval().GrantAccess, message)
+
+    def can_grant(self) -> bool:
+        return hasattr(retrieval_pb2, "GrantAccessRequest")
+
+    # ---- commons ----
+
+    async def create_post(self, request: models.NewPost) -> Json:
+        reply = await self._call(
+            self._backends.commons().CreatePost,
+            commons_pb2.CreatePostRequest(
+                title=request.title, body=request.body, tags=request.tags
+            ),
+        )
+        return dict(to_json(reply.post))
+
+    async def get_post(self, post_id: str) -> Json:
+        reply = await self._call(
+            self._backends.commons().GetPost, commons_pb2.GetPostRequest(post_id=post_id)
+        )
+        return dict(to_json(reply.post))
+
+    async def delete_post(self, post_id: str) -> None:
+        await self._call(
+            self._backends.commons().DeletePost, commons_pb2.DeletePostRequest(post_id=post_id)
+        )
+
+    async def vote(self, post_id: str, request: models.Vote) -> Json:
+        reply = await self._call(
+            self._backends.commons().VotePost,
+            commons_pb2.VotePostRequest(
+                post_id=post_id,
+                direction=_DIRECTIONS[request.direction],
+            ),
+        )
+        return dict(to_json(reply))
+
+    async def create_comment(self, post_id: str, request: models.NewComment) -> Json:
+        reply = await self._call(
+            self._backends.commons().CreateComment,
+            commons_pb2.CreateCommentRequest(post_id=post_id, body=request.body),
+        )
+        return dict(to_json(reply))
+
+    async def list_comments(self, post_id: str) -> Json:
+        reply = await self._call(
+            self._backends.commons().ListComments, commons_pb2.ListCommentsRequest(post_id=post_id)
+        )
+        return dict(to_json(reply))
+
+    async def search_posts(self, query: str) -> Json:
+        reply = await self._call(
+            self._backends.commons().SearchPosts, commons_pb2.SearchPostsRequest(query=query)
+        )
+        return dict(to_json(reply))

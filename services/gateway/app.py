@@ -1,0 +1,181 @@
+"""Composition root of the gateway: keys store, backend channels, the FastAPI app, uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import uvicorn
+from fastapi import FastAPI
+from opentelemetry.sdk.trace import TracerProvider
+from starlette.routing import Route
+
+from gateway.api import GatewayApi
+from gateway.auth import Authenticator, AuthMiddleware, PublicPaths
+from gateway.backends import Backends
+from gateway.body_limit import BodyLimitMiddleware
+from gateway.errors import install_error_handlers
+from gateway.keys_store import MIGRATIONS, KeysStore
+from gateway.mcp_server import build_mcp_server, mcp_http
+from gateway.metrics import Metrics, MetricsMiddleware
+from gateway.routes_commons import commons_router
+from gateway.routes_console import console_router
+from gateway.routes_health import health_router
+from gateway.routes_keys import keys_router
+from gateway.routes_retrieval import retrieval_router
+from gateway.settings import GatewaySettings
+from svckit.db import create_pool
+from svckit.migrations import migrate
+
+log = logging.getLogger(__name__)
+
+PUBLIC = PublicPaths(
+    exact={"/healthz", "/readyz", "/metrics", "/openapi.json", "/search"},
+    prefixes=("/search/",),
+)
+
+
+def _openapi_with_bearer(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema plus the Bearer scheme (auth is middleware, which FastAPI can't see)."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    schema = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes
+    )
+    schema.setdefault("components", {})["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer", "description": "A Cograph API key."}
+    }
+    public = {"/healthz", "/readyz"}
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            operation["security"] = [] if path in public else [{"bearer": []}]
+    app.openapi_schema = schema
+    return schema
+
+
+def build_app(
+    settings: GatewaySettings,
+    backends: Backends,
+    pool: asyncpg.Pool,
+    keys: KeysStore,
+    metrics: Metrics | None = None,
+) -> FastAPI:
+    """The ASGI app; owns nothing it did not create (the pool and channels are passed in)."""
+    metrics = metrics or Metrics()
+    api = GatewayApi(backends)
+    mcp = mcp_http(build_mcp_server(api)) if settings.mcp_enabled else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if mcp is None:
+            yield
+            return
+        async with mcp.manager.run():
+            yield
+
+    app = FastAPI(
+        title="Cograph",
+        version="0.1.0",
+        description="REST API of Cograph, a context engine for coding agents.",
+        docs_url=None,  # Swagger UI loads from a CDN, which a self-hosted install may lack
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.openapi = lambda: _openapi_with_bearer(app)  # type: ignore[method-assign]
+    install_error_handlers(app)
+    app.include_router(health_router(backends, pool, metrics))
+    app.include_router(console_router())
+    app.include_router(retrieval_router(api))
+    app.include_router(commons_router(api))
+    app.include_router(keys_router(keys, api))
+    if mcp is not None:
+        app.router.routes.append(
+            Route("/mcp", endpoint=mcp.asgi, methods=["GET", "POST", "DELETE"])
+        )
+    # Added last = outermost: metrics see every response, the body limit runs before
+    # authentication reads anything, and authentication runs before any route.
+    app.add_middleware(
+        AuthMiddleware, authenticator=Authenticator(keys, settings.allow_anonymous), public=PUBLIC
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: the process's composition root owns signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class GatewayApp:
+    app: FastAPI
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+    backends: Backends
+    pool: asyncpg.Pool
+    keys: KeysStore
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        await self.backends.close()
+        await self.pool.close()
+
+
+async def start_gateway(
+    settings: GatewaySettings,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    backends: Backends | None = None,
+) -> GatewayApp:
+    """Migrates the keys table, dials the backends, serves HTTP; returns once listening."""
+    await migrate(settings.database_url, "gateway", MIGRATIONS)
+    pool = await create_pool(settings.database_url)
+    keys = KeysStore(pool, settings.last_used_resolution_s)
+    if backends is None:
+        backends = Backends.dial_all(
+            settings.backend_addrs,
+            timeout_s=settings.backend_timeout_s,
+            health_timeout_s=settings.health_timeout_s,
+            tracer_provider=tracer_provider,
+        )
+    app = build_app(settings, backends, pool, keys)
+    host, port = settings.host_port
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+    )
+    server = _Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            await backends.close()
+            await pool.close()
+            task.result()
+            raise RuntimeError(f"gateway could not listen on {settings.address}")
+        await asyncio.sleep(0.02)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    log.info("gateway serving", extra={"port": bound, "backends": sorted(settings.backend_addrs)})
+    return GatewayApp(app, server, task, backends, pool, keys, bound)

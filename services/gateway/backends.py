@@ -1,0 +1,89 @@
+"""The gRPC channels to the services the gateway fronts, and their health."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.sdk.trace import TracerProvider
+
+from cograph.commons.v1 import commons_pb2_grpc
+from cograph.retrieval.v1 import retrieval_pb2_grpc
+from gateway.errors import not_deployed, not_implemented
+from svckit.clients import dial
+
+
+def proto_module(area: str, suffix: str = "pb2") -> ModuleType | None:
+    """cograph.<area>.v1.<area>_<suffix>, or None where this checkout does not have it yet."""
+    try:
+        return importlib.import_module(f"cograph.{area}.v1.{area}_{suffix}")
+    except ModuleNotFoundError:
+        return None
+
+
+@dataclass
+class Backends:
+    """One channel per configured backend; stubs are cheap and made per call."""
+
+    channels: Mapping[str, grpc.aio.Channel]
+    health_timeout_s: float = 2.0
+
+    @classmethod
+    def dial_all(
+        cls,
+        addrs: Mapping[str, str],
+        *,
+        timeout_s: float,
+        health_timeout_s: float,
+        tracer_provider: TracerProvider | None = None,
+    ) -> Backends:
+        channels = {
+            name: dial(addr, default_timeout_s=timeout_s, tracer_provider=tracer_provider)
+            for name, addr in addrs.items()
+        }
+        return cls(channels, health_timeout_s)
+
+    def channel(self, name: str) -> grpc.aio.Channel:
+        channel = self.channels.get(name)
+        if channel is None:
+            raise not_deployed(name)
+        return channel
+
+    # The stubs are typed Any: grpc-stubs describes the sync API and these calls are aio.
+    def commons(self) -> Any:
+        return commons_pb2_grpc.CommonsServiceStub(self.channel("commons"))
+
+    def retrieval(self) -> Any:
+        return retrieval_pb2_grpc.RetrievalServiceStub(self.channel("retrieval"))
+
+    def router(self) -> Any:
+        module = proto_module("router", "pb2_grpc")
+        if module is None:
+            raise not_implemented("source routing")
+        return module.RouterServiceStub(self.channel("router"))
+
+    async def _status(self, channel: grpc.aio.Channel) -> str:
+        stub: Any = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = await stub.Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=self.health_timeout_s
+            )
+        except grpc.aio.AioRpcError as err:
+            return err.code().name.lower()
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)).lower()
+
+    async def health(self) -> dict[str, str]:
+        """Each configured backend's overall health status (serving, not_serving, ...)."""
+        names = list(self.channels)
+        statuses = await asyncio.gather(*(self._status(self.channels[n]) for n in names))
+        return dict(zip(names, statuses, strict=True))
+
+    async def close(self) -> None:
+        for channel in self.channels.values():
+            await channel.close(None)

@@ -1,0 +1,278 @@
+// The /search console: a small page over the gateway's REST API. No framework and no
+// innerHTML with data: every value is put into the page as text, so nothing a result
+// contains can run as script (the page's CSP forbids inline script as a second line).
+"use strict";
+
+const KEY_STORAGE = "cograph.apiKey";
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "class") node.className = value;
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+async function api(path, options = {}) {
+  const key = localStorage.getItem(KEY_STORAGE) || "";
+  const headers = { Accept: "application/json", ...(options.headers || {}) };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const reply = await fetch(path, {
+    method: options.method || "GET",
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  let data = null;
+  try { data = await reply.json(); } catch (_) { data = null; }
+  if (!reply.ok) {
+    const code = (data && data.error) || `http_${reply.status}`;
+    const detail = (data && data.detail) || reply.statusText;
+    const error = new Error(`${code}: ${detail}`);
+    error.code = code;
+    throw error;
+  }
+  return data;
+}
+
+// ---- highlighting: split text on query terms and wrap matches in <mark> ----
+
+function queryTerms(query) {
+  const words = query.replace(/"/g, " ").split(/[^\p{L}\p{N}_]+/u).filter((w) => w.length > 1);
+  // Identifier parts too, so ParseConfig also highlights "parse" and "config".
+  const parts = words.flatMap((w) => w.split(/(?<=[a-z0-9])(?=[A-Z])|_/)).filter((w) => w.length > 1);
+  return [...new Set([...words, ...parts].map((w) => w.toLowerCase()))];
+}
+
+function escapeRegExp(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+function highlighted(text, terms) {
+  const fragment = document.createDocumentFragment();
+  if (!terms.length) {
+    fragment.append(text);
+    return fragment;
+  }
+  const pattern = new RegExp(`(${terms.map(escapeRegExp).join("|")})`, "giu");
+  let last = 0;
+  for (const match of text.matchAll(pattern)) {
+    if (match.index > last) fragment.append(text.slice(last, match.index));
+    fragment.append(el("mark", {}, match[0]));
+    last = match.index + match[0].length;
+  }
+  if (last < text.length) fragment.append(text.slice(last));
+  return fragment;
+}
+
+// ---- key handling ----
+
+function refreshKeyStatus() {
+  const key = localStorage.getItem(KEY_STORAGE);
+  $("key-status").textContent = key ? `using ${key.slice(0, 9)}…` : "no key: paste one";
+}
+
+async function loadRepositories() {
+  const select = $("code-repo");
+  try {
+    const data = await api("/api/repositories");
+    select.replaceChildren(el("option", { value: "" }, "all readable"));
+    for (const repo of data.repositories) {
+      select.append(el("option", { value: repo.slug }, repo.slug));
+    }
+  } catch (error) {
+    if (error.code === "unauthenticated") showError(error.message);
+  }
+}
+
+// ---- code search ----
+
+function isoOrNull(id) {
+  const value = $(id).value;
+  return value ? new Date(value).toISOString() : null;
+}
+
+function provenanceTable(provenance) {
+  const table = el("table", { class: "provenance" },
+    el("tr", {}, el("th", {}, "stream"), el("th", {}, "rank"), el("th", {}, "raw score")));
+  for (const p of provenance || []) {
+    const score = typeof p.score === "number" ? p.score.toFixed(4) : "";
+    table.append(el("tr", {}, el("td", {}, p.stream), el("td", {}, p.rank), el("td", {}, score)));
+  }
+  return table;
+}
+
+function codeResult(result, terms) {
+  const lines = result.start_line ? `:${result.start_line}-${result.end_line}` : "";
+  const where = `${result.repo ? result.repo + "/" : ""}${result.path}${lines}`;
+  const meta = [result.kind, result.qualified_name, result.commit ? `@${String(result.commit).slice(0, 10)}` : null,
+    typeof result.score === "number" ? `fused ${result.score.toFixed(4)}` : null]
+    .filter(Boolean).join(" · ");
+  return el("article", { class: "result" },
+    el("div", { class: "where" }, where),
+    el("div", { class: "meta" }, meta),
+    el("pre", {}, highlighted(result.snippet || "", terms)),
+    result.truncated ? el("div", { class: "truncated" }, "snippet truncated") : null,
+    provenanceTable(result.provenance));
+}
+
+function renderGraph(graph, results) {
+  const view = $("code-graph-view");
+  view.replaceChildren();
+  if (!graph || !(graph.nodes || []).length) return;
+  // Edges name node ids; show qualified names and where the neighbours live.
+  const names = new Map();
+  for (const r of results) names.set(r.id, r.qualified_name || r.path);
+  for (const n of graph.nodes) names.set(n.id, n.qualified_name || n.path);
+  const label = (id) => names.get(id) || id;
+  const list = el("ul", {});
+  for (const edge of graph.edges || []) {
+    list.append(el("li", {}, `${label(edge.from)} —${edge.kind}→ ${label(edge.to)}`));
+  }
+  for (const node of graph.nodes) {
+    list.append(el("li", { class: "meta" },
+      `${node.kind} ${node.qualified_name} — ${node.path}:${node.start_line}`));
+  }
+  view.append(el("h2", { class: "layer" }, `graph (${graph.nodes.length} nodes)`), list);
+}
+
+async function runCodeSearch(event) {
+  event.preventDefault();
+  showError("");
+  const query = $("code-query").value;
+  const body = {
+    query,
+    top_k: Number($("code-top-k").value),
+    snippet_chars: Number($("code-snippet").value),
+    layers: [...$("code-layers").querySelectorAll("input:checked")].map((i) => i.value),
+    include_graph: $("code-graph").checked,
+  };
+  const repo = $("code-repo").value;
+  if (repo) body.repo = repo;
+  for (const [field, id] of [["since", "code-since"], ["until", "code-until"], ["as_of", "code-as-of"]]) {
+    const value = isoOrNull(id);
+    if (value) body[field] = value;
+  }
+  const results = $("code-results");
+  results.replaceChildren(el("p", { class: "empty" }, "searching…"));
+  try {
+    const data = await api("/api/search", { method: "POST", body });
+    const streams = $("code-streams");
+    streams.replaceChildren(...Object.entries(data.streams || {}).map(([name, state]) =>
+      el("span", { class: state === "unavailable" ? "unavailable" : "" }, `${name}: ${state}`)));
+    const terms = queryTerms(query);
+    const byLayer = new Map();
+    for (const result of data.results) {
+      if (!byLayer.has(result.layer)) byLayer.set(result.layer, []);
+      byLayer.get(result.layer).push(result);
+    }
+    results.replaceChildren();
+    if (!data.results.length) results.append(el("p", { class: "empty" }, "no results"));
+    for (const [layer, items] of byLayer) {
+      results.append(el("h2", { class: "layer" }, `${layer} (${items.length})`));
+      for (const item of items) results.append(codeResult(item, terms));
+    }
+    renderGraph(data.graph, data.results);
+  } catch (error) {
+    results.replaceChildren();
+    showError(error.message);
+  }
+}
+
+// ---- commons ----
+
+function noteMeta(note) {
+  return `#${note.contributor_no} · score ${note.score} · ${note.comment_count} comments · ` +
+    `${note.created_at}`;
+}
+
+async function showNote(id, terms) {
+  const target = $("commons-post");
+  try {
+    const [post, comments] = await Promise.all([
+      api(`/v1/posts/${encodeURIComponent(id)}`),
+      api(`/v1/posts/${encodeURIComponent(id)}/comments`),
+    ]);
+    const list = el("ul", {});
+    for (const c of comments.comments) list.append(el("li", {}, `#${c.contributor_no}: `, c.body));
+    target.replaceChildren(el("article", { class: "result note" },
+      el("h3", {}, post.title), el("div", { class: "meta" }, noteMeta(post)),
+      el("pre", {}, highlighted(post.body, terms)), list));
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+async function runCommonsSearch(event) {
+  event.preventDefault();
+  showError("");
+  const query = $("commons-query").value;
+  const results = $("commons-results");
+  results.replaceChildren(el("p", { class: "empty" }, "searching…"));
+  $("commons-post").replaceChildren();
+  try {
+    const data = await api(`/v1/search?q=${encodeURIComponent(query)}`);
+    const terms = queryTerms(query);
+    results.replaceChildren();
+    if (!data.results.length) results.append(el("p", { class: "empty" }, "no notes found"));
+    for (const note of data.results) {
+      const open = el("button", { type: "button" }, note.title);
+      open.addEventListener("click", () => showNote(note.id, terms));
+      results.append(el("article", { class: "result note" },
+        el("h3", {}, open),
+        el("div", { class: "meta" }, noteMeta(note), " ",
+          ...note.tags.map((t) => el("span", { class: "tag" }, t))),
+        el("pre", {}, highlighted(note.body, terms)),
+        note.body_truncated ? el("div", { class: "truncated" },
+          `showing part of ${note.body_chars} characters`) : null));
+    }
+  } catch (error) {
+    results.replaceChildren();
+    showError(error.code === "semantic_search_unavailable"
+      ? "Semantic search is unavailable right now (the embedder is down or slow)."
+      : error.message);
+  }
+}
+
+// ---- tabs and start-up ----
+
+function selectTab(name) {
+  for (const tab of ["code", "commons"]) {
+    $(`tab-${tab}`).setAttribute("aria-selected", String(tab === name));
+    $(`panel-${tab}`).hidden = tab !== name;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = $("api-key").value.trim();
+    if (key) localStorage.setItem(KEY_STORAGE, key);
+    $("api-key").value = "";
+    refreshKeyStatus();
+    showError("");
+    loadRepositories();
+  });
+  $("forget-key").addEventListener("click", () => {
+    localStorage.removeItem(KEY_STORAGE);
+    refreshKeyStatus();
+  });
+  $("tab-code").addEventListener("click", () => selectTab("code"));
+  $("tab-commons").addEventListener("click", () => selectTab("commons"));
+  $("code-form").addEventListener("submit", runCodeSearch);
+  $("commons-form").addEventListener("submit", runCommonsSearch);
+  refreshKeyStatus();
+  if (localStorage.getItem(KEY_STORAGE)) loadRepositories();
+});

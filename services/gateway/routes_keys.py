@@ -1,0 +1,59 @@
+"""API key administration under /api/keys (admin keys only)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+
+from gateway import models
+from gateway.api import GatewayApi
+from gateway.auth import principal_of
+from gateway.errors import ApiError, not_implemented
+from gateway.keys_store import KeysStore
+from gateway.responses import errors
+
+KeyId = Annotated[str, Path(min_length=1, max_length=100)]
+
+
+async def require_admin(request: Request) -> None:
+    principal = principal_of(request.scope)
+    if principal is None or not principal.admin:
+        raise ApiError(403, "permission_denied", "an admin API key is required")
+
+
+def keys_router(keys: KeysStore, api: GatewayApi) -> APIRouter:
+    router = APIRouter(prefix="/api/keys", tags=["keys"], dependencies=[Depends(require_admin)])
+
+    @router.post("", status_code=201, responses=errors(403, 404, 501))
+    async def create_key(body: models.NewKey) -> dict[str, Any]:
+        """Creates a key and returns its secret once (only a hash is kept)."""
+        principal_id = body.principal_id or body.name
+        grants = bool(body.grant_repositories or body.grant_collections)
+        if grants and not api.can_grant():
+            raise not_implemented("granting access to repositories and collections")
+        key, secret = await keys.create(body.name, principal_id, body.admin)
+        if grants:
+            try:
+                await api.grant_access(
+                    principal_id, body.grant_repositories, body.grant_collections
+                )
+            except ApiError:
+                # A key without the access it was created for would fail confusingly later.
+                await keys.revoke(key.id)
+                raise
+        return {**key.to_json(), "key": secret}
+
+    @router.get("", responses=errors(403))
+    async def list_keys() -> dict[str, Any]:
+        """Every key, without secrets."""
+        return {"keys": [k.to_json() for k in await keys.list()]}
+
+    @router.delete("/{key_id}", status_code=204, responses=errors(403, 404))
+    async def revoke_key(key_id: KeyId) -> Response:
+        """Revokes a key at once; requests with it are then 401."""
+        if await keys.revoke(key_id) is None:
+            raise ApiError(404, "not_found", f"no key {key_id}")
+        return Response(status_code=204)
+
+    return router

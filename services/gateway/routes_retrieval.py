@@ -1,0 +1,80 @@
+"""Code search, source routing, repositories, collections and indexing jobs under /api."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Response
+
+from gateway import models
+from gateway.api import GatewayApi
+from gateway.responses import errors
+
+SlugParam = Annotated[
+    str, Path(min_length=1, max_length=300, description="host/owner/name (slashes allowed).")
+]
+JobId = Annotated[str, Path(min_length=1, max_length=100)]
+
+
+def retrieval_router(api: GatewayApi) -> APIRouter:
+    router = APIRouter(prefix="/api")
+
+    @router.post("/search", tags=["search"], responses=errors(404, 501, 504))
+    async def search(body: models.SearchRequest) -> dict[str, Any]:
+        """Hybrid search: symbol, lexical and semantic streams fused with RRF, cited."""
+        return await api.search(body)
+
+    @router.post("/graph", tags=["search"], responses=errors(404, 501, 504))
+    async def graph(body: models.GraphRequest) -> dict[str, Any]:
+        """A symbol's definitions in one repository with its callers, callees and parents."""
+        return await api.graph(body)
+
+    @router.post("/route", tags=["search"], responses=errors(501, 504))
+    async def route(body: models.RouteRequest) -> dict[str, Any]:
+        """Which repositories and collections a question belongs to, with confidences."""
+        return await api.route(body)
+
+    @router.post(
+        "/repositories", status_code=202, tags=["repositories"], responses=errors(403, 409)
+    )
+    async def index_repository(body: models.IndexRepositoryRequest) -> dict[str, Any]:
+        """Starts (or joins) a background job indexing a path or git URL; poll the job."""
+        return await api.index_repository(body)
+
+    @router.get("/repositories", tags=["repositories"], responses=errors())
+    async def list_repositories() -> dict[str, Any]:
+        """The repositories the caller may read."""
+        return await api.list_repositories()
+
+    @router.get("/repositories/{slug:path}", tags=["repositories"], responses=errors(404))
+    async def get_repository(slug: SlugParam) -> dict[str, Any]:
+        """Indexed commit, counts and last indexed time of one repository."""
+        return await api.get_repository(models.clean_text(slug, "slug"))
+
+    @router.delete(
+        "/repositories/{slug:path}",
+        status_code=204,
+        tags=["repositories"],
+        responses=errors(403, 404, 409),
+    )
+    async def delete_repository(slug: SlugParam) -> Response:
+        """Removes a repository and everything indexed from it."""
+        await api.delete_repository(models.clean_text(slug, "slug"))
+        return Response(status_code=204)
+
+    @router.post("/collections", status_code=202, tags=["collections"], responses=errors(403, 409))
+    async def index_collection(body: models.IndexCollectionRequest) -> dict[str, Any]:
+        """Starts a job indexing a markdown collection (server directory or uploaded files)."""
+        return await api.index_collection(body)
+
+    @router.get("/collections", tags=["collections"], responses=errors())
+    async def list_collections() -> dict[str, Any]:
+        """The collections the caller may read."""
+        return await api.list_collections()
+
+    @router.get("/jobs/{job_id}", tags=["repositories"], responses=errors(404))
+    async def get_job(job_id: JobId) -> dict[str, Any]:
+        """An indexing job's state and progress."""
+        return await api.get_job(models.clean_text(job_id, "job_id"))
+
+    return router

@@ -1,0 +1,59 @@
+"""Gateway configuration, read once at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from svckit.config import Env
+
+# The gRPC services the gateway fronts, by env prefix. A backend whose <NAME>_ADDR is unset
+# is "not deployed": its routes answer 503 and /readyz does not wait for it, so a checkout
+# that has no router yet still comes up (cograph up sets ADDR only for services it runs).
+BACKEND_NAMES: tuple[str, ...] = ("retrieval", "router", "commons")
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    address: str  # host:port for uvicorn; port 0 picks a free one
+    ready_file: Path | None
+    database_url: str  # the API keys live here
+    backend_addrs: dict[str, str]  # name -> host:port, only the configured ones
+    backend_timeout_s: float  # deadline of every backend call
+    health_timeout_s: float  # deadline of each readiness probe
+    allow_anonymous: bool  # requests without a key act as no principal (public data only)
+    max_body_bytes: int  # larger request bodies are refused with 413 before parsing
+    last_used_resolution_s: float  # how stale a key's last_used_at may get before a write
+    mcp_enabled: bool
+    log_level: str
+
+    @classmethod
+    def from_env(cls, env: Env) -> GatewaySettings:
+        ready = env.optional_str("GATEWAY_READY_FILE")
+        addrs: dict[str, str] = {}
+        for name in BACKEND_NAMES:
+            value = env.optional_str(f"{name.upper()}_ADDR")
+            if value:
+                addrs[name] = value
+        return cls(
+            address=env.str("GATEWAY_LISTEN", "127.0.0.1:8080"),
+            ready_file=Path(ready) if ready else None,
+            database_url=env.str("COGRAPH_DATABASE_URL"),
+            backend_addrs=addrs,
+            backend_timeout_s=env.float("GATEWAY_BACKEND_TIMEOUT_S", 30.0, min=0.1, max=600.0),
+            health_timeout_s=env.float("GATEWAY_HEALTH_TIMEOUT_S", 2.0, min=0.05, max=60.0),
+            allow_anonymous=env.bool("GATEWAY_ALLOW_ANONYMOUS", False),
+            max_body_bytes=env.int(
+                "GATEWAY_MAX_BODY_BYTES", 16 * 1024 * 1024, min=1024, max=1024 * 1024 * 1024
+            ),
+            last_used_resolution_s=env.float(
+                "GATEWAY_KEY_LAST_USED_RESOLUTION_S", 60.0, min=0.0, max=86_400.0
+            ),
+            mcp_enabled=env.bool("GATEWAY_MCP_ENABLED", True),
+            log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+        )
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.address.rpartition(":")
+        return host.strip("[]") or "127.0.0.1", int(port)

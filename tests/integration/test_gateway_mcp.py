@@ -1,0 +1,151 @@
+"""The MCP server through the SDK's own client: over streamable HTTP at /mcp on the gateway
+(same Bearer keys) and over stdio (`cograph mcp`, which talks to the gateway)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import pytest_asyncio
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from gateway.mcp_server import SCHEMAS
+from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_searchable
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+TOOLS = {
+    "cograph_search",
+    "cograph_route",
+    "cograph_graph",
+    "cograph_status",
+    "commons_search",
+    "commons_get",
+    "commons_post",
+    "commons_vote",
+}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def stack(
+    pg_server_url: str, embedder_address: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Stack]:
+    async with gateway_stack(
+        pg_server_url, embedder_address, tmp_path_factory.mktemp("gw-mcp")
+    ) as s:
+        yield s
+
+
+def http_client(stack: Stack, key: str) -> Client:
+    transport = streamable_http_client(
+        f"{stack.url}/mcp",
+        http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60),
+    )
+    return Client(transport)
+
+
+async def call(client: Client, name: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
+    result = await client.call_tool(name, arguments)
+    return result.is_error, result.structured_content
+
+
+async def test_http_lists_tools_with_schemas(stack: Stack) -> None:
+    async with http_client(stack, await stack.key("agent-a")) as client:
+        tools = (await client.list_tools()).tools
+    assert {t.name for t in tools} == TOOLS
+    for tool in tools:
+        assert tool.description and len(tool.description) > 40
+        assert tool.input_schema == SCHEMAS[tool.name]
+        assert tool.input_schema["additionalProperties"] is False
+
+
+async def test_http_commons_tools_act_for_the_keys_principal(stack: Stack) -> None:
+    async with (
+        http_client(stack, await stack.key("agent-a")) as a,
+        http_client(stack, await stack.key("agent-b")) as b,
+    ):
+        failed, post = await call(
+            a,
+            "commons_post",
+            {
+                "title": "Retry budget lives in billing/retry.py",
+                "body": "Change RETRY_BUDGET there, not in the worker config.",
+                "tags": ["billing"],
+            },
+        )
+        assert not failed, post
+        post_id = post["id"]
+        failed, vote = await call(b, "commons_vote", {"post_id": post_id, "direction": "up"})
+        assert not failed and vote["score"] == 1
+        # agent-a's own vote is separate: votes are per principal.
+        failed, vote = await call(a, "commons_vote", {"post_id": post_id, "direction": "up"})
+        assert not failed and vote["score"] == 2
+
+        async with stack.client(await stack.key("agent-a")) as rest:
+            await wait_searchable(rest, post_id)
+        failed, found = await call(b, "commons_search", {"query": "where is the retry budget"})
+        assert not failed and found["results"][0]["id"] == post_id
+        failed, whole = await call(b, "commons_get", {"post_id": post_id})
+        assert not failed and whole["body"].startswith("Change RETRY_BUDGET")
+        assert whole["comments"] == []
+
+        failed, error = await call(b, "commons_vote", {"post_id": post_id, "direction": "sideways"})
+        assert failed and error["error"] == "invalid_argument"
+        failed, error = await call(
+            b, "commons_get", {"post_id": "00000000-0000-4000-8000-000000000009"}
+        )
+        assert failed and error["error"] == "not_found"
+
+
+async def test_http_status_and_route(stack: Stack) -> None:
+    async with http_client(stack, stack.admin_key) as client:
+        failed, status = await call(client, "cograph_status", {})
+        assert not failed, status
+        assert status == {"repositories": [], "collections": []}
+        failed, routed = await call(client, "cograph_route", {"query": "billing retries"})
+        assert not failed, routed
+        assert routed["repositories"] == [] and isinstance(routed["collections"], list)
+        failed, searched = await call(client, "cograph_search", {"query": "ParseConfig"})
+        assert not failed and searched["results"] == [], searched
+        failed, graph = await call(
+            client, "cograph_graph", {"symbol": "ParseConfig", "repo": "example.com/no/such"}
+        )
+        assert failed == (graph.get("error") is not None), graph
+
+
+async def test_http_without_a_key_is_401(stack: Stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.url) as anon:
+        reply = await anon.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+    assert reply.status_code == 401 and reply.json()["error"] == "unauthenticated"
+
+
+async def test_stdio_cograph_mcp_talks_to_the_gateway(stack: Stack) -> None:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "COGRAPH_GATEWAY_URL": stack.url,
+        "COGRAPH_API_KEY": await stack.key("stdio-agent"),
+    }
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "cograph_cli.mcp_cmd"], env=env
+    )
+    async with Client(server) as client:
+        tools = (await client.list_tools()).tools
+        assert {t.name for t in tools} == TOOLS
+        failed, post = await call(client, "commons_post", {"title": "stdio note", "body": "hello"})
+        assert not failed, post
+        failed, whole = await call(client, "commons_get", {"post_id": post["id"]})
+        assert not failed and whole["title"] == "stdio note"
+        failed, status = await call(client, "cograph_status", {})
+        assert not failed and status["repositories"] == []
+        failed, error = await call(client, "cograph_status", {"repo": "example.com/no/such"})
+        assert failed and error["error"] == "not_found"

@@ -1,0 +1,53 @@
+"""Outages seen through the gateway: the embedder down behind the commons (503
+semantic_search_unavailable, never a keyword fallback) and a backend down (/readyz 503)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.commons_fixtures import free_port
+from tests.integration.gateway_fixtures import gateway_stack
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def test_dead_embedder_is_503_semantic_search_unavailable_and_readyz_flips(
+    pg_server_url: str, embedder_address: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    async with (
+        gateway_stack(
+            pg_server_url,
+            embedder_address,
+            tmp_path_factory.mktemp("gw-outage"),
+            commons_embedder=dead,
+            services=("commons",),
+        ) as stack,
+        stack.client(await stack.key("alice")) as alice,
+        stack.client() as anon,
+    ):
+        # Posting never waits for the embedder.
+        posted = await alice.post("/v1/posts", json={"title": "t", "body": "b"})
+        assert posted.status_code == 201, posted.text
+        assert posted.json()["searchable"] is False
+
+        reply = await alice.get("/v1/search", params={"q": "anything at all"})
+        assert reply.status_code == 503, reply.text
+        assert reply.json()["error"] == "semantic_search_unavailable"
+        assert reply.json()["detail"]
+
+        ready = await anon.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        assert set(ready.json()["backends"]) == {"commons", "database"}
+        # Routes of a backend that is not configured answer 503, not 500.
+        missing = await alice.get("/api/repositories")
+        assert missing.status_code == 503 and missing.json()["error"] == "unavailable"
+
+        assert stack.commons is not None
+        await stack.commons.stop()
+        down = await anon.get("/readyz")
+        assert down.status_code == 503
+        assert down.json()["error"] == "unavailable"
+        assert down.json()["backends"]["commons"] != "serving"
+        gone = await alice.get(f"/v1/posts/{posted.json()['id']}")
+        assert gone.status_code == 503 and gone.json()["error"] == "unavailable"

@@ -1,0 +1,434 @@
+"""The REST gateway over real HTTP in front of the real commons, retrieval and router:
+auth, keys, the commons flow, repositories/collections/jobs, routing, validation, metrics."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from tests.integration.gateway_fixtures import (
+    Stack,
+    gateway_stack,
+    metric_value,
+    wait_job,
+    wait_searchable,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def stack(
+    pg_server_url: str, embedder_address: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Stack]:
+    async with gateway_stack(
+        pg_server_url,
+        embedder_address,
+        tmp_path_factory.mktemp("gw"),
+        GATEWAY_MAX_BODY_BYTES="200000",
+    ) as running:
+        yield running
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def admin(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    async with stack.client(stack.admin_key) as client:
+        yield client
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def alice(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    async with stack.client(await stack.key("alice")) as client:
+        yield client
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def bob(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    async with stack.client(await stack.key("bob")) as client:
+        yield client
+
+
+# ---- health, metrics, openapi: public ----
+
+
+async def test_probes_are_public_and_ready(stack: Stack) -> None:
+    async with stack.client() as anon:
+        assert (await anon.get("/healthz")).json() == {"status": "ok"}
+        ready = await anon.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["backends"] == {
+            "retrieval": "serving",
+            "router": "serving",
+            "commons": "serving",
+            "database": "serving",
+        }
+        spec = (await anon.get("/openapi.json")).json()
+        assert "/v1/posts" in spec["paths"] and "/api/search" in spec["paths"]
+        assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+        page = await anon.get("/search")
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        assert (await anon.get("/metrics")).status_code == 200
+
+
+# ---- auth ----
+
+
+async def test_missing_bad_and_malformed_keys_are_401(stack: Stack) -> None:
+    async with stack.client() as anon:
+        for headers in (
+            {},
+            {"Authorization": "Bearer cg_not-a-real-key"},
+            {"Authorization": "Bearer"},
+            {"Authorization": "Basic dXNlcjpwYXNz"},
+            {"Authorization": "Bearer " + "x" * 5000},
+        ):
+            for method, path in (
+                ("GET", "/api/repositories"),
+                ("GET", "/v1/search?q=x"),
+                ("POST", "/mcp"),
+                ("GET", "/api/keys"),
+            ):
+                reply = await anon.request(method, path, headers=headers)
+                assert reply.status_code == 401, (headers, path, reply.text)
+                assert reply.json()["error"] == "unauthenticated"
+                assert reply.headers["www-authenticate"] == "Bearer"
+
+
+async def test_keys_admin_create_list_revoke(stack: Stack, admin: httpx.AsyncClient) -> None:
+    created = await admin.post("/api/keys", json={"name": "ci-bot"})
+    assert created.status_code == 201, created.text
+    body = created.json()
+    secret = body["key"]
+    assert secret.startswith("cg_") and body["principal_id"] == "ci-bot"
+    assert body["admin"] is False and body["revoked_at"] is None
+    assert secret.startswith(body["key_prefix"])
+
+    listed = (await admin.get("/api/keys")).json()["keys"]
+    mine = next(k for k in listed if k["id"] == body["id"])
+    assert "key" not in mine and mine["name"] == "ci-bot"
+
+    async with stack.client(secret) as bot:
+        assert (await bot.get("/api/repositories")).status_code == 200
+        # Not an admin: key administration is refused.
+        assert (await bot.get("/api/keys")).status_code == 403
+        denied = await bot.post("/api/keys", json={"name": "x"})
+        assert denied.status_code == 403 and denied.json()["error"] == "permission_denied"
+        assert (await bot.delete(f"/api/keys/{body['id']}")).status_code == 403
+
+        assert (await admin.delete(f"/api/keys/{body['id']}")).status_code == 204
+        revoked = await bot.get("/api/repositories")
+        assert revoked.status_code == 401 and revoked.json()["error"] == "unauthenticated"
+    after = (await admin.get("/api/keys")).json()["keys"]
+    assert next(k for k in after if k["id"] == body["id"])["revoked_at"] is not None
+    assert next(k for k in after if k["principal_id"] == "admin")["last_used_at"] is not None
+
+    assert (await admin.delete("/api/keys/not-a-uuid")).status_code == 404
+    bad = await admin.post("/api/keys", json={"name": "has space"})
+    assert bad.status_code == 400 and "name" in bad.json()["detail"]
+
+
+async def test_key_with_a_grant_on_an_unknown_source_is_not_left_behind(
+    admin: httpx.AsyncClient,
+) -> None:
+    reply = await admin.post(
+        "/api/keys", json={"name": "granted", "grant_repositories": ["github.com/a/b"]}
+    )
+    assert reply.status_code == 404, reply.text
+    keys = (await admin.get("/api/keys")).json()["keys"]
+    assert "granted" not in [k["name"] for k in keys if not k["revoked_at"]]
+
+
+# ---- the commons ----
+
+
+async def test_commons_flow(alice: httpx.AsyncClient, bob: httpx.AsyncClient) -> None:
+    created = await alice.post(
+        "/v1/posts",
+        json={
+            "title": "Sign-up lives in auth/signup.tsx",
+            "body": "Never add a registration form; extend the sign-up flow.",
+            "tags": ["auth", "signup"],
+        },
+    )
+    assert created.status_code == 201, created.text
+    post = created.json()
+    post_id = post["id"]
+    assert post["score"] == 0 and post["comment_count"] == 0
+    assert isinstance(post["contributor_no"], int) and post["tags"] == ["auth", "signup"]
+    assert post["created_at"].endswith("Z")
+
+    got = await bob.get(f"/v1/posts/{post_id}")
+    assert got.status_code == 200 and got.json()["body"].startswith("Never add")
+
+    vote = await bob.post(f"/v1/posts/{post_id}/votes", json={"direction": "up"})
+    assert vote.status_code == 200, vote.text
+    assert vote.json() == {"post_id": post_id, "score": 1, "direction": "up"}
+
+    comment = await bob.post(f"/v1/posts/{post_id}/comments", json={"body": "Confirmed."})
+    assert comment.status_code == 201, comment.text
+    assert comment.json()["comment_count"] == 1
+    comments = (await alice.get(f"/v1/posts/{post_id}/comments")).json()["comments"]
+    assert [c["body"] for c in comments] == ["Confirmed."]
+
+    await wait_searchable(alice, post_id)
+    found = await bob.get("/v1/search", params={"q": "add a registration form"})
+    assert found.status_code == 200, found.text
+    body = found.json()
+    assert body["query"] == "add a registration form"
+    hit = body["results"][0]
+    assert hit["id"] == post_id
+    assert set(hit) == {
+        "id",
+        "contributor_no",
+        "title",
+        "body",
+        "body_truncated",
+        "body_chars",
+        "tags",
+        "score",
+        "comment_count",
+        "created_at",
+    }
+    assert hit["score"] == 1 and hit["comment_count"] == 1 and hit["body_truncated"] is False
+
+    forbidden = await bob.delete(f"/v1/posts/{post_id}")
+    assert forbidden.status_code == 403 and forbidden.json()["error"] == "permission_denied"
+    assert (await alice.delete(f"/v1/posts/{post_id}")).status_code == 204
+    gone = await alice.get(f"/v1/posts/{post_id}")
+    assert gone.status_code == 404 and gone.json()["error"] == "not_found"
+
+
+async def test_commons_errors(alice: httpx.AsyncClient) -> None:
+    missing = "00000000-0000-4000-8000-000000000000"
+    assert (await alice.get(f"/v1/posts/{missing}")).status_code == 404
+    assert (
+        await alice.post(f"/v1/posts/{missing}/votes", json={"direction": "up"})
+    ).status_code == 404
+    assert (await alice.get("/v1/posts/not-a-uuid")).status_code == 400
+    cases = [
+        (
+            "POST",
+            "/v1/posts",
+            {"content": b"{not json", "headers": {"content-type": "application/json"}},
+        ),
+        ("POST", "/v1/posts", {"content": b"title=x", "headers": {"content-type": "text/plain"}}),
+        ("POST", "/v1/posts", {"json": {"title": "t", "body": "b", "extra": 1}}),
+        ("POST", "/v1/posts", {"json": {"title": "t"}}),
+        ("POST", "/v1/posts", {"json": {"title": "", "body": "b"}}),
+        ("POST", "/v1/posts", {"json": {"title": "t", "body": "b\u0000"}}),
+        ("POST", "/v1/posts", {"json": ["a list"]}),
+        ("POST", f"/v1/posts/{missing}/votes", {"json": {"direction": "sideways"}}),
+        ("POST", f"/v1/posts/{missing}/votes", {"json": {"direction": 1}}),
+        ("GET", "/v1/search", {}),
+        ("GET", "/v1/search?q=", {}),
+        ("GET", "/v1/search", {"params": {"q": "x" * 5000}}),
+    ]
+    for method, path, kwargs in cases:
+        reply = await alice.request(method, path, **kwargs)  # type: ignore[arg-type]
+        assert reply.status_code == 400, (path, kwargs, reply.text)
+        assert reply.json()["error"] == "invalid_argument" and reply.json()["detail"]
+    too_big = await alice.post("/v1/posts", json={"title": "t", "body": "x" * 300_000})
+    assert too_big.status_code == 413 and too_big.json()["error"] == "payload_too_large"
+    wrong_method = await alice.put("/v1/posts")
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"] == "method_not_allowed"
+    nowhere = await alice.get("/api/nothing-here")
+    assert nowhere.status_code == 404 and nowhere.json()["error"] == "not_found"
+
+
+# ---- repositories, collections, jobs, routing, search ----
+
+
+def _git_repo(root: Path) -> Path:
+    repo = root / "billing"
+    (repo / "billing").mkdir(parents=True)
+    (repo / "billing" / "retry.py").write_text(
+        "def retry_charge(charge, attempts=3):\n"
+        '    """Retries a failed charge with exponential backoff."""\n'
+        "    for attempt in range(attempts):\n"
+        "        if charge.submit():\n"
+        "            return True\n"
+        "    return False\n"
+    )
+    (repo / "README.md").write_text("# Billing\n\nCharges customers and retries failed charges.\n")
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+        "PATH": "/usr/bin:/bin",
+    }
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, env=env)
+    return repo
+
+
+async def test_repository_lifecycle_and_acl(
+    stack: Stack, alice: httpx.AsyncClient, bob: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    source = _git_repo(stack.data_dir / "src")
+    started = await alice.post(
+        "/api/repositories", json={"source": str(source), "slug": "example.com/acme/billing"}
+    )
+    assert started.status_code == 202, started.text
+    job = started.json()["job"]
+    assert job["kind"] == "repository" and job["state"] in ("queued", "running", "succeeded")
+    final = await wait_job(alice, job["id"])
+    assert final["state"] == "succeeded", final
+
+    repos = (await alice.get("/api/repositories")).json()["repositories"]
+    assert [r["slug"] for r in repos] == ["example.com/acme/billing"]
+    repo = (await alice.get("/api/repositories/example.com/acme/billing")).json()
+    assert repo["commit"] and repo["indexed_at"].endswith("Z") and repo["node_count"] >= 1
+    assert repo["branch"] == "main" and repo["public"] is False
+
+    # Bob was granted nothing: the private repository does not exist for him.
+    assert (await bob.get("/api/repositories")).json()["repositories"] == []
+    hidden = await bob.get("/api/repositories/example.com/acme/billing")
+    assert hidden.status_code == 404
+    routed = await bob.post("/api/route", json={"query": "billing retry charge"})
+    assert routed.status_code == 200, routed.text
+    assert routed.json()["repositories"] == []
+    assert (await bob.delete("/api/repositories/example.com/acme/billing")).status_code == 404
+
+    # Alice (who indexed it) and the admin see it, and routing finds it.
+    for client in (alice, admin):
+        route = await client.post(
+            "/api/route", json={"query": "billing retry charge", "max_repositories": 2}
+        )
+        assert route.status_code == 200, route.text
+        top = route.json()["repositories"][0]
+        # One repository: every idf is log(2/2) = 0, so the score is 0 by the spec.
+        assert top["slug"] == "example.com/acme/billing" and 0 <= top["confidence"] <= 1
+        assert top["rationale"]
+
+    # A key created with a grant reads the private repository.
+    created = await admin.post(
+        "/api/keys", json={"name": "carol", "grant_repositories": ["example.com/acme/billing"]}
+    )
+    assert created.status_code == 201, created.text
+    async with stack.client(created.json()["key"]) as carol:
+        repos = (await carol.get("/api/repositories")).json()["repositories"]
+        assert [r["slug"] for r in repos] == ["example.com/acme/billing"]
+
+    search = await alice.post(
+        "/api/search",
+        json={
+            "query": "retry_charge",
+            "repo": "example.com/acme/billing",
+            "top_k": 3,
+            "snippet_chars": 120,
+            "layers": ["code"],
+        },
+    )
+    assert search.status_code == 200, search.text
+    body = search.json()
+    assert set(body["streams"]) == {"vector", "lexical", "symbol"}
+    top = body["results"][0]
+    assert top["qualified_name"].endswith("retry_charge") and top["layer"] == "code"
+    assert top["path"] == "billing/retry.py" and top["start_line"] == 1
+    assert top["repo"] == "example.com/acme/billing" and top["commit"] == repo["commit"]
+    assert {p["stream"] for p in top["provenance"]} <= {"vector", "lexical", "symbol"}
+    assert len(top["snippet"]) <= 120 and isinstance(top["truncated"], bool)
+    # Bob has no grant: the same query finds nothing of the private repository.
+    hidden_search = await bob.post("/api/search", json={"query": "retry_charge"})
+    assert hidden_search.status_code == 200 and hidden_search.json()["results"] == []
+
+    graph = await alice.post(
+        "/api/graph", json={"repo": "example.com/acme/billing", "symbol": "retry_charge"}
+    )
+    assert graph.status_code == 200, graph.text
+    assert graph.json()["definitions"][0]["qualified_name"].endswith("retry_charge")
+    hidden_graph = await bob.post(
+        "/api/graph", json={"repo": "example.com/acme/billing", "symbol": "retry_charge"}
+    )
+    assert hidden_graph.status_code in (200, 404), hidden_graph.text
+    if hidden_graph.status_code == 200:
+        assert hidden_graph.json()["definitions"] == []
+
+    assert (await alice.delete("/api/repositories/example.com/acme/billing")).status_code == 204
+    assert (await alice.get("/api/repositories/example.com/acme/billing")).status_code == 404
+
+
+async def test_collection_upload_and_jobs(alice: httpx.AsyncClient, bob: httpx.AsyncClient) -> None:
+    started = await alice.post(
+        "/api/collections",
+        json={
+            "name": "glossary",
+            "description": "Terms used across teams",
+            "documents": [{"path": "terms.md", "content": "# Terms\n\nA charge is a payment."}],
+        },
+    )
+    assert started.status_code == 202, started.text
+    final = await wait_job(alice, started.json()["job"]["id"])
+    assert final["state"] == "succeeded", final
+    names = [c["name"] for c in (await alice.get("/api/collections")).json()["collections"]]
+    assert names == ["glossary"]
+    assert (await bob.get("/api/collections")).json()["collections"] == []
+
+    missing = await alice.get("/api/jobs/no-such-job")
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    bodies: list[dict[str, Any]] = [
+        {"name": "x"},
+        {"name": "x", "documents": [{"path": "/abs.md", "content": "x"}]},
+        {"documents": []},
+    ]
+    for body in bodies:
+        reply = await alice.post("/api/collections", json=body)
+        assert reply.status_code == 400, (body, reply.text)
+    bad_source = await alice.post("/api/repositories", json={"source": "/definitely/not/here"})
+    assert bad_source.status_code == 400 and "source" in bad_source.json()["detail"]
+
+
+async def test_search_and_route_validation(alice: httpx.AsyncClient) -> None:
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("/api/search", {}),
+        ("/api/search", {"query": "   "}),
+        ("/api/search", {"query": "x", "top_k": 0}),
+        ("/api/search", {"query": "x", "top_k": "3"}),
+        ("/api/search", {"query": "x", "snippet_chars": 79}),
+        ("/api/search", {"query": "x", "snippet_chars": 4001}),
+        ("/api/search", {"query": "x", "layers": ["bytecode"]}),
+        ("/api/search", {"query": "x", "since": "yesterday"}),
+        ("/api/search", {"query": "x", "unknown": True}),
+        ("/api/route", {"query": "x", "max_repositories": 21}),
+        ("/api/route", {"query": ""}),
+    ]
+    for path, body in cases:
+        reply = await alice.post(path, json=body)
+        assert reply.status_code == 400, (path, body, reply.text)
+        assert reply.json()["error"] == "invalid_argument"
+
+
+# ---- metrics and request ids ----
+
+
+async def test_metrics_count_per_route_template_and_status(
+    stack: Stack, alice: httpx.AsyncClient
+) -> None:
+    async with stack.client() as anon:
+        before = (await anon.get("/metrics")).text
+        missing = "00000000-0000-4000-8000-000000000001"
+        for _ in range(3):
+            assert (await alice.get(f"/v1/posts/{missing}")).status_code == 404
+        assert (await anon.get("/v1/search?q=x")).status_code == 401
+        after = (await anon.get("/metrics")).text
+    name = "cograph_gateway_requests_total"
+    labels = {"method": "GET", "route": "/v1/posts/{post_id}", "status": "404"}
+    assert metric_value(after, name, **labels) - metric_value(before, name, **labels) == 3
+    unauth = {"method": "GET", "route": "unmatched", "status": "401"}
+    assert metric_value(after, name, **unauth) - metric_value(before, name, **unauth) >= 1
+    assert "cograph_gateway_request_duration_seconds_bucket" in after
+    assert missing not in after  # raw paths never become labels
+
+
+async def test_request_id_is_echoed(alice: httpx.AsyncClient) -> None:
+    reply = await alice.get("/api/repositories", headers={"x-request-id": "req-123"})
+    assert reply.headers["x-request-id"] == "req-123"
+    generated = await alice.get("/api/repositories", headers={"x-request-id": "bad id!"})
+    assert generated.headers["x-request-id"] != "bad id!"
