@@ -1,7 +1,8 @@
 """`cograph migrate`: apply every service's migrations to COGRAPH_DATABASE_URL.
 
-`cograph up` does this itself; on Kubernetes it runs as a Job before the services start, so
-read-only services (the router) never need write rights.
+`cograph up` does this itself; on Kubernetes it runs as each database service's
+initContainer (idempotent, serialised by an advisory lock), so read-only services (the
+router) never need write rights.
 """
 
 from __future__ import annotations

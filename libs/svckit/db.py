@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncpg
 from pgvector.asyncpg import register_vector
 
+from svckit.migrations import ADVISORY_LOCK_KEY
+
 REQUIRED_EXTENSIONS = ("vector", "pg_trgm")
 
 
@@ -19,6 +21,9 @@ async def ensure_extensions(dsn: str) -> None:
     """
     conn = await asyncpg.connect(dsn)
     try:
+        # Serialised with the migrations' lock: two pods starting on a fresh database would
+        # otherwise both try CREATE EXTENSION and one would fail on the catalog's unique key.
+        await conn.execute("SELECT pg_advisory_lock($1)", ADVISORY_LOCK_KEY)
         for name in REQUIRED_EXTENSIONS:
             installed = await conn.fetchval("SELECT 1 FROM pg_extension WHERE extname = $1", name)
             if installed:
@@ -31,6 +36,7 @@ async def ensure_extensions(dsn: str) -> None:
                     f"({err}). Install {name} on the server (pgvector and pg_trgm are required)."
                 ) from err
     finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", ADVISORY_LOCK_KEY)
         await conn.close()
 
 

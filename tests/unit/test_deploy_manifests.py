@@ -10,10 +10,12 @@ No cluster, Docker engine or network is needed.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -37,7 +39,12 @@ KUSTOMIZE_KINDS = {"Kustomization", "Component"}
 GRPC_SERVICES = {"embedder": 50051, "retrieval": 50052, "router": 50053, "commons": 50054}
 HTTP_SERVICES = {"gateway": 8080}
 SERVICES = {**GRPC_SERVICES, **HTTP_SERVICES}
-DB_SERVICES = {"retrieval", "router", "commons"}
+DB_SERVICES = {"retrieval", "router", "commons", "gateway"}
+# Every pod that uses the database first runs the migrations in an initContainer.
+MIGRATE_COMMAND = ["python", "-m", "cograph_cli", "migrate"]
+MIGRATE_MODULE = ROOT / "libs" / "cograph_cli" / "migrate_cmd.py"
+# Secret keys a container may read only with `optional: true` (the overlays need not make them).
+OPTIONAL_SECRET_KEYS = {"router-url"}
 SHUTDOWN_GRACE_S = 5  # svckit.server.GrpcHost.grace_s
 DB_SECRET = "cograph-db"
 CONFIG_MAP = "cograph-config"
@@ -308,7 +315,8 @@ def test_workload_is_hardened(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted([*SERVICES, "postgres"]))
 def test_containers_have_resources_and_probes(name: str) -> None:
-    for container in _pod(_workloads()[name])["containers"]:
+    pod = _pod(_workloads()[name])
+    for container in _containers(_workloads()[name]):
         where = f"{name}/{container['name']}"
         resources = container.get("resources", {})
         requests, limits = resources.get("requests", {}), resources.get("limits", {})
@@ -317,6 +325,11 @@ def test_containers_have_resources_and_probes(name: str) -> None:
             assert key in limits, f"{where}: limits.{key}"
         assert _cpu(requests["cpu"]) <= _cpu(limits["cpu"]), where
         assert _bytes(requests["memory"]) <= _bytes(limits["memory"]), where
+        if container in pod.get("initContainers", []):
+            # Run-to-completion steps: no probes, and not a sidecar that would never finish.
+            assert "restartPolicy" not in container, f"{where}: an initContainer, not a sidecar"
+            assert not set(container) & {"readinessProbe", "livenessProbe", "startupProbe"}
+            continue
         assert container.get("readinessProbe"), f"{where}: readinessProbe"
         assert container.get("livenessProbe"), f"{where}: livenessProbe"
 
@@ -412,22 +425,33 @@ def _env_references(container: Obj) -> Iterator[tuple[str, str, str | None]]:
             yield "Secret", item["secretRef"]["name"], None
 
 
+def _optional_secret_keys(container: Obj) -> set[str]:
+    refs = (item.get("valueFrom", {}).get("secretKeyRef") for item in container.get("env", []))
+    return {ref["key"] for ref in refs if ref and ref.get("optional") is True}
+
+
 def test_env_references_resolve() -> None:
     config_maps = {name: cm.get("data", {}) for name, cm in _objects("ConfigMap").items()}
     secret_keys = _local_secret_keys()
     for name, workload in _workloads().items():
         for container in _containers(workload):
+            optional = _optional_secret_keys(container)
             for kind, ref, key in _env_references(container):
-                where = f"{name}: {kind} {ref} key {key}"
+                where = f"{name}/{container['name']}: {kind} {ref} key {key}"
                 if kind == "ConfigMap":
                     assert ref in config_maps, where
                     assert key is None or key in config_maps[ref], where
-                else:
-                    assert ref == DB_SECRET, where
-                    assert key is not None and key in secret_keys, where
-                    if name != "postgres":
-                        # With a managed database only `url` exists (external-postgres).
-                        assert key == "url", where
+                    continue
+                assert ref == DB_SECRET, where
+                assert key is not None, where
+                if key in optional:
+                    # May be absent from any overlay's Secret; the pod starts without it.
+                    assert key in OPTIONAL_SECRET_KEYS, f"{where}: undocumented optional key"
+                    continue
+                assert key in secret_keys, where
+                if name != "postgres":
+                    # With a managed database only `url` is sure to exist (external-postgres).
+                    assert key == "url", where
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
@@ -439,15 +463,19 @@ def test_services_read_the_shared_config(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_database_url_only_from_the_secret(name: str) -> None:
     env = _env(_main(_objects("Deployment")[name]))
-    entry = env.get("COGRAPH_DATABASE_URL")
     if name in DB_SERVICES:
-        assert entry is not None, f"{name} needs COGRAPH_DATABASE_URL"
-    if entry is not None:
-        assert "value" not in entry, "credentials never in plain env"
-        assert entry["valueFrom"]["secretKeyRef"] == {"name": DB_SECRET, "key": "url"}
-    for variable, item in env.items():
-        if re.search(r"PASSWORD|SECRET|TOKEN|API_KEY", variable):
-            assert "value" not in item, f"{name}: {variable} in plain text"
+        assert "COGRAPH_DATABASE_URL" in env, f"{name} needs COGRAPH_DATABASE_URL"
+    for container in _containers(_objects("Deployment")[name]):
+        where = f"{name}/{container['name']}"
+        for variable, item in _env(container).items():
+            if variable.endswith("DATABASE_URL"):
+                assert "value" not in item, f"{where}: credentials never in plain env"
+                ref = item["valueFrom"]["secretKeyRef"]
+                assert ref["name"] == DB_SECRET, where
+                if variable == "COGRAPH_DATABASE_URL":
+                    assert ref == {"name": DB_SECRET, "key": "url"}, where
+            if re.search(r"PASSWORD|SECRET|TOKEN|API_KEY", variable):
+                assert "value" not in item, f"{where}: {variable} in plain text"
 
 
 def test_no_credentials_in_config_map() -> None:
@@ -468,6 +496,118 @@ def test_embedder_is_sized_and_scalable() -> None:
     # Headless, so gRPC clients can see (and balance over) every replica.
     assert _objects("Service")["embedder"]["spec"].get("clusterIP") == "None"
     assert "COGRAPH_DATABASE_URL" not in _env(_main(deployment)), "the embedder is stateless"
+    assert not _pod(deployment).get("initContainers"), "nothing to migrate, nothing to wait for"
+
+
+def test_embedder_threads_match_its_cpu_limit() -> None:
+    """ONNX Runtime sizes its pool by the node's cores unless told; a pool larger than the
+    CPU limit is throttled, so EMBEDDER_THREADS must track the limit."""
+    container = _main(_objects("Deployment")["embedder"])
+    limit = _cpu(container["resources"]["limits"]["cpu"])
+    entry = _env(container).get("EMBEDDER_THREADS")
+    assert entry is not None and "value" in entry, "set EMBEDDER_THREADS to the CPU limit"
+    assert limit.is_integer() and limit >= 1, "a whole number of cores, so threads can match"
+    assert int(entry["value"]) == int(limit), "EMBEDDER_THREADS and limits.cpu move together"
+    settings = importlib.import_module("embedder.settings")
+    env = importlib.import_module("svckit.config").Env({"EMBEDDER_THREADS": entry["value"]})
+    assert settings.EmbedderSettings.from_env(env).threads == int(limit)
+
+
+def _init_containers(name: str) -> list[Obj]:
+    containers: list[Obj] = _pod(_objects("Deployment")[name]).get("initContainers", [])
+    return containers
+
+
+def test_migrate_command_exists() -> None:
+    """The initContainers run `python -m cograph_cli migrate` from the image."""
+    assert MIGRATE_MODULE.is_file(), f"{_rel(MIGRATE_MODULE)}: the migrate command is gone"
+    assert (MIGRATE_MODULE.parent / "__main__.py").is_file(), "python -m cograph_cli"
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    # `pip install --no-deps .` in the image must ship the CLI and every migrations/*.sql.
+    assert package_dir["package-dir"]["cograph_cli"] == "libs/cograph_cli"
+    assert "*.sql" in package_dir["package-data"]["*"]
+    assert "cograph_cli.migrate_cmd" in importlib.import_module("cograph_cli.main").COMMAND_MODULES
+    migrate_cmd = importlib.import_module("cograph_cli.migrate_cmd")
+    parser = argparse.ArgumentParser()
+    migrate_cmd.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(MIGRATE_COMMAND[3:])
+    assert args.handler is migrate_cmd.run_migrate
+    # It migrates every service that has migrations, retrieval's tables before the router's.
+    with_migrations = {p.parent.parent.name for p in ROOT.glob("services/*/migrations/*.sql")}
+    assert with_migrations <= set(migrate_cmd._ORDER)
+    assert migrate_cmd._ORDER.index("retrieval") < migrate_cmd._ORDER.index("router")
+
+
+def test_migrate_reads_the_url_the_init_containers_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (variable,) = {item["name"] for c in _init_containers("retrieval") for item in c["env"]}
+    monkeypatch.delenv(variable, raising=False)
+    migrate_cmd = importlib.import_module("cograph_cli.migrate_cmd")
+    assert migrate_cmd.run_migrate(argparse.Namespace()) == 2
+    assert variable in capsys.readouterr().err
+
+
+def test_database_services_migrate_before_they_start() -> None:
+    """One approach, initContainers (see base/kustomization.yaml), the same in every pod."""
+    assert not _objects("Job"), "migrations run in initContainers; a Job would duplicate them"
+    first: Obj | None = None
+    for name in sorted(DB_SERVICES):
+        init = _init_containers(name)
+        assert [c["name"] for c in init] == ["migrate"], f"{name}: one migrate initContainer"
+        (migrate,) = init
+        assert migrate["command"] == MIGRATE_COMMAND, name
+        assert migrate["image"] == _main(_objects("Deployment")[name])["image"], name
+        env = _env(migrate)
+        assert set(env) == {"COGRAPH_DATABASE_URL"}, f"{name}: the migrator needs only the URL"
+        ref = env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": DB_SECRET, "key": "url"}, "the role that may write"
+        assert not migrate.get("envFrom"), name
+        first = first or migrate
+        assert migrate == first, f"{name}: its migrate initContainer differs from the others'"
+
+
+def test_router_may_use_a_read_only_role() -> None:
+    container = _main(_objects("Deployment")["router"])
+    env = _env(container)
+    ref = env["ROUTER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": DB_SECRET, "key": "router-url", "optional": True}
+    assert env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["key"] == "url"
+    # The router prefers ROUTER_DATABASE_URL and falls back when the key (hence the variable)
+    # is absent, as with the local overlay's Secret.
+    router_settings = importlib.import_module("router.settings").RouterSettings
+    env_type = importlib.import_module("svckit.config").Env
+    shared = {"COGRAPH_DATABASE_URL": "postgresql://writer@db/cograph"}
+    read_only = {**shared, "ROUTER_DATABASE_URL": "postgresql://reader@db/cograph"}
+    assert (
+        router_settings.from_env(env_type(read_only)).database_url
+        == read_only["ROUTER_DATABASE_URL"]
+    )
+    assert router_settings.from_env(env_type(shared)).database_url == shared["COGRAPH_DATABASE_URL"]
+    for name in sorted(SERVICES):
+        for other in _containers(_objects("Deployment")[name]):
+            if (name, other["name"]) != ("router", "router"):
+                assert "ROUTER_DATABASE_URL" not in _env(other), f"{name}/{other['name']}"
+
+
+def test_gateway_reads_the_database_and_its_backends() -> None:
+    container = _main(_objects("Deployment")["gateway"])
+    env = _env(container)
+    assert env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": DB_SECRET,
+        "key": "url",
+    }, "API keys are stored in PostgreSQL"
+    # What the gateway sees: the ConfigMap (envFrom), then its own env, a URL for the Secret.
+    seen = dict(_objects("ConfigMap")[CONFIG_MAP]["data"])
+    seen.update({k: str(v["value"]) for k, v in env.items() if "value" in v})
+    seen["COGRAPH_DATABASE_URL"] = "postgresql://gateway@db/cograph"
+    module = importlib.import_module("gateway.settings")
+    settings = module.GatewaySettings.from_env(importlib.import_module("svckit.config").Env(seen))
+    assert settings.allow_anonymous is False, "key-less requests stay refused unless opted in"
+    assert settings.backend_addrs == {
+        name: f"{name}:{GRPC_SERVICES[name]}" for name in module.BACKEND_NAMES
+    }, "every backend the gateway fronts is configured"
+    assert settings.host_port == ("0.0.0.0", HTTP_SERVICES["gateway"])
 
 
 def test_retrieval_has_a_writable_data_dir() -> None:
@@ -593,7 +733,8 @@ def test_overlays_set_the_image() -> None:
         images = {i["name"]: i for i in _kustomization(OVERLAYS / overlay)["images"]}
         assert images["cograph"].get("newTag"), f"{overlay}: pin the image tag"
     for name in SERVICES:
-        assert _main(_objects("Deployment")[name])["image"] == "cograph"
+        for container in _containers(_objects("Deployment")[name]):
+            assert container["image"] == "cograph", f"{name}/{container['name']}"
 
 
 # --- rendered overlays (only where kustomize is available) ----------------------------------
@@ -626,10 +767,17 @@ def test_rendered_overlay_is_valid(overlay: str) -> None:
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     secrets = {name for kind, name in kinds if kind == "Secret"}
     config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    image = _kustomization(OVERLAYS / overlay)["images"][0]
     for doc in docs:
         if doc["kind"] not in {"Deployment", "StatefulSet"}:
             continue
+        if doc["metadata"]["name"] in DB_SERVICES:
+            init = [c["name"] for c in _pod(doc).get("initContainers", [])]
+            assert init == ["migrate"], f"{doc['metadata']['name']}: migrate first"
         for container in _containers(doc):
+            if doc["metadata"]["name"] in SERVICES:
+                # The images transformer rewrites initContainers too: one image, one version.
+                assert container["image"] == f"{image['newName']}:{image['newTag']}"
             for kind, ref, _ in _env_references(container):
                 if kind == "Secret" and overlay == "local":
                     assert ref in secrets, f"{ref}: not generated"  # hashed name rewritten
