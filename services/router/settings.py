@@ -1,0 +1,56 @@
+"""Router configuration, read once at start-up.
+
+The router only reads. Its pool opens every transaction read-only, so even a role that may
+write cannot be made to; production should still give it, via ROUTER_DATABASE_URL, a role
+with SELECT only on repositories, collections, grants, repository_terms, collection_terms and
+the router's own derived tables (router_tokens, router_repository_postings,
+router_collection_postings, router_collection_lexemes). The router's migrations are applied
+by whoever migrates (cograph up, a deploy job) with a role that may create triggers on
+retrieval's tables; never by the router itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from router.routing import RouteLimits
+from svckit.config import Env
+
+MAX_RESULTS = 20  # per pool; the limits' upper bound, from the issue
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    address: str
+    database_url: str
+    pool_max: int
+    statement_timeout_ms: int  # a runaway route query is cancelled by the server
+    limits: RouteLimits
+    ready_file: Path | None
+    log_level: str
+
+    @classmethod
+    def from_env(cls, env: Env) -> RouterSettings:
+        ready = env.optional_str("ROUTER_READY_FILE")
+        shared_url = env.optional_str("COGRAPH_DATABASE_URL")
+        return cls(
+            address=env.str("ROUTER_LISTEN", "127.0.0.1:50053"),
+            database_url=env.str("ROUTER_DATABASE_URL", shared_url),
+            pool_max=env.int("ROUTER_DB_POOL_MAX", 10, min=2, max=200),
+            statement_timeout_ms=env.int("ROUTER_STATEMENT_TIMEOUT_MS", 5000, min=10, max=600_000),
+            limits=RouteLimits(
+                default_repositories=env.int(
+                    "ROUTER_DEFAULT_REPOSITORIES", 3, min=1, max=MAX_RESULTS
+                ),
+                default_collections=env.int(
+                    "ROUTER_DEFAULT_COLLECTIONS", 3, min=1, max=MAX_RESULTS
+                ),
+                max_results=MAX_RESULTS,
+                max_query_chars=env.int("ROUTER_MAX_QUERY_CHARS", 1000, min=10, max=100_000),
+                max_query_terms=env.int("ROUTER_MAX_QUERY_TERMS", 32, min=1, max=256),
+                weak_threshold=env.float("ROUTER_WEAK_THRESHOLD", 0.2, min=0.0, max=1.0),
+            ),
+            ready_file=Path(ready) if ready else None,
+            log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+        )
