@@ -8,30 +8,40 @@ import logging
 import sys
 from collections.abc import Sequence
 
-# Each module exposes register(subparsers) and sets `handler(args) -> int` on its parsers.
-COMMAND_MODULES: tuple[str, ...] = (
-    "cograph_cli.up",
-    "cograph_cli.index_cmd",
-    "cograph_cli.notes_cmd",
-    "cograph_cli.keys_cmd",
-    "cograph_cli.mcp_cmd",
-    "cograph_cli.migrate_cmd",
-)
+# Top-level command -> the module that registers it. Each module exposes
+# register(subparsers) and sets `handler(args) -> int` on its parsers. Only the module a
+# command needs is imported: some pull in heavy dependencies (the MCP server, tqdm, …), and
+# `cograph migrate` runs in every pod's start-up.
+COMMANDS: dict[str, str] = {
+    "up": "cograph_cli.up",
+    "migrate": "cograph_cli.migrate_cmd",
+    "index": "cograph_cli.index_cmd",
+    "collection": "cograph_cli.index_cmd",
+    "search": "cograph_cli.search_cmd",
+    "route": "cograph_cli.route_cmd",
+    "notes": "cograph_cli.notes_cmd",
+    "keys": "cograph_cli.keys_cmd",
+    "mcp": "cograph_cli.mcp_cmd",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser for one command, or for all of them (help, unknown commands)."""
     parser = argparse.ArgumentParser(
         prog="cograph", description="Cograph: a context engine for coding agents."
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
+    wanted = [COMMANDS[command]] if command in COMMANDS else list(COMMANDS.values())
+    for name in dict.fromkeys(wanted):
         importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in arguments if not a.startswith("-")), None)
+    args = build_parser(command).parse_args(arguments)
     code: int = args.handler(args)
     return code
 

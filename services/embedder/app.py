@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from embedder.backends import Backend, load_backend
 from embedder.batcher import Batcher
+from embedder.cross_encoder import load_cross_encoder
 from embedder.limits import EmbedLimits
 from embedder.servicer import EmbedderServicer
 from embedder.settings import EmbedderSettings
@@ -64,8 +65,18 @@ async def start_embedder(
     batcher = Batcher(encode, max_texts=settings.batch_size, max_wait_s=settings.max_wait_ms / 1000)
     batcher.start()
     limits = EmbedLimits(settings.max_batch_texts, settings.max_text_chars)
+    reranker = await loop.run_in_executor(
+        None, load_cross_encoder, settings.reranker_path, settings.threads
+    )
     servicer_slot.append(
-        EmbedderServicer(batcher, limits, backend.model_name, backend.dimension, backend.name)
+        EmbedderServicer(
+            batcher,
+            limits,
+            backend.model_name,
+            backend.dimension,
+            backend.name,
+            reranker=reranker,
+        )
     )
     await host.set_serving()
     log.info(
@@ -94,3 +105,10 @@ class _Deferred(embedder_pb2_grpc.EmbedderServiceServicer):
         if not self._slot:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "model is loading")
         return await self._slot[0].Info(request, context)
+
+    async def Rerank(
+        self, request: embedder_pb2.RerankRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.RerankResponse:
+        if not self._slot:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "model is loading")
+        return await self._slot[0].Rerank(request, context)

@@ -7,19 +7,28 @@ import grpc
 from cograph.common.v1 import common_pb2
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from embedder.batcher import Batcher, DeadlinePassed
+from embedder.cross_encoder import CrossEncoderScorer
 from embedder.limits import EmbedLimits
-from svckit.errors import DeadlineExceeded
+from svckit.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument
 
 
 class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
     def __init__(
-        self, batcher: Batcher, limits: EmbedLimits, model: str, dimension: int, backend: str
+        self,
+        batcher: Batcher,
+        limits: EmbedLimits,
+        model: str,
+        dimension: int,
+        backend: str,
+        *,
+        reranker: CrossEncoderScorer | None = None,
     ) -> None:
         self._batcher = batcher
         self._limits = limits
         self._model = model
         self._dimension = dimension
         self._backend = backend
+        self._reranker = reranker
 
     async def Embed(
         self, request: embedder_pb2.EmbedRequest, context: grpc.aio.ServicerContext
@@ -45,4 +54,17 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
             backend=self._backend,
             max_batch_texts=self._limits.max_batch_texts,
             max_text_chars=self._limits.max_text_chars,
+            reranker=self._reranker.name if self._reranker is not None else "",
         )
+
+    async def Rerank(
+        self, request: embedder_pb2.RerankRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.RerankResponse:
+        if self._reranker is None:
+            raise FailedPrecondition("no cross-encoder is configured (EMBEDDER_RERANKER_PATH)")
+        if not request.query.strip():
+            raise InvalidArgument("query must not be blank")
+        documents = list(request.documents)
+        self._limits.check([request.query, *documents] if documents else [])
+        scores = await self._reranker.score(request.query, documents)
+        return embedder_pb2.RerankResponse(scores=scores, model=self._reranker.name)

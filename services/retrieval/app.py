@@ -15,6 +15,8 @@ from embedder.client import EmbedderClient
 from retrieval.indexer import Indexer
 from retrieval.jobs import JobManager
 from retrieval.pipeline import TextEmbedder
+from retrieval.rerank import CrossEncoderReranker, Reranker, build_reranker
+from retrieval.search import SearchEngine
 from retrieval.servicer import RetrievalServicer
 from retrieval.settings import RetrievalSettings, SummarizerSettings
 from retrieval.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
@@ -50,6 +52,8 @@ class RetrievalApp:
     indexer: Indexer
     summarizer: Summarizer
     channel: grpc.aio.Channel | None
+    engine: SearchEngine
+    reranker: Reranker | None = None
 
     @property
     def port(self) -> int:
@@ -59,6 +63,8 @@ class RetrievalApp:
         await self.host.stop()
         await self.jobs.close()
         await self.summarizer.close()
+        if self.reranker is not None:
+            await self.reranker.close()
         await self.pool.close()
         if self.channel is not None:
             await self.channel.close(None)
@@ -74,15 +80,25 @@ async def start_retrieval(
     """Migrates, connects, serves. `embedder`/`summarizer` override the configured ones."""
     await ensure_extensions(settings.database_url)
     await migrate(settings.database_url, "retrieval", MIGRATIONS)
-    pool = await create_pool(settings.database_url)
+    # A concurrent search holds one connection per stream and store (up to 8).
+    pool = await create_pool(settings.database_url, max_size=settings.search.pool_size)
     channel: grpc.aio.Channel | None = None
-    if embedder is None:
+    needs_channel = embedder is None or settings.search.rerank.provider == "local_cross_encoder"
+    if needs_channel:
         channel = dial(settings.embedder_addr, tracer_provider=tracer_provider)
+    if embedder is None:
+        assert channel is not None
         embedder = EmbedderClient(channel, settings.embedder_timeout_s)
     summarizer = summarizer or build_summarizer(settings.summarizer)
     jobs = JobManager(pool, settings.index.max_concurrent_jobs)
     indexer = Indexer(pool, embedder, settings.index, summarizer, settings.data_dir)
-    servicer = RetrievalServicer(pool, jobs, indexer)
+    reranker = build_reranker(settings.search.rerank, channel)
+    if isinstance(reranker, CrossEncoderReranker) and not await reranker.available():
+        log.warning("the embedder has no cross-encoder (EMBEDDER_RERANKER_PATH); reranking off")
+        reranker = None
+    # The query-time deadline is the embedder timeout (2 s by default), not the indexing one.
+    engine = SearchEngine(pool, embedder, settings.search, settings.embedder_timeout_s, reranker)
+    servicer = RetrievalServicer(pool, jobs, indexer, engine, settings.search)
 
     def register(server: grpc.aio.Server) -> None:
         retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, server)
@@ -96,6 +112,7 @@ async def start_retrieval(
             "port": host.port,
             "summarizer": summarizer.name,
             "embedder": settings.embedder_addr,
+            "reranker": reranker.name if reranker is not None else "none",
         },
     )
-    return RetrievalApp(host, pool, jobs, indexer, summarizer, channel)
+    return RetrievalApp(host, pool, jobs, indexer, summarizer, channel, engine, reranker)

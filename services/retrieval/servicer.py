@@ -14,10 +14,14 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from retrieval import store
+from retrieval import access, store
 from retrieval.acl import Viewer
+from retrieval.graph import expand, find_definitions
 from retrieval.indexer import CollectionRequest, Indexer, RepositoryRequest, UploadedDocument
 from retrieval.jobs import Job, JobManager
+from retrieval.search import SearchEngine
+from retrieval.search_messages import graph_to_pb, node_to_pb, outcome_to_pb, query_from_pb
+from retrieval.search_settings import SearchSettings
 from retrieval.sources import derive_slug, is_url, validate_slug
 from svckit.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
@@ -116,10 +120,19 @@ def _grants(requested: Any, viewer: Viewer) -> tuple[str, ...]:
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
-    def __init__(self, pool: asyncpg.Pool, jobs: JobManager, indexer: Indexer) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        jobs: JobManager,
+        indexer: Indexer,
+        engine: SearchEngine | None = None,
+        search_settings: SearchSettings | None = None,
+    ) -> None:
         self._pool = pool
         self._jobs = jobs
         self._indexer = indexer
+        self._engine = engine
+        self._search_settings = search_settings
 
     async def IndexRepository(
         self, request: retrieval_pb2.IndexRepositoryRequest, context: grpc.aio.ServicerContext
@@ -247,3 +260,70 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 for row in rows
             ]
         )
+
+    # ---- search, graph and access ----
+
+    async def Search(
+        self, request: retrieval_pb2.SearchRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.SearchResponse:
+        if self._engine is None or self._search_settings is None:
+            raise FailedPrecondition("search is not configured on this server")
+        query = query_from_pb(request, self._search_settings)
+        outcome = await self._engine.search(query, Viewer.current())
+        return outcome_to_pb(outcome)
+
+    async def Graph(
+        self, request: retrieval_pb2.GraphRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.GraphResponse:
+        repo = request.repo.strip().lower()
+        symbol = request.symbol.strip()
+        if not repo or not symbol or len(symbol) > _MAX_NAME:
+            raise InvalidArgument(f"repo and symbol are required; symbol at most {_MAX_NAME}")
+        viewer = Viewer.current()
+        async with self._pool.acquire() as conn:
+            if not await store.repository_readable_by(conn, repo, viewer):
+                raise NotFound(f"no repository {repo}")
+            definitions = await find_definitions(conn, repo, symbol, viewer)
+            seeds = [int(node.id.split(":", 1)[1]) for node in definitions]
+            graph = await expand(conn, seeds, repo, viewer)
+        return retrieval_pb2.GraphResponse(
+            definitions=[node_to_pb(node) for node in definitions], graph=graph_to_pb(graph)
+        )
+
+    async def GrantAccess(
+        self, request: retrieval_pb2.GrantAccessRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.GrantAccessResponse:
+        access.require_admin(Viewer.current())
+        principal = access.checked_principal(request.principal_id)
+        target = _access_target(request)
+        async with self._pool.acquire() as conn:
+            changed = await access.grant(conn, principal, target)
+        return retrieval_pb2.GrantAccessResponse(changed=changed)
+
+    async def RevokeAccess(
+        self, request: retrieval_pb2.RevokeAccessRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.RevokeAccessResponse:
+        access.require_admin(Viewer.current())
+        principal = access.checked_principal(request.principal_id)
+        target = _access_target(request)
+        async with self._pool.acquire() as conn:
+            changed = await access.revoke(conn, principal, target)
+        return retrieval_pb2.RevokeAccessResponse(changed=changed)
+
+    async def SetVisibility(
+        self, request: retrieval_pb2.SetVisibilityRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.SetVisibilityResponse:
+        access.require_admin(Viewer.current())
+        target = _access_target(request)
+        async with self._pool.acquire() as conn:
+            changed = await access.set_visibility(conn, target, request.public)
+        return retrieval_pb2.SetVisibilityResponse(changed=changed)
+
+
+def _access_target(
+    request: retrieval_pb2.GrantAccessRequest
+    | retrieval_pb2.RevokeAccessRequest
+    | retrieval_pb2.SetVisibilityRequest,
+) -> access.Target:
+    kind = request.WhichOneof("target") or ""
+    return access.checked_target(kind, getattr(request, kind) if kind else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval.search_settings import SearchSettings
 from svckit.config import Env, data_dir
 
 
@@ -71,6 +72,7 @@ class RetrievalSettings:
     index: IndexSettings
     summarizer: SummarizerSettings
     log_level: str
+    search: SearchSettings
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -85,4 +87,5 @@ class RetrievalSettings:
             index=IndexSettings.from_env(env),
             summarizer=SummarizerSettings.from_env(env),
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+            search=SearchSettings.from_env(env),
         )

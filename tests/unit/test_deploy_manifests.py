@@ -526,7 +526,9 @@ def test_migrate_command_exists() -> None:
     # `pip install --no-deps .` in the image must ship the CLI and every migrations/*.sql.
     assert package_dir["package-dir"]["cograph_cli"] == "libs/cograph_cli"
     assert "*.sql" in package_dir["package-data"]["*"]
-    assert "cograph_cli.migrate_cmd" in importlib.import_module("cograph_cli.main").COMMAND_MODULES
+    assert (
+        importlib.import_module("cograph_cli.main").COMMANDS["migrate"] == "cograph_cli.migrate_cmd"
+    )
     migrate_cmd = importlib.import_module("cograph_cli.migrate_cmd")
     parser = argparse.ArgumentParser()
     migrate_cmd.register(parser.add_subparsers(dest="command", required=True))

@@ -103,6 +103,7 @@ class InfoResponse(_message.Message):
     BACKEND_FIELD_NUMBER: _builtins.int
     MAX_BATCH_TEXTS_FIELD_NUMBER: _builtins.int
     MAX_TEXT_CHARS_FIELD_NUMBER: _builtins.int
+    RERANKER_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     """The model name."""
     dimension: _builtins.int
@@ -113,6 +114,8 @@ class InfoResponse(_message.Message):
     """The most texts one Embed call may carry."""
     max_text_chars: _builtins.int
     """The longest text, in characters, one Embed call may carry."""
+    reranker: _builtins.str
+    """The loaded cross-encoder (empty when none is configured)."""
     def __init__(
         self,
         *,
@@ -121,11 +124,68 @@ class InfoResponse(_message.Message):
         backend: _builtins.str = ...,
         max_batch_texts: _builtins.int = ...,
         max_text_chars: _builtins.int = ...,
+        reranker: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "dimension", b"dimension", "max_batch_texts", b"max_batch_texts", "max_text_chars", b"max_text_chars", "model", b"model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "dimension", b"dimension", "max_batch_texts", b"max_batch_texts", "max_text_chars", b"max_text_chars", "model", b"model", "reranker", b"reranker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___InfoResponse: _TypeAlias = InfoResponse  # noqa: Y015
+
+@_typing.final
+class RerankRequest(_message.Message):
+    """A query and the documents to score against it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    """The query; not blank."""
+    @_builtins.property
+    def documents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The documents; non-empty, at most max_batch_texts, each at most max_text_chars."""
+
+    def __init__(
+        self,
+        *,
+        query: _builtins.str = ...,
+        documents: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "query", b"query"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RerankRequest: _TypeAlias = RerankRequest  # noqa: Y015
+
+@_typing.final
+class RerankResponse(_message.Message):
+    """One relevance score per document."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCORES_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The cross-encoder that produced them."""
+    @_builtins.property
+    def scores(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """Scores in input order; higher is more relevant."""
+
+    def __init__(
+        self,
+        *,
+        scores: _abc.Iterable[_builtins.float] | None = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "scores", b"scores"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RerankResponse: _TypeAlias = RerankResponse  # noqa: Y015

@@ -45,6 +45,11 @@ class EmbedderServiceStub:
                 request_serializer=cograph_dot_embedder_dot_v1_dot_embedder__pb2.InfoRequest.SerializeToString,
                 response_deserializer=cograph_dot_embedder_dot_v1_dot_embedder__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.Rerank = channel.unary_unary(
+                '/cograph.embedder.v1.EmbedderService/Rerank',
+                request_serializer=cograph_dot_embedder_dot_v1_dot_embedder__pb2.RerankRequest.SerializeToString,
+                response_deserializer=cograph_dot_embedder_dot_v1_dot_embedder__pb2.RerankResponse.FromString,
+                _registered_method=True)
 
 
 class EmbedderServiceServicer:
@@ -65,6 +70,13 @@ class EmbedderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rerank(self, request, context):
+        """Scores documents against a query with the configured cross-encoder, in input order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EmbedderServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -77,6 +89,11 @@ def add_EmbedderServiceServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=cograph_dot_embedder_dot_v1_dot_embedder__pb2.InfoRequest.FromString,
                     response_serializer=cograph_dot_embedder_dot_v1_dot_embedder__pb2.InfoResponse.SerializeToString,
+            ),
+            'Rerank': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rerank,
+                    request_deserializer=cograph_dot_embedder_dot_v1_dot_embedder__pb2.RerankRequest.FromString,
+                    response_serializer=cograph_dot_embedder_dot_v1_dot_embedder__pb2.RerankResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -134,6 +151,33 @@ class EmbedderService:
             '/cograph.embedder.v1.EmbedderService/Info',
             cograph_dot_embedder_dot_v1_dot_embedder__pb2.InfoRequest.SerializeToString,
             cograph_dot_embedder_dot_v1_dot_embedder__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rerank(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.embedder.v1.EmbedderService/Rerank',
+            cograph_dot_embedder_dot_v1_dot_embedder__pb2.RerankRequest.SerializeToString,
+            cograph_dot_embedder_dot_v1_dot_embedder__pb2.RerankResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,6 +37,8 @@ class EmbedderServiceStub:
     """Embeds a batch of texts, one unit-normalised vector per text, in order."""
     Info: _grpc.UnaryUnaryMultiCallable[_embedder_pb2.InfoRequest, _embedder_pb2.InfoResponse]
     """Describes the loaded model and the service's limits."""
+    Rerank: _grpc.UnaryUnaryMultiCallable[_embedder_pb2.RerankRequest, _embedder_pb2.RerankResponse]
+    """Scores documents against a query with the configured cross-encoder, in input order."""
 
 @_typing.type_check_only
 class EmbedderServiceAsyncStub(EmbedderServiceStub):
@@ -47,6 +49,8 @@ class EmbedderServiceAsyncStub(EmbedderServiceStub):
     """Embeds a batch of texts, one unit-normalised vector per text, in order."""
     Info: _aio.UnaryUnaryMultiCallable[_embedder_pb2.InfoRequest, _embedder_pb2.InfoResponse]  # type: ignore[assignment]
     """Describes the loaded model and the service's limits."""
+    Rerank: _aio.UnaryUnaryMultiCallable[_embedder_pb2.RerankRequest, _embedder_pb2.RerankResponse]  # type: ignore[assignment]
+    """Scores documents against a query with the configured cross-encoder, in input order."""
 
 class EmbedderServiceServicer(metaclass=_abc_1.ABCMeta):
     """Turns text into vectors with the configured model."""
@@ -66,5 +70,13 @@ class EmbedderServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_embedder_pb2.InfoResponse, _abc.Awaitable[_embedder_pb2.InfoResponse]]:
         """Describes the loaded model and the service's limits."""
+
+    @_abc_1.abstractmethod
+    def Rerank(
+        self,
+        request: _embedder_pb2.RerankRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_embedder_pb2.RerankResponse, _abc.Awaitable[_embedder_pb2.RerankResponse]]:
+        """Scores documents against a query with the configured cross-encoder, in input order."""
 
 def add_EmbedderServiceServicer_to_server(servicer: EmbedderServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -70,6 +70,31 @@ class RetrievalServiceStub:
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsResponse.FromString,
                 _registered_method=True)
+        self.Search = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/Search',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchResponse.FromString,
+                _registered_method=True)
+        self.Graph = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/Graph',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphResponse.FromString,
+                _registered_method=True)
+        self.GrantAccess = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/GrantAccess',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrantAccessRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrantAccessResponse.FromString,
+                _registered_method=True)
+        self.RevokeAccess = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/RevokeAccess',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RevokeAccessRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RevokeAccessResponse.FromString,
+                _registered_method=True)
+        self.SetVisibility = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/SetVisibility',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer:
@@ -125,6 +150,41 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Search(self, request, context):
+        """Hybrid search: vector, lexical and symbol streams fused with RRF, cited and bounded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Graph(self, request, context):
+        """Finds a symbol's definition in one repository with its callers, callees and parent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GrantAccess(self, request, context):
+        """Lets a principal read a private repository or collection (admin only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeAccess(self, request, context):
+        """Takes a principal's grant on a repository or collection away (admin only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetVisibility(self, request, context):
+        """Makes a repository or collection public or private (admin only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -162,6 +222,31 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.ListCollections,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsResponse.SerializeToString,
+            ),
+            'Search': grpc.unary_unary_rpc_method_handler(
+                    servicer.Search,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchResponse.SerializeToString,
+            ),
+            'Graph': grpc.unary_unary_rpc_method_handler(
+                    servicer.Graph,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphResponse.SerializeToString,
+            ),
+            'GrantAccess': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantAccess,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrantAccessRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrantAccessResponse.SerializeToString,
+            ),
+            'RevokeAccess': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeAccess,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RevokeAccessRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RevokeAccessResponse.SerializeToString,
+            ),
+            'SetVisibility': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetVisibility,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -354,6 +439,141 @@ class RetrievalService:
             '/cograph.retrieval.v1.RetrievalService/ListCollections',
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsRequest.SerializeToString,
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Search(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/Search',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Graph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/Graph',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GrantAccess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/GrantAccess',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrantAccessRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrantAccessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeAccess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/RevokeAccess',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RevokeAccessRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RevokeAccessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetVisibility(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/SetVisibility',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,699 @@
+"""Search latency: p50/p95 of Search over gRPC on an index of 100k+ code nodes, with the
+streams run one after another (the spec's implementation) and concurrently (ours), in the
+same run, and the query-embedding time shown on its own.
+
+What the index holds (built in a minute or two, not by the indexer):
+  * code nodes: every function, method and class that Python's `ast` finds in the packages
+    installed in this environment (site-packages), walked in sorted order until --nodes;
+    real qualified names, signatures, docstrings and bodies (cut at 2000 chars), grouped
+    into one repository per top-level package. tsv / summary_tsv are built exactly as the
+    indexer builds them (retrieval.lexical.lexical_text, same weights); the summary is the
+    indexer's extractive summary.
+  * embeddings: real all-MiniLM-L6-v2 vectors (the running embedder) for --real nodes and
+    their summaries (the ones prose queries are drawn from) and for the first 500 doc
+    chunks; every other row gets a random unit vector. HNSW work per query is the same
+    either way; only the neighbours are meaningless for the random rows.
+  * repo_docs: markdown and package METADATA from the same site-packages, chunked by
+    heading/paragraph and indexed with the `english` configuration.
+  * access: 80% of repositories public; the benchmark searches as a non-admin principal
+    with grants on half of the private ones, so the ACL filter is in every query.
+Rows are staged with COPY and inserted with INSERT ... SELECT; the HNSW, GIN and trigram
+indexes are built after the load. Then two RetrievalService servers run on 127.0.0.1:0
+against the same database, one with RETRIEVAL_STREAMS_CONCURRENT=true and one with false,
+and each query goes to both (alternating which goes first), after a warm-up pass.
+
+    .venv/bin/python -m bench.search                   # 100k nodes, 120 queries x 3 rounds
+    .venv/bin/python -m bench.search --nodes 20000 --queries 30 --rounds 1   # quick look
+
+Run it as a module from the repository root. Without COGRAPH_DATABASE_URL an embedded
+PostgreSQL is started in a temporary directory; with it, a scratch database is created on
+that server and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import json
+import os
+import random
+import re
+import sysconfig
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import grpc
+import numpy as np
+import numpy.typing as npt
+
+from cograph.retrieval.v1 import retrieval_pb2 as pb
+from cograph.retrieval.v1 import retrieval_pb2_grpc
+from embedder.app import EmbedderApp, start_embedder
+from embedder.client import EmbedderClient
+from embedder.settings import EmbedderSettings
+from retrieval import search_store
+from retrieval.acl import Viewer
+from retrieval.app import MIGRATIONS, RetrievalApp, start_retrieval
+from retrieval.lexical import lexical_text
+from retrieval.search_store import Scope
+from retrieval.settings import RetrievalSettings
+from retrieval.summaries import SummaryInput, extractive_summary
+from svckit.clients import dial
+from svckit.config import Env
+from svckit.db import ensure_extensions
+from svckit.embedded import EmbeddedPostgres
+from svckit.migrations import migrate
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MODEL_CACHE = REPO_ROOT / ".cograph" / "test-models"  # shared with the tests: export once
+PRINCIPAL = "bench-user"
+METADATA = ({"x-cograph-principal": PRINCIPAL, "x-cograph-admin": "0"}).items()
+BODY_CHARS = 2000
+DOC_CHUNK_CHARS = 1200
+DIM = 384
+Vectors = npt.NDArray[np.float32]
+
+# Indexes dropped for the bulk load and rebuilt after it (names from 0001_indexing.sql).
+HEAVY_INDEXES = {
+    "code_nodes_embedding": "code_nodes USING hnsw (embedding vector_cosine_ops)",
+    "code_nodes_summary_embedding": "code_nodes USING hnsw (summary_embedding vector_cosine_ops)",
+    "code_nodes_tsv": "code_nodes USING gin (tsv)",
+    "code_nodes_summary_tsv": "code_nodes USING gin (summary_tsv)",
+    "code_nodes_qname_trgm": "code_nodes USING gin (qualified_name gin_trgm_ops)",
+    "repo_docs_embedding": "repo_docs USING hnsw (embedding vector_cosine_ops)",
+    "repo_docs_tsv": "repo_docs USING gin (tsv)",
+}
+
+
+# ---------------------------------------------------------------- corpus
+
+
+@dataclass
+class Node:
+    package: str
+    path: str
+    qualified_name: str
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    signature: str
+    docstring: str | None
+    body: str
+    summary: str = ""
+
+
+@dataclass
+class Doc:
+    package: str
+    path: str
+    heading_path: list[str]
+    start_line: int
+    end_line: int
+    body: str
+
+
+def _site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def _packages(root: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir() and p.name.isidentifier() and not p.name.startswith("_")
+    )
+
+
+def _signature(lines: list[str], node: ast.AST) -> str:
+    start = getattr(node, "lineno", 1) - 1
+    head = []
+    for line in lines[start : start + 8]:
+        head.append(line.strip())
+        if line.rstrip().endswith(":"):
+            break
+    return " ".join(head)[:400]
+
+
+def _walk_file(package: str, root: Path, path: Path, out: list[Node], limit: int) -> None:
+    try:
+        # PostgreSQL text cannot hold NUL; a few generated sources contain it.
+        text = path.read_text(errors="replace").replace("\x00", "")
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, OSError, RecursionError):
+        return
+    lines = text.splitlines()
+    relative = path.relative_to(root).as_posix()
+    module = relative[: -len(".py")].replace("/", ".").removesuffix(".__init__")
+
+    def visit(parent: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(parent):
+            if len(out) >= limit:
+                return
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                qualified = f"{prefix}.{child.name}"
+                end = getattr(child, "end_lineno", child.lineno) or child.lineno
+                body = "\n".join(lines[child.lineno - 1 : end])[:BODY_CHARS]
+                is_class = isinstance(child, ast.ClassDef)
+                kind = "class" if is_class else ("method" if prefix != module else "function")
+                out.append(
+                    Node(
+                        package,
+                        relative,
+                        qualified,
+                        child.name,
+                        kind,
+                        child.lineno,
+                        end,
+                        _signature(lines, child),
+                        ast.get_docstring(child),
+                        body,
+                    )
+                )
+                visit(child, qualified)
+
+    visit(tree, module)
+
+
+def collect_nodes(limit: int) -> list[Node]:
+    root = _site_packages()
+    nodes: list[Node] = []
+    for package in _packages(root):
+        for path in sorted(package.rglob("*.py")):
+            if len(nodes) >= limit:
+                return nodes
+            _walk_file(package.name, root, path, nodes, limit)
+    return nodes
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+
+
+def _chunks(package: str, path: str, text: str, out: list[Doc]) -> None:
+    headings: list[str] = []
+    buffer: list[str] = []
+    start = 1
+
+    def flush(end: int) -> None:
+        body = "\n".join(buffer).strip()
+        if len(body) > 40:
+            out.append(Doc(package, path, list(headings), start, end, body[:DOC_CHUNK_CHARS]))
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _HEADING.match(line)
+        if match or sum(len(b) for b in buffer) > DOC_CHUNK_CHARS:
+            flush(number - 1)
+            buffer, start = [], number
+            if match:
+                level = len(match.group(1))
+                headings = [*headings[: level - 1], match.group(2).strip()]
+                continue
+        buffer.append(line)
+    flush(start + len(buffer))
+
+
+def collect_docs(limit: int) -> list[Doc]:
+    root = _site_packages()
+    docs: list[Doc] = []
+    sources = sorted(root.glob("*.dist-info/METADATA")) + sorted(root.rglob("*.md"))
+    for path in sources:
+        if len(docs) >= limit:
+            break
+        package = (
+            path.parent.name.split("-")[0].lower()
+            if path.name == "METADATA"
+            else (path.relative_to(root).parts[0])
+        )
+        try:
+            text = path.read_text(errors="replace").replace("\x00", "")
+        except OSError:
+            continue
+        _chunks(package, path.relative_to(root).as_posix(), text, docs)
+    return docs[:limit]
+
+
+def summarize(node: Node) -> str:
+    return extractive_summary(
+        SummaryInput(
+            qualified_name=node.qualified_name,
+            kind=node.kind,
+            language="python",
+            signature=node.signature,
+            docstring=node.docstring,
+            body=node.body,
+        )
+    )
+
+
+# ---------------------------------------------------------------- loading
+
+
+def random_unit(rng: np.random.Generator, count: int) -> Vectors:
+    vectors = rng.standard_normal((count, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+async def embed_all(client: EmbedderClient, texts: list[str], batch: int = 64) -> Vectors:
+    parts = [
+        await client.embed([t[:2000] for t in texts[i : i + batch]], timeout=300)
+        for i in range(0, len(texts), batch)
+    ]
+    return np.concatenate(parts) if parts else np.zeros((0, DIM), dtype=np.float32)
+
+
+def _date(rng: random.Random) -> datetime:
+    return datetime(2023, 1, 1, tzinfo=UTC) + timedelta(days=rng.randrange(0, 730))
+
+
+async def load(
+    conn: asyncpg.Connection,
+    nodes: list[Node],
+    docs: list[Doc],
+    *,
+    node_vectors: Vectors,
+    summary_vectors: Vectors,
+    doc_vectors: Vectors,
+    seed: int,
+) -> dict[str, int]:
+    rng = random.Random(seed)
+    # One repository per top-level package; distributions that differ only in case
+    # (fontTools / fonttools) share one, since slugs are lower-case.
+    packages = sorted({n.package.lower() for n in nodes} | {d.package.lower() for d in docs})
+    repo_ids: dict[str, int] = {}
+    private = 0
+    for package in packages:
+        public = rng.random() < 0.8
+        repo_ids[package] = await conn.fetchval(
+            "INSERT INTO repositories (slug, source, source_kind, public, indexed_at) "
+            "VALUES ($1, $2, 'dir', $3, now()) RETURNING id",
+            f"pypi.org/{package}/{package}",
+            f"/site-packages/{package}",
+            public,
+        )
+        if not public:
+            private += 1
+            if private % 2:
+                await conn.execute(
+                    "INSERT INTO grants (principal_id, repository_id) VALUES ($1, $2)",
+                    PRINCIPAL,
+                    repo_ids[package],
+                )
+    for name in HEAVY_INDEXES:
+        await conn.execute(f"DROP INDEX IF EXISTS {name}")
+    async with conn.transaction():
+        await conn.execute(
+            """CREATE TEMP TABLE stage_nodes (
+                repository_id bigint, path text, qualified_name text, name text, kind text,
+                start_line int, end_line int, signature text, body text, docstring text,
+                created_at timestamptz, last_changed_at timestamptz, a text, b text, c text,
+                d text, embedding vector(384), summary text, summary_text text,
+                summary_embedding vector(384)) ON COMMIT DROP"""
+        )
+        records = []
+        for i, node in enumerate(nodes):
+            created = _date(rng)
+            changed = created + timedelta(days=rng.randrange(0, 200))
+            records.append(
+                (
+                    repo_ids[node.package.lower()],
+                    node.path,
+                    node.qualified_name,
+                    node.name,
+                    node.kind,
+                    node.start_line,
+                    node.end_line,
+                    node.signature,
+                    node.body,
+                    node.docstring,
+                    created,
+                    changed,
+                    lexical_text(f"{node.qualified_name} {node.name}"),
+                    lexical_text(node.signature),
+                    lexical_text(node.docstring or ""),
+                    lexical_text(node.body),
+                    node_vectors[i],
+                    node.summary,
+                    lexical_text(node.summary),
+                    summary_vectors[i],
+                )
+            )
+        await conn.copy_records_to_table("stage_nodes", records=records)
+        await conn.execute(
+            """INSERT INTO code_nodes (repository_id, path, language, qualified_name, name,
+                kind, start_line, end_line, signature, body, docstring, content_hash,
+                created_at, last_changed_at, tsv, embedding, summary, summary_tsv,
+                summary_embedding)
+            SELECT repository_id, path, 'python', qualified_name, name, kind, start_line,
+                end_line, signature, body, docstring, 'bench', created_at, last_changed_at,
+                setweight(to_tsvector('simple', a), 'A') || setweight(to_tsvector('simple', b), 'B')
+                || setweight(to_tsvector('simple', c), 'C')
+                || setweight(to_tsvector('simple', d), 'D'),
+                embedding, summary, to_tsvector('simple', summary_text), summary_embedding
+            FROM stage_nodes"""
+        )
+        await conn.execute(
+            """CREATE TEMP TABLE stage_docs (repository_id bigint, path text,
+                heading_path text[], start_line int, end_line int, body text,
+                updated_at timestamptz, embedding vector(384)) ON COMMIT DROP"""
+        )
+        await conn.copy_records_to_table(
+            "stage_docs",
+            records=[
+                (
+                    repo_ids[d.package.lower()],
+                    d.path,
+                    d.heading_path,
+                    d.start_line,
+                    d.end_line,
+                    d.body,
+                    _date(rng),
+                    doc_vectors[i],
+                )
+                for i, d in enumerate(docs)
+            ],
+        )
+        await conn.execute(
+            """INSERT INTO repo_docs (repository_id, path, heading_path, start_line, end_line,
+                body, content_hash, updated_at, tsv, embedding)
+            SELECT repository_id, path, heading_path, start_line, end_line, body, 'bench',
+                updated_at,
+                setweight(to_tsvector('english', array_to_string(heading_path, ' ')), 'A')
+                || setweight(to_tsvector('english', body), 'D'),
+                embedding
+            FROM stage_docs"""
+        )
+    await conn.execute("SET maintenance_work_mem = '1GB'")
+    for name, definition in HEAVY_INDEXES.items():
+        await conn.execute(f"CREATE INDEX {name} ON {definition}")
+    await conn.execute("ANALYZE")
+    return {"repositories": len(packages), "private": private}
+
+
+# ---------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True)
+class Query:
+    kind: str  # symbol | signature | prose
+    text: str
+
+
+def make_queries(nodes: list[Node], real: int, count: int, seed: int) -> list[Query]:
+    rng = random.Random(seed)
+    per_kind = max(1, count // 3)
+    named = [n for n in nodes if len(n.name) > 3 and not n.name.startswith("_")]
+    documented = [n for n in nodes[:real] if n.docstring and len(n.docstring.split()) >= 5] or named
+    queries = [Query("symbol", n.name) for n in rng.sample(named, per_kind)]
+    queries += [Query("signature", n.signature.rstrip(":")) for n in rng.sample(named, per_kind)]
+    for node in rng.sample(documented, min(per_kind, len(documented))):
+        sentence = re.split(r"(?<=[.!?])\s", " ".join((node.docstring or "").split()))[0]
+        queries.append(Query("prose", sentence[:200]))
+    return queries
+
+
+# ---------------------------------------------------------------- measuring
+
+
+@dataclass
+class Samples:
+    latency_ms: dict[str, list[float]] = field(default_factory=dict)
+    server_ms: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+    def add(self, mode: str, kind: str, ms: float, timings: dict[str, float]) -> None:
+        self.latency_ms.setdefault(mode, []).append(ms)
+        self.latency_ms.setdefault(f"{mode}/{kind}", []).append(ms)
+        phases = self.server_ms.setdefault(mode, {})
+        for name, value in timings.items():
+            phases.setdefault(name, []).append(value)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def timed_search(
+    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub, text: str
+) -> tuple[float, pb.SearchResponse]:
+    started = time.perf_counter()
+    reply = await stub.Search(pb.SearchRequest(query=text), metadata=tuple(METADATA), timeout=60)
+    return (time.perf_counter() - started) * 1000, reply
+
+
+@asynccontextmanager
+async def retrieval_server(
+    db_url: str, workdir: Path, embedder_addr: str, concurrent: bool
+) -> AsyncIterator[tuple[RetrievalApp, retrieval_pb2_grpc.RetrievalServiceAsyncStub]]:
+    settings = RetrievalSettings.from_env(
+        Env(
+            {
+                "COGRAPH_DATABASE_URL": db_url,
+                "COGRAPH_DATA_DIR": str(workdir / "data"),
+                "RETRIEVAL_LISTEN": "127.0.0.1:0",
+                "EMBEDDER_ADDR": embedder_addr,
+                "RETRIEVAL_STREAMS_CONCURRENT": "true" if concurrent else "false",
+            }
+        )
+    )
+    app = await start_retrieval(settings)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            yield app, retrieval_pb2_grpc.RetrievalServiceStub(channel)
+    finally:
+        await app.stop()
+
+
+async def explain_vector(conn: asyncpg.Connection, vector: Vectors, cap: int) -> str:
+    sql, args = search_store.vector_sql(
+        "code", "body", Scope(Viewer(PRINCIPAL, False)), vector, cap
+    )
+    async with conn.transaction():
+        await conn.execute(
+            f"SET LOCAL hnsw.ef_search = {cap}; SET LOCAL hnsw.iterative_scan = relaxed_order"
+        )
+        rows = await conn.fetch("EXPLAIN " + sql, *args)
+    plan = "\n".join(row[0] for row in rows)
+    return "HNSW index scan" if "code_nodes_embedding" in plan else "no HNSW:\n" + plan
+
+
+@asynccontextmanager
+async def database() -> AsyncIterator[str]:
+    external = os.environ.get("COGRAPH_DATABASE_URL")
+    server: EmbeddedPostgres | None = None
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        if external:
+            base = external
+        else:
+            server = EmbeddedPostgres(Path(tmp) / "pg")
+            base = server.start()
+        name = f"bench_search_{uuid.uuid4().hex[:8]}"
+        admin = await asyncpg.connect(base)
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        await admin.close()
+        head, sep, query = base.partition("?")
+        url = f"{head.rpartition('/')[0]}/{name}{sep}{query}"
+        try:
+            yield url
+        finally:
+            admin = await asyncpg.connect(base)
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await admin.close()
+            if server is not None:
+                server.stop()
+
+
+@asynccontextmanager
+async def embedder() -> AsyncIterator[EmbedderApp]:
+    settings = EmbedderSettings.from_env(
+        Env({"EMBEDDER_LISTEN": "127.0.0.1:0", "EMBEDDER_CACHE_DIR": str(MODEL_CACHE)})
+    )
+    app = await start_embedder(settings)
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+def _batched(items: list[Query], rounds: int, seed: int) -> Iterator[tuple[int, Query]]:
+    rng = random.Random(seed)
+    for round_no in range(rounds):
+        order = list(items)
+        rng.shuffle(order)
+        for query in order:
+            yield round_no, query
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {"nodes_requested": args.nodes}
+    clock = time.perf_counter()
+    nodes = await asyncio.to_thread(collect_nodes, args.nodes)
+    docs = await asyncio.to_thread(collect_docs, args.docs)
+    for node in nodes:
+        node.summary = summarize(node)
+    print(
+        f"corpus: {len(nodes)} code nodes, {len(docs)} doc chunks "
+        f"({time.perf_counter() - clock:.1f} s)",
+        flush=True,
+    )
+    rng = np.random.default_rng(args.seed)
+    async with database() as db_url, embedder() as embedder_app:
+        await ensure_extensions(db_url)
+        await migrate(db_url, "retrieval", MIGRATIONS)
+        embedder_addr = f"127.0.0.1:{embedder_app.port}"
+        channel = dial(embedder_addr)
+        client = EmbedderClient(channel, timeout_s=2.0)
+        clock = time.perf_counter()
+        real = min(args.real, len(nodes))
+        node_vectors = random_unit(rng, len(nodes))
+        summary_vectors = random_unit(rng, len(nodes))
+        doc_vectors = random_unit(rng, len(docs))
+        node_vectors[:real] = await embed_all(
+            client, [f"{n.qualified_name}\n{n.signature}\n{n.body}" for n in nodes[:real]]
+        )
+        summary_vectors[:real] = await embed_all(client, [n.summary for n in nodes[:real]])
+        real_docs = min(500, len(docs))
+        doc_vectors[:real_docs] = await embed_all(
+            client, [" ".join(d.heading_path) + "\n" + d.body for d in docs[:real_docs]]
+        )
+        print(
+            f"embedded {2 * real + real_docs} texts ({time.perf_counter() - clock:.1f} s)",
+            flush=True,
+        )
+        clock = time.perf_counter()
+        conn = await asyncpg.connect(db_url)
+        try:
+            from pgvector.asyncpg import register_vector
+
+            await register_vector(conn)
+            shape = await load(
+                conn,
+                nodes,
+                docs,
+                node_vectors=node_vectors,
+                summary_vectors=summary_vectors,
+                doc_vectors=doc_vectors,
+                seed=args.seed,
+            )
+            counts = await conn.fetchrow(
+                "SELECT (SELECT count(*) FROM code_nodes) AS nodes, "
+                "(SELECT count(*) FROM repo_docs) AS docs"
+            )
+            plan = await explain_vector(conn, node_vectors[0], 300)
+        finally:
+            await conn.close()
+        report.update(
+            nodes=counts["nodes"],
+            doc_chunks=counts["docs"],
+            **shape,
+            vector_plan=plan,
+            load_s=round(time.perf_counter() - clock, 1),
+        )
+        print(
+            f"loaded {counts['nodes']} nodes, {counts['docs']} doc chunks in "
+            f"{shape['repositories']} repositories ({shape['private']} private) "
+            f"({report['load_s']} s); vector stream plan: {plan}",
+            flush=True,
+        )
+
+        queries = make_queries(nodes, real, args.queries, args.seed)
+        # The query embedding on its own: what the vector stream waits for first.
+        embed_ms = []
+        for query in queries:
+            started = time.perf_counter()
+            await client.embed([query.text])
+            embed_ms.append((time.perf_counter() - started) * 1000)
+        await channel.close(None)
+
+        samples = Samples()
+        async with (
+            retrieval_server(db_url, Path(args.workdir), embedder_addr, True) as (_, conc),
+            retrieval_server(db_url, Path(args.workdir), embedder_addr, False) as (_, seq),
+        ):
+            stubs = {"concurrent": conc, "sequential": seq}
+            for query in queries:  # warm-up: caches, connections, plans
+                for stub in stubs.values():
+                    await timed_search(stub, query.text)
+            flip = False
+            for _, query in _batched(queries, args.rounds, args.seed):
+                modes = ["concurrent", "sequential"]
+                if flip:
+                    modes.reverse()
+                flip = not flip
+                for mode in modes:
+                    ms, reply = await timed_search(stubs[mode], query.text)
+                    samples.add(mode, query.kind, ms, dict(reply.timings_ms))
+    report["query_embed_ms"] = {"p50": pct(embed_ms, 0.5), "p95": pct(embed_ms, 0.95)}
+    report["latency_ms"] = {
+        key: {"p50": pct(v, 0.5), "p95": pct(v, 0.95), "n": len(v)}
+        for key, v in sorted(samples.latency_ms.items())
+    }
+    report["server_phase_ms_p50"] = {
+        mode: {name: pct(values, 0.5) for name, values in sorted(phases.items())}
+        for mode, phases in samples.server_ms.items()
+    }
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    lat = report["latency_ms"]
+    conc, seq = lat["concurrent"], lat["sequential"]
+    print()
+    print(
+        f"Search over gRPC, {report['nodes']} code nodes + {report['doc_chunks']} doc chunks, "
+        f"broad layers (code, ast_summary, repo_doc), top_k 10, non-admin principal"
+    )
+    print(f"{'':24}{'p50 ms':>10}{'p95 ms':>10}{'n':>6}")
+    for key in sorted(lat):
+        print(f"{key:24}{lat[key]['p50']:>10.1f}{lat[key]['p95']:>10.1f}{lat[key]['n']:>6}")
+    print(
+        f"sequential / concurrent: p50 x{seq['p50'] / conc['p50']:.2f}, "
+        f"p95 x{seq['p95'] / conc['p95']:.2f}"
+    )
+    embed = report["query_embed_ms"]
+    print(
+        f"query embedding alone (EmbedderClient.embed, 1 text): p50 {embed['p50']:.1f} ms, "
+        f"p95 {embed['p95']:.1f} ms"
+    )
+    for mode, phases in report["server_phase_ms_p50"].items():
+        shown = ", ".join(
+            f"{name} {value:.1f}"
+            for name, value in phases.items()
+            if name in ("embed", "streams", "fuse", "hydrate", "total")
+        )
+        print(f"server-side p50 ms ({mode}): {shown}")
+        queries = ", ".join(f"{name} {value:.1f}" for name, value in phases.items() if "/" in name)
+        print(f"  per stream query ({mode}): {queries}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=100_000, help="code nodes to index")
+    parser.add_argument("--docs", type=int, default=10_000, help="doc chunks to index")
+    parser.add_argument("--real", type=int, default=1500, help="nodes with real embeddings")
+    parser.add_argument("--queries", type=int, default=120, help="queries (3 kinds)")
+    parser.add_argument("--rounds", type=int, default=3, help="measured passes over them")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="also write the report here")
+    parser.add_argument("--workdir", default=tempfile.gettempdir())
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

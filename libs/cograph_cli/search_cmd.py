@@ -1,0 +1,226 @@
+"""`cograph search QUERY`: hybrid search on the retrieval service over gRPC.
+
+Like `cograph index`, it talks to retrieval directly (RETRIEVAL_ADDR, default
+127.0.0.1:50052) as an operator, with admin principal metadata; the gateway is the door
+for agents. `--json` prints the REST response body (DESIGN.md): snake_case proto field
+names, enums as their short lower-case names, absent optional scores as null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import grpc
+from google.protobuf.descriptor import EnumDescriptor, FieldDescriptor
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cograph.retrieval.v1 import retrieval_pb2 as pb
+from cograph.retrieval.v1 import retrieval_pb2_grpc
+
+DEFAULT_ADDR = "127.0.0.1:50052"
+LAYERS = ("code", "ast", "ast_summary", "repo_doc", "md_collection")
+STREAMS = ("vector", "lexical", "symbol")
+_SNIPPET_LINES = 8  # human output shows the head of each snippet
+
+
+def _metadata() -> tuple[tuple[str, str], ...]:
+    principal = os.environ.get("COGRAPH_PRINCIPAL", "cli")
+    return (("x-cograph-principal", principal), ("x-cograph-admin", "1"))
+
+
+def _address() -> str:
+    return os.environ.get("RETRIEVAL_ADDR", DEFAULT_ADDR)
+
+
+def parse_time(text: str) -> datetime:
+    """ISO 8601 (`2024-03-01`, `2024-03-01T12:00:00Z`, with an offset); naive means UTC."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds `search`; sets `handler(args) -> int`."""
+    search = subparsers.add_parser(
+        "search", help="hybrid search (symbol, lexical, semantic) over indexed code and docs"
+    )
+    search.add_argument("query", help="a symbol, a signature fragment or a question")
+    search.add_argument("--repo", default="", help="scope to one repository (host/owner/name)")
+    search.add_argument("--collection", default="", help="search one markdown collection")
+    search.add_argument(
+        "--layer",
+        action="append",
+        choices=LAYERS,
+        default=[],
+        help="result layer (repeatable); default code, ast_summary and repo_doc",
+    )
+    search.add_argument("--top-k", type=int, default=None, help="results to return (1..100)")
+    search.add_argument(
+        "--snippet-chars", type=int, default=None, help="snippet width (80..4000, default 600)"
+    )
+    search.add_argument(
+        "--graph", action="store_true", help="add callers, callees and parents (needs --repo)"
+    )
+    search.add_argument("--since", type=parse_time, help="only content changed at/after T")
+    search.add_argument("--until", type=parse_time, help="only content changed at/before T")
+    search.add_argument("--as-of", type=parse_time, help="only content that existed at T")
+    search.add_argument(
+        "--stream", action="append", choices=STREAMS, default=[], help=argparse.SUPPRESS
+    )
+    search.add_argument("--json", action="store_true", help="print the REST response body")
+    search.set_defaults(handler=run_search)
+
+
+def _stamp(moment: datetime | None) -> Timestamp | None:
+    if moment is None:
+        return None
+    stamp = Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def build_request(args: argparse.Namespace) -> pb.SearchRequest:
+    request = pb.SearchRequest(
+        query=args.query,
+        repo=args.repo,
+        collection=args.collection,
+        layers=[pb.Layer.Value(f"LAYER_{name.upper()}") for name in args.layer],
+        include_graph=args.graph,
+        as_of=_stamp(args.as_of),
+        since=_stamp(args.since),
+        until=_stamp(args.until),
+        streams=[pb.Stream.Value(f"STREAM_{name.upper()}") for name in args.stream],
+    )
+    if args.top_k is not None:
+        request.top_k = args.top_k
+    if args.snippet_chars is not None:
+        request.snippet_chars = args.snippet_chars
+    return request
+
+
+def run_search(args: argparse.Namespace) -> int:
+    return asyncio.run(_search(build_request(args), args.json, sys.stdout))
+
+
+async def _search(request: pb.SearchRequest, as_json: bool, out: TextIO) -> int:
+    address = _address()
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        try:
+            reply = await stub.Search(request, metadata=_metadata(), timeout=60)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.UNAVAILABLE:
+                print(f"error: retrieval service not reachable at {address}", file=sys.stderr)
+            else:
+                print(f"error: {err.code().name}: {err.details()}", file=sys.stderr)
+            return 2 if err.code() == grpc.StatusCode.INVALID_ARGUMENT else 1
+    if as_json:
+        out.write(json.dumps(response_json(reply), indent=2) + "\n")
+    else:
+        out.write(render(reply) + "\n")
+    return 0
+
+
+# ---- JSON: the REST body ----
+
+
+def _enum_name(enum: EnumDescriptor, number: int) -> str:
+    # Layer.LAYER_AST_SUMMARY -> ast_summary: strip the type-name prefix buf lint requires.
+    value = enum.values_by_number.get(number)
+    if value is None:
+        return str(number)
+    prefix = "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(enum.name))
+    prefix = prefix.upper() + "_"
+    name = value.name
+    return (name[len(prefix) :] if name.startswith(prefix) else name).lower()
+
+
+def _value(field: FieldDescriptor, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        assert field.enum_type is not None
+        return _enum_name(field.enum_type, value)
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return to_json(value)
+    return value
+
+
+def to_json(message: Message) -> Any:
+    """A message as JSON data, by proto field name (DESIGN.md: JSON names == proto names)."""
+    descriptor: Any = message.DESCRIPTOR
+    if descriptor.full_name == Timestamp.DESCRIPTOR.full_name:
+        assert isinstance(message, Timestamp)
+        return message.ToDatetime(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+    out: dict[str, Any] = {}
+    for field in descriptor.fields:
+        value = getattr(message, field.name)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            out[field.name] = {str(k): _value(value_field, v) for k, v in value.items()}
+        elif field.is_repeated:
+            out[field.name] = [_value(field, item) for item in value]
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            out[field.name] = to_json(value) if message.HasField(field.name) else None
+        elif field.has_presence and not message.HasField(field.name):
+            out[field.name] = None  # proto3 `optional` left unset: absent, not 0
+        else:
+            out[field.name] = _value(field, value)
+    return out
+
+
+def response_json(reply: pb.SearchResponse) -> dict[str, Any]:
+    body: dict[str, Any] = to_json(reply)
+    if body.get("graph") is None:
+        body.pop("graph", None)  # `graph?`: only when it was asked for
+    return body
+
+
+# ---- human output ----
+
+
+def _where(result: pb.SearchResult) -> str:
+    source = result.repo or result.collection
+    lines = f":{result.start_line}-{result.end_line}" if result.start_line else ""
+    return f"{source} {result.path}{lines}"
+
+
+def render(reply: pb.SearchResponse) -> str:
+    streams = reply.streams
+    status = ", ".join(
+        f"{name} {_enum_name(pb.StreamStatus.DESCRIPTOR, getattr(streams, name))}"
+        for name in STREAMS
+    )
+    lines = [f"{len(reply.results)} results for {reply.query!r} ({status})"]
+    for position, result in enumerate(reply.results, start=1):
+        layer = _enum_name(pb.Layer.DESCRIPTOR, result.layer)
+        found = " ".join(
+            f"{_enum_name(pb.Stream.DESCRIPTOR, p.stream)}#{p.rank}" for p in result.provenance
+        )
+        rerank = f" rerank {result.rerank_score:.3f}" if result.HasField("rerank_score") else ""
+        lines.append(
+            f"{position:>3}. [{layer}] {result.qualified_name or result.path} ({result.kind}) "
+            f"score {result.score:.4f}{rerank} [{found}]"
+        )
+        commit = f" @ {result.commit[:10]}" if result.commit else ""
+        lines.append(f"     {_where(result)}{commit}")
+        snippet = result.snippet.splitlines()[:_SNIPPET_LINES]
+        lines.extend(f"     | {line}" for line in snippet)
+        if result.truncated:
+            lines.append("     | ...")
+    if reply.HasField("graph"):
+        lines.append(f"graph: {len(reply.graph.nodes)} nodes, {len(reply.graph.edges)} edges")
+        names = {node.id: node.qualified_name for node in reply.graph.nodes}
+        names.update({r.id: r.qualified_name for r in reply.results})
+        for edge in reply.graph.edges:
+            source = getattr(edge, "from")
+            kind = _enum_name(pb.EdgeKind.DESCRIPTOR, edge.kind)
+            lines.append(f"  {names.get(source, source)} -{kind}-> {names.get(edge.to, edge.to)}")
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""Reciprocal Rank Fusion (Cormack et al., 2009), per store, then across stores.
+
+score(candidate) = sum over streams of 1 / (k + rank_in_stream), ranks 1-based, each stream
+truncated to the candidate cap first. Ranks are comparable across streams where the raw
+scores (cosine, ts_rank_cd, trigram similarity) are not. Every store uses the same k, which
+is what makes concatenating stores and re-sorting on the fused score valid (spec).
+
+Pure: no I/O, so the arithmetic and the tie order are unit-tested exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from retrieval.layers import STORE_ORDER, UNIT_ORDER, Store, Unit
+
+StreamName = Literal["vector", "lexical", "symbol"]
+STREAM_NAMES: tuple[StreamName, ...] = ("vector", "lexical", "symbol")
+_STREAM_ORDER = {name: i for i, name in enumerate(STREAM_NAMES)}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamHit:
+    """One candidate of one stream: the unit it ranks, the row id and the raw score."""
+
+    unit: Unit
+    id: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    stream: StreamName
+    rank: int  # 1-based, within the stream's list for this store
+    score: float  # the stream's raw score
+
+
+@dataclass(slots=True)
+class Fused:
+    store: Store
+    unit: Unit
+    id: int
+    score: float
+    provenance: list[Provenance] = field(default_factory=list)
+
+    def raw(self, stream: StreamName) -> float | None:
+        """The raw score of `stream`, or None when that stream did not find this unit."""
+        for item in self.provenance:
+            if item.stream == stream:
+                return item.score
+        return None
+
+    @property
+    def streams(self) -> frozenset[StreamName]:
+        return frozenset(item.stream for item in self.provenance)
+
+
+def fuse_store(
+    store: Store,
+    streams: Mapping[StreamName, Sequence[StreamHit]],
+    k: int,
+    cap: int,
+) -> list[Fused]:
+    """RRF over one store's streams; best first, ties broken on chunk id (then unit).
+
+    Each list must already be ordered best first; a unit listed twice in one stream keeps
+    its first (best) rank.
+    """
+    if k < 1 or cap < 1:
+        raise ValueError("k and cap must be positive")
+    found: dict[tuple[Unit, int], Fused] = {}
+    contributions: dict[tuple[Unit, int], list[float]] = {}
+    for name in sorted(streams, key=_STREAM_ORDER.__getitem__):
+        seen: set[tuple[Unit, int]] = set()
+        rank = 0
+        for hit in streams[name]:
+            key = (hit.unit, hit.id)
+            if key in seen:
+                continue
+            if rank == cap:
+                break
+            seen.add(key)
+            rank += 1
+            fused = found.get(key)
+            if fused is None:
+                fused = found[key] = Fused(store, hit.unit, hit.id, 0.0)
+                contributions[key] = []
+            fused.provenance.append(Provenance(name, rank, hit.score))
+            contributions[key].append(1.0 / (k + rank))
+    for key, fused in found.items():
+        # fsum is exactly rounded, so equal rank multisets give bit-equal scores whatever
+        # the stream order: ties stay ties and fall through to the chunk id.
+        fused.score = math.fsum(contributions[key])
+    return sorted(found.values(), key=_tie_key)
+
+
+def merge_stores(per_store: Sequence[Sequence[Fused]]) -> list[Fused]:
+    """Concatenates the stores' fused lists and re-sorts them on the fused score."""
+    return sorted((item for items in per_store for item in items), key=_tie_key)
+
+
+def _tie_key(item: Fused) -> tuple[float, int, int, int]:
+    return (-item.score, item.id, STORE_ORDER[item.store], UNIT_ORDER[item.unit])

@@ -1,0 +1,62 @@
+"""The text side of a query: tsquery strings for the lexical stream, and stopwords.
+
+The code store's `simple` configuration keeps every word, so a prose question would rank
+nodes on `how`, `does`, `a` -- words every docstring has. Dropping English function words
+from the *query* (never from the index) keeps the lexical stream on the words that carry
+meaning; a query made only of such words (`is`, `a`) keeps them all.
+"""
+
+from __future__ import annotations
+
+import re
+
+from retrieval.lexical import query_terms, tsquery_source
+
+_WORD = re.compile(r"\w+")
+
+_STOPWORD_TEXT = """a about above after again all also am an and any are as at be because
+    been before being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers him his how i if in into is it its
+    itself just me more most my no nor not now of off on once only or other our out over
+    own same she should so some such than that the their them then there these they this
+    those through to too under until up very was we were what when where which while who
+    whom why will with would you your"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+# Keywords and names nearly every code node contains. In a signature query
+# (`func (s *Server) Handle`, `def load(self, path: str) -> dict`) they match most of the
+# index, cost the lexical stream a rank computation per row and say nothing about which
+# node is meant; the identifiers around them do.
+_CODE_STOPWORD_TEXT = """async await bool boolean byte char class const def dict else elif err
+    error false fn func function impl int interface let list mut nil none null object
+    pass pub public private protected return self static str string struct this true
+    type var void"""
+CODE_STOPWORDS = frozenset(_CODE_STOPWORD_TEXT.split())
+
+
+def _content_words(query: str, code: bool = False) -> str:
+    """The query's words without stopwords (and, for code, keywords and one-letter names),
+    or all of them when nothing else would be left."""
+    words = [match.group(0) for match in _WORD.finditer(query)]
+    kept = [word for word in words if word.lower() not in STOPWORDS]
+    if code:
+        kept = [w for w in kept if len(w) > 1 and w.lower() not in CODE_STOPWORDS] or kept
+    return " ".join(kept or words)
+
+
+def code_tsquery(query: str) -> str:
+    """A `to_tsquery('simple', ...)` source, built exactly as the code index is built
+    (identifier parts included); empty when the query has no words."""
+    return tsquery_source(_content_words(query, code=True))
+
+
+def doc_tsquery(query: str) -> str:
+    """A `to_tsquery('english', ...)` source for the document stores: any of the words
+    and identifier parts (OR, so a question need not contain every word of a chunk);
+    PostgreSQL stems them and drops its own stopwords. Empty when there are no words."""
+    return " | ".join(query_terms(_content_words(query)))
+
+
+def has_text(query: str) -> bool:
+    """Whether the lexical stream can run: the query has at least one word."""
+    return bool(query_terms(query))

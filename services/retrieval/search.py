@@ -1,0 +1,398 @@
+"""Search orchestration: embed, run the streams, fuse, rerank (gated), cut, cite, expand.
+
+Streams and stores run concurrently, each on its own pooled connection (the spec's
+implementation awaits them one after another; RETRIEVAL_STREAMS_CONCURRENT=false restores
+that for comparison). Lexical and symbol queries start while the query is being embedded.
+A stream that fails logs a warning and contributes nothing; the embedder being down or
+slow empties only the vector stream and marks it unavailable. Cancellation is never
+swallowed: cancelling the request cancels every task, and asyncpg cancels the running
+PostgreSQL query when its task is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import asyncpg
+import numpy as np
+import numpy.typing as npt
+
+from retrieval import store as repo_store
+from retrieval.acl import Viewer
+from retrieval.fusion import (
+    STREAM_NAMES,
+    Fused,
+    Provenance,
+    StreamHit,
+    StreamName,
+    fuse_store,
+    merge_stores,
+)
+from retrieval.graph import GraphResult, expand
+from retrieval.layers import Layer, Store, layers_of_unit, stores_for, units_for
+from retrieval.query_terms import has_text
+from retrieval.rerank import Reranker, RerankError, exact_symbol_match, should_rerank
+from retrieval.search_query import SearchQuery
+from retrieval.search_settings import SearchSettings
+from retrieval.search_store import Scope, hydrate
+from retrieval.snippets import make_snippet
+from retrieval.streams import StreamTask, merge_units, plan_streams, run_stream
+from svckit.errors import NotFound
+
+log = logging.getLogger(__name__)
+
+StreamState = Literal["ok", "unavailable", "skipped"]
+Vector = npt.NDArray[np.float32]
+
+
+class QueryEmbedder(Protocol):
+    async def embed(self, texts: list[str], timeout: float | None = None) -> Vector: ...
+
+
+@dataclass
+class SearchHit:
+    id: str
+    layer: Layer
+    store: Store
+    repo: str
+    collection: str
+    path: str
+    qualified_name: str
+    kind: str
+    language: str
+    start_line: int
+    end_line: int
+    commit: str
+    snippet: str
+    truncated: bool
+    score: float
+    provenance: list[Provenance]
+    vector_score: float | None
+    bm25_score: float | None
+    symbol_score: float | None
+    rerank_score: float | None = None
+    name: str = ""  # bare name, for the exact-symbol rerank gate
+    rerank_text: str = ""  # what a reranker reads (not returned)
+
+
+@dataclass
+class SearchOutcome:
+    query: str
+    results: list[SearchHit]
+    streams: dict[StreamName, StreamState]
+    graph: GraphResult | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """A fused unit at one layer: what the top_k cut counts."""
+
+    fused: Fused
+    layer: Layer
+
+
+def chunk_id(store: Store, row_id: int) -> str:
+    return f"{store}:{row_id}"
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+class SearchEngine:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        embedder: QueryEmbedder | None,
+        settings: SearchSettings,
+        embed_timeout_s: float,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self._pool = pool
+        self._embedder = embedder
+        self._settings = settings
+        self._embed_timeout_s = embed_timeout_s
+        self._reranker = reranker
+
+    async def search(self, query: SearchQuery, viewer: Viewer) -> SearchOutcome:
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        await self._check_scope(query, viewer)
+        scope = Scope(viewer, query.repo, query.collection, query.as_of, query.since, query.until)
+        stores = stores_for(query.layers)
+        units = {store: units_for(store, query.layers) for store in stores}
+        tasks = plan_streams(units, query.streams, has_text(query.text))
+        states: dict[StreamName, StreamState] = {
+            name: "ok" if any(t.stream == name for t in tasks) else "skipped"
+            for name in STREAM_NAMES
+        }
+
+        phase = time.perf_counter()
+        hits = await self._run_streams(query.text, tasks, scope, states, timings)
+        timings["streams"] = _ms(phase)
+
+        phase = time.perf_counter()
+        per_store = []
+        for store in stores:
+            lists = {
+                name: merge_units([hits[t] for t in tasks if t.store == store and t.stream == name])
+                for name in STREAM_NAMES
+                if any(t.store == store and t.stream == name for t in tasks)
+            }
+            per_store.append(
+                fuse_store(store, lists, self._settings.rrf_k, self._settings.candidate_cap)
+            )
+        rows = [
+            _Row(item, layer)
+            for item in merge_stores(per_store)
+            for layer in layers_of_unit(item.store, item.unit, query.layers)
+        ]
+        timings["fuse"] = _ms(phase)
+
+        # The gate's cheap conditions first, so a search that will not be reranked hydrates
+        # only top_k rows; the exact-symbol condition needs the hydrated top row.
+        reranker = self._reranker if not query.skip_rerank else None
+        gate = self._settings.rerank
+        could_rerank = reranker is not None and should_rerank(
+            gate, query.text, len(rows), top_is_exact_symbol=False
+        )
+        rerank_window = min(len(rows), gate.top_n) if could_rerank else 0
+        phase = time.perf_counter()
+        results = await self._hydrate(rows[: max(query.top_k, rerank_window)], query, scope)
+        timings["hydrate"] = _ms(phase)
+
+        top = results[0] if results else None
+        exact_top = top is not None and exact_symbol_match(query.text, top.qualified_name, top.name)
+        if reranker is not None and should_rerank(
+            gate, query.text, len(rows), top_is_exact_symbol=exact_top
+        ):
+            phase = time.perf_counter()
+            results = await self._rerank(reranker, query.text, results, rerank_window)
+            timings["rerank"] = _ms(phase)
+        results = results[: query.top_k]
+
+        graph: GraphResult | None = None
+        if query.include_graph and query.repo is not None:
+            phase = time.perf_counter()
+            seeds = [int(hit.id.split(":", 1)[1]) for hit in results if hit.store == "code"]
+            async with self._pool.acquire() as conn:
+                graph = await expand(conn, seeds, query.repo, viewer)
+            timings["graph"] = _ms(phase)
+        timings["total"] = _ms(started)
+        return SearchOutcome(query.text, results, states, graph, timings)
+
+    async def _check_scope(self, query: SearchQuery, viewer: Viewer) -> None:
+        """Unknown and unreadable look the same (NOT_FOUND), so nothing leaks."""
+        if query.repo is None and query.collection is None:
+            return
+        async with self._pool.acquire() as conn:
+            if query.repo is not None:
+                if not await repo_store.repository_readable_by(conn, query.repo, viewer):
+                    raise NotFound(f"no repository {query.repo}")
+            elif query.collection is not None and not await repo_store.collection_readable_by(
+                conn, query.collection, viewer
+            ):
+                raise NotFound(f"no collection {query.collection}")
+
+    async def _embed(self, text: str, timings: dict[str, float]) -> Vector | None:
+        """The query vector, or None when the embedder cannot answer in time."""
+        if self._embedder is None:
+            return None
+        phase = time.perf_counter()
+        try:
+            vectors = await self._embedder.embed([text], timeout=self._embed_timeout_s)
+        except Exception as err:  # any failure empties only the vector stream
+            log.warning(
+                "query embedding failed; vector stream unavailable", extra={"error": str(err)}
+            )
+            return None
+        finally:
+            timings["embed"] = _ms(phase)
+        return vectors[0]
+
+    async def _guarded(
+        self,
+        task: StreamTask,
+        *,
+        text: str,
+        scope: Scope,
+        vector: Vector | None,
+        failed: set[StreamName],
+        timings: dict[str, float],
+    ) -> list[StreamHit]:
+        phase = time.perf_counter()
+        try:
+            return await run_stream(
+                self._pool,
+                task,
+                scope=scope,
+                query=text,
+                vector=vector,
+                cap=self._settings.candidate_cap,
+            )
+        except Exception as err:  # CancelledError is a BaseException: it propagates
+            log.warning("search stream failed", extra={"stream": task.label, "error": str(err)})
+            failed.add(task.stream)
+            return []
+        finally:
+            timings[task.label] = _ms(phase)
+
+    async def _run_streams(
+        self,
+        text: str,
+        tasks: Sequence[StreamTask],
+        scope: Scope,
+        states: dict[StreamName, StreamState],
+        timings: dict[str, float],
+    ) -> dict[StreamTask, list[StreamHit]]:
+        failed: set[StreamName] = set()
+        vector_tasks = [t for t in tasks if t.stream == "vector"]
+        other_tasks = [t for t in tasks if t.stream != "vector"]
+        results: dict[StreamTask, list[StreamHit]] = {}
+
+        if not self._settings.streams_concurrent:
+            vector = await self._embed(text, timings) if vector_tasks else None
+            if vector_tasks and vector is None:
+                failed.add("vector")
+            for task in tasks:
+                results[task] = await self._guarded(
+                    task, text=text, scope=scope, vector=vector, failed=failed, timings=timings
+                )
+        else:
+
+            async def vector_branch() -> None:
+                vector = await self._embed(text, timings)
+                if vector is None:
+                    failed.add("vector")
+                    return
+                async with asyncio.TaskGroup() as group:
+                    handles = {
+                        t: group.create_task(
+                            self._guarded(
+                                t,
+                                text=text,
+                                scope=scope,
+                                vector=vector,
+                                failed=failed,
+                                timings=timings,
+                            )
+                        )
+                        for t in vector_tasks
+                    }
+                for t, handle in handles.items():
+                    results[t] = handle.result()
+
+            # A TaskGroup cancels every child when the request is cancelled, and waits for
+            # them, so no query outlives the request.
+            async with asyncio.TaskGroup() as group:
+                if vector_tasks:
+                    group.create_task(vector_branch())
+                others = {
+                    t: group.create_task(
+                        self._guarded(
+                            t, text=text, scope=scope, vector=None, failed=failed, timings=timings
+                        )
+                    )
+                    for t in other_tasks
+                }
+            for t, handle in others.items():
+                results[t] = handle.result()
+        for name in failed:
+            states[name] = "unavailable"
+        return {t: results.get(t, []) for t in tasks}
+
+    async def _hydrate(
+        self, rows: Sequence[_Row], query: SearchQuery, scope: Scope
+    ) -> list[SearchHit]:
+        by_store: dict[Store, list[int]] = {}
+        for row in rows:
+            ids = by_store.setdefault(row.fused.store, [])
+            if row.fused.id not in ids:
+                ids.append(row.fused.id)
+
+        async def fetch(store: Store, ids: list[int]) -> tuple[Store, dict[int, asyncpg.Record]]:
+            async with self._pool.acquire() as conn:
+                return store, await hydrate(conn, store, ids, scope)
+
+        fetched = dict(await asyncio.gather(*(fetch(s, ids) for s, ids in by_store.items())))
+        hits: list[SearchHit] = []
+        for row in rows:
+            record = fetched[row.fused.store].get(row.fused.id)
+            if record is not None:  # gone since it was ranked (re-index, delete)
+                hits.append(_hit(row, record, query))
+        return hits
+
+    async def _rerank(
+        self, reranker: Reranker, text: str, results: list[SearchHit], window: int
+    ) -> list[SearchHit]:
+        head, tail = results[:window], results[window:]
+        try:
+            limit = self._settings.rerank.doc_chars
+            scores = await reranker.score(text, [hit.rerank_text[:limit] for hit in head])
+        except (TimeoutError, RerankError) as err:
+            log.warning("rerank failed; keeping the fused order", extra={"error": str(err)})
+            return results
+        for hit, value in zip(head, scores, strict=True):
+            hit.rerank_score = value
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
+        return [head[i] for i in order] + tail
+
+
+_MARKDOWN = (".md", ".markdown", ".mdx")
+
+
+def _doc_title(record: asyncpg.Record) -> str:
+    return " > ".join(record["heading_path"] or [])
+
+
+def _hit(row: _Row, record: asyncpg.Record, query: SearchQuery) -> SearchHit:
+    fused, layer = row.fused, row.layer
+    if fused.store == "code":
+        body = record["body"] or ""
+        if layer == "ast":
+            text = record["signature"] or body.split("\n", 1)[0]
+        elif layer == "ast_summary":
+            text = record["summary"] or ""
+        else:
+            text = body
+        qualified, name, kind = record["qualified_name"], record["name"], record["kind"]
+        language = record["language"]
+        rerank_text = f"{qualified}\n{text}"
+    else:
+        text = record["body"] or ""
+        qualified = _doc_title(record)
+        name, kind = "", "section"
+        language = "markdown" if record["path"].lower().endswith(_MARKDOWN) else "text"
+        rerank_text = f"{qualified}\n{text}" if qualified else text
+    snippet = make_snippet(
+        text, query.text, query.snippet_chars, head=fused.streams == frozenset({"vector"})
+    )
+    return SearchHit(
+        id=chunk_id(fused.store, fused.id),
+        layer=layer,
+        store=fused.store,
+        repo=record["repo"],
+        collection=record["collection"],
+        path=record["path"],
+        qualified_name=qualified,
+        kind=kind,
+        language=language,
+        start_line=int(record["start_line"]),
+        end_line=int(record["end_line"]),
+        commit=record["commit"],
+        snippet=snippet.text,
+        truncated=snippet.truncated,
+        score=fused.score,
+        provenance=list(fused.provenance),
+        vector_score=fused.raw("vector"),
+        bm25_score=fused.raw("lexical"),
+        symbol_score=fused.raw("symbol"),
+        name=name,
+        rerank_text=rerank_text,
+    )

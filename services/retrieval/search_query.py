@@ -1,0 +1,101 @@
+"""A validated search request. Every limit is checked here, so the engine can trust it.
+
+Out-of-range values are INVALID_ARGUMENT, never clamped: a caller that asked for 101
+results or a 4001-character snippet learns that, instead of silently getting less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from retrieval.fusion import STREAM_NAMES, StreamName
+from retrieval.layers import Layer, resolve_layers
+from retrieval.search_settings import (
+    SNIPPET_MAX,
+    SNIPPET_MIN,
+    TOP_K_MAX,
+    TOP_K_MIN,
+    SearchSettings,
+)
+from svckit.errors import InvalidArgument
+
+_MAX_NAME = 400
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    text: str
+    repo: str | None
+    collection: str | None
+    layers: frozenset[Layer]
+    top_k: int
+    snippet_chars: int
+    include_graph: bool = False
+    as_of: datetime | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    streams: frozenset[StreamName] = frozenset(STREAM_NAMES)
+    skip_rerank: bool = False
+
+
+def build_query(
+    settings: SearchSettings,
+    *,
+    text: str,
+    repo: str = "",
+    collection: str = "",
+    layers: Iterable[str] = (),
+    top_k: int | None = None,
+    snippet_chars: int | None = None,
+    include_graph: bool = False,
+    as_of: datetime | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    streams: Iterable[str] = (),
+    skip_rerank: bool = False,
+) -> SearchQuery:
+    """Validates and normalises a request; raises InvalidArgument with the reason."""
+    query = text.strip()
+    if not query:
+        raise InvalidArgument("query must not be blank")
+    if len(query) > settings.max_query_chars:
+        raise InvalidArgument(f"query is longer than {settings.max_query_chars} characters")
+    repo_slug = repo.strip().lower() or None
+    collection_name = collection.strip() or None
+    if repo_slug and collection_name:
+        raise InvalidArgument("give repo or collection, not both")
+    for value in (repo_slug, collection_name):
+        if value is not None and len(value) > _MAX_NAME:
+            raise InvalidArgument(f"repo and collection are at most {_MAX_NAME} characters")
+    k = settings.default_top_k if top_k is None else top_k
+    if not TOP_K_MIN <= k <= TOP_K_MAX:
+        raise InvalidArgument(f"top_k must be between {TOP_K_MIN} and {TOP_K_MAX}, got {k}")
+    width = settings.default_snippet_chars if snippet_chars is None else snippet_chars
+    if not SNIPPET_MIN <= width <= SNIPPET_MAX:
+        raise InvalidArgument(
+            f"snippet_chars must be between {SNIPPET_MIN} and {SNIPPET_MAX}, got {width}"
+        )
+    if include_graph and repo_slug is None:
+        raise InvalidArgument("include_graph needs a repo: graph expansion is per repository")
+    if since is not None and until is not None and since > until:
+        raise InvalidArgument("since must not be after until")
+    chosen = [name.strip().lower() for name in streams]
+    unknown = sorted({name for name in chosen if name not in STREAM_NAMES})
+    if unknown:
+        raise InvalidArgument(f"unknown stream {', '.join(unknown)}")
+    return SearchQuery(
+        text=query,
+        repo=repo_slug,
+        collection=collection_name,
+        layers=resolve_layers(layers, collection_name is not None),
+        top_k=k,
+        snippet_chars=width,
+        include_graph=include_graph,
+        as_of=as_of,
+        since=since,
+        until=until,
+        streams=frozenset(n for n in STREAM_NAMES if n in chosen) or frozenset(STREAM_NAMES),
+        skip_rerank=skip_rerank,
+    )

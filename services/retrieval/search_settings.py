@@ -1,0 +1,81 @@
+"""Search configuration: fusion, candidate caps, request limits, reranking providers.
+
+Request limits that are part of the contract (top_k 1..100, snippet_chars 80..4000) are
+constants here, not settings, so a deployment cannot silently change what callers may send.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from svckit.config import Env
+
+TOP_K_MIN, TOP_K_MAX = 1, 100
+SNIPPET_MIN, SNIPPET_MAX = 80, 4000
+GRAPH_NODE_CAP = 20  # spec: the graph pivot is capped at 20 nodes
+# pgvector caps hnsw.ef_search at 1000, and the vector stream needs ef_search >= the cap.
+CANDIDATE_CAP_MAX = 1000
+RERANK_PROVIDERS = ("none", "local_cross_encoder", "cohere", "voyage", "jina")
+
+_VENDOR_DEFAULTS = {
+    # provider: (base URL, model), from each vendor's rerank API reference.
+    "cohere": ("https://api.cohere.com", "rerank-v3.5"),
+    "voyage": ("https://api.voyageai.com", "rerank-2.5"),
+    "jina": ("https://api.jina.ai", "jina-reranker-v2-base-multilingual"),
+}
+
+
+@dataclass(frozen=True)
+class RerankSettings:
+    enabled: bool
+    provider: str  # one of RERANK_PROVIDERS
+    threshold: int  # fewer fused candidates than this: no rerank (spec)
+    top_n: int  # how many of the best fused candidates the reranker sees
+    timeout_s: float
+    base_url: str | None  # vendor API root; None for none / local_cross_encoder
+    api_key: str | None
+    model: str
+    doc_chars: int  # each candidate's text is cut to this before it is sent
+
+    @classmethod
+    def from_env(cls, env: Env) -> RerankSettings:
+        provider = env.choice("RETRIEVAL_RERANK_PROVIDER", "none", RERANK_PROVIDERS)
+        url, model = _VENDOR_DEFAULTS.get(provider, (None, ""))
+        return cls(
+            enabled=env.bool("RETRIEVAL_RERANK_ENABLED", False),
+            provider=provider,
+            threshold=env.int("RETRIEVAL_RERANK_THRESHOLD", 50, min=0, max=100_000),
+            top_n=env.int("RETRIEVAL_RERANK_TOP_N", 50, min=1, max=1000),
+            timeout_s=env.float("RETRIEVAL_RERANK_TIMEOUT_S", 5.0, min=0.01),
+            base_url=env.optional_str("RETRIEVAL_RERANK_URL") or url,
+            api_key=env.optional_str("RETRIEVAL_RERANK_API_KEY"),
+            model=env.str("RETRIEVAL_RERANK_MODEL", model or "cross-encoder"),
+            doc_chars=env.int("RETRIEVAL_RERANK_DOC_CHARS", 2000, min=64, max=100_000),
+        )
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    rrf_k: int
+    candidate_cap: int  # each stream is truncated to this before fusion
+    streams_concurrent: bool  # false runs streams one after another (benchmarking)
+    default_top_k: int
+    default_snippet_chars: int
+    max_query_chars: int
+    pool_size: int  # connections; a concurrent search holds one per stream and store
+    rerank: RerankSettings
+
+    @classmethod
+    def from_env(cls, env: Env) -> SearchSettings:
+        return cls(
+            rrf_k=env.int("RETRIEVAL_RRF_K", 60, min=1, max=100_000),
+            candidate_cap=env.int("RETRIEVAL_CANDIDATE_CAP", 300, min=1, max=CANDIDATE_CAP_MAX),
+            streams_concurrent=env.bool("RETRIEVAL_STREAMS_CONCURRENT", True),
+            default_top_k=env.int("RETRIEVAL_TOP_K", 10, min=TOP_K_MIN, max=TOP_K_MAX),
+            default_snippet_chars=env.int(
+                "RETRIEVAL_SNIPPET_CHARS", 600, min=SNIPPET_MIN, max=SNIPPET_MAX
+            ),
+            max_query_chars=env.int("RETRIEVAL_MAX_QUERY_CHARS", 4000, min=16, max=100_000),
+            pool_size=env.int("RETRIEVAL_DB_POOL_SIZE", 20, min=2, max=500),
+            rerank=RerankSettings.from_env(env),
+        )

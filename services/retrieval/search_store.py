@@ -1,0 +1,201 @@
+"""The SQL of search: one query per (store, unit, stream), hydration, graph, access grants.
+
+Access control, the repository/collection scope and the temporal filters are spliced into
+every query that scores (spec: access "cannot be bypassed"; time is "threaded into every
+store's SQL"), so a candidate list never holds a row the caller may not read and a stream
+never spends its candidate cap on rows a filter would drop later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import numpy as np
+import numpy.typing as npt
+
+from retrieval.acl import Viewer, collection_readable, repository_readable
+from retrieval.fusion import StreamHit
+from retrieval.layers import Store, Unit
+
+SYMBOL_THRESHOLD = 0.3  # spec: pg_trgm similarity on qualified_name >= 0.3
+
+# Per unit: the vector column, the tsvector column and its text-search configuration.
+_VECTOR_COLUMN: dict[Unit, str] = {"body": "embedding", "summary": "summary_embedding"}
+_TSV_COLUMN: dict[Unit, str] = {"body": "tsv", "summary": "summary_tsv"}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who reads, where, and when: the filters every stream query carries."""
+
+    viewer: Viewer
+    repo: str | None = None
+    collection: str | None = None
+    as_of: datetime | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class _Params:
+    """Collects bind values and hands out their $n placeholders."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def add(self, value: Any) -> str:
+        self.values.append(value)
+        return f"${len(self.values)}"
+
+
+def _source(store: Store, scope: Scope, params: _Params) -> tuple[str, list[str]]:
+    """FROM clause (row alias `t`) and WHERE conditions for `store` under `scope`."""
+    principal, admin = params.add(scope.viewer.principal_id), params.add(scope.viewer.admin)
+    if store == "md_collections":
+        where = [collection_readable("c", principal, admin)]
+        if scope.collection is not None:
+            where.append(f"c.name = {params.add(scope.collection)}")
+        source = "md_collection_chunks t JOIN collections c ON c.id = t.collection_id"
+        changed = created = "t.updated_at"
+    else:
+        where = [repository_readable("r", principal, admin)]
+        if scope.repo is not None:
+            where.append(f"r.slug = {params.add(scope.repo)}")
+        table = "code_nodes" if store == "code" else "repo_docs"
+        source = f"{table} t JOIN repositories r ON r.id = t.repository_id"
+        if store == "code":
+            # Nodes without history (plain directories) have neither; then they are
+            # unknown in time and a temporal filter leaves them out.
+            changed = "coalesce(t.last_changed_at, t.created_at)"
+            created = "coalesce(t.created_at, t.last_changed_at)"
+        else:
+            changed = created = "t.updated_at"
+    if scope.as_of is not None:
+        where.append(f"{created} <= {params.add(scope.as_of)}")
+    if scope.since is not None:
+        where.append(f"{changed} >= {params.add(scope.since)}")
+    if scope.until is not None:
+        where.append(f"{changed} <= {params.add(scope.until)}")
+    return source, where
+
+
+def vector_sql(
+    store: Store, unit: Unit, scope: Scope, vector: npt.NDArray[np.float32], cap: int
+) -> tuple[str, list[Any]]:
+    """Cosine kNN (score 1 - distance). ORDER BY the bare distance so the HNSW index can
+    serve it; ties and relaxed-order inversions are sorted out in Python."""
+    params = _Params()
+    source, where = _source(store, scope, params)
+    column = f"t.{_VECTOR_COLUMN.get(unit, 'embedding')}"
+    query = params.add(vector)
+    sql = (
+        f"SELECT t.id, 1 - ({column} <=> {query}) AS score FROM {source} "
+        f"WHERE {column} IS NOT NULL AND {' AND '.join(where)} "
+        f"ORDER BY {column} <=> {query} LIMIT {params.add(cap)}"
+    )
+    return sql, params.values
+
+
+def lexical_sql(
+    store: Store, unit: Unit, scope: Scope, tsquery: str, cap: int
+) -> tuple[str, list[Any]]:
+    """ts_rank_cd over the unit's tsvector: `simple` on code, `english` on documents."""
+    params = _Params()
+    source, where = _source(store, scope, params)
+    column = f"t.{_TSV_COLUMN.get(unit, 'tsv')}"
+    config = "simple" if store == "code" else "english"
+    sql = (
+        f"SELECT t.id, ts_rank_cd({column}, q.q) AS score "
+        f"FROM {source}, to_tsquery('{config}', {params.add(tsquery)}) AS q(q) "
+        f"WHERE {column} @@ q.q AND {' AND '.join(where)} "
+        f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
+    )
+    return sql, params.values
+
+
+def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
+    """Trigram similarity on qualified_name; `%` (with pg_trgm.similarity_threshold set to
+    0.3 in the transaction) is what lets the planner use the trigram GIN index."""
+    params = _Params()
+    source, where = _source("code", scope, params)
+    query = params.add(text)
+    sql = (
+        f"SELECT t.id, similarity(t.qualified_name, {query}) AS score FROM {source} "
+        f"WHERE t.qualified_name % {query} AND {' AND '.join(where)} "
+        f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
+    )
+    return sql, params.values
+
+
+async def run_vector(
+    conn: asyncpg.Connection,
+    store: Store,
+    unit: Unit,
+    *,
+    scope: Scope,
+    vector: npt.NDArray[np.float32],
+    cap: int,
+) -> list[StreamHit]:
+    sql, args = vector_sql(store, unit, scope, vector, cap)
+    async with conn.transaction():
+        # HNSW returns at most ef_search rows and filters after the index scan: without
+        # these a filtered query silently returns fewer than `cap` candidates.
+        await conn.execute(
+            f"SET LOCAL hnsw.ef_search = {max(int(cap), 40)}; "
+            "SET LOCAL hnsw.iterative_scan = relaxed_order"
+        )
+        rows = await conn.fetch(sql, *args)
+    hits = [StreamHit(unit, int(row["id"]), float(row["score"])) for row in rows]
+    hits.sort(key=lambda hit: (-hit.score, hit.id))
+    return hits
+
+
+async def run_lexical(
+    conn: asyncpg.Connection, store: Store, unit: Unit, *, scope: Scope, tsquery: str, cap: int
+) -> list[StreamHit]:
+    sql, args = lexical_sql(store, unit, scope, tsquery, cap)
+    rows = await conn.fetch(sql, *args)
+    return [StreamHit(unit, int(row["id"]), float(row["score"])) for row in rows]
+
+
+async def run_symbol(
+    conn: asyncpg.Connection, unit: Unit, scope: Scope, text: str, cap: int
+) -> list[StreamHit]:
+    sql, args = symbol_sql(scope, text, cap)
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}")
+        rows = await conn.fetch(sql, *args)
+    return [StreamHit(unit, int(row["id"]), float(row["score"])) for row in rows]
+
+
+async def hydrate(
+    conn: asyncpg.Connection, store: Store, ids: Sequence[int], scope: Scope
+) -> dict[int, asyncpg.Record]:
+    """The display fields of the given rows, still under the access filter."""
+    if not ids:
+        return {}
+    params = _Params()
+    source, where = _source(store, scope, params)
+    id_list = params.add(list(ids))
+    if store == "code":
+        columns = (
+            "t.id, t.path, t.language, t.qualified_name, t.name, t.kind, t.start_line, "
+            "t.end_line, t.signature, t.body, t.summary, r.slug AS repo, "
+            "r.commit_sha AS commit, '' AS collection"
+        )
+    elif store == "repo_docs":
+        columns = (
+            "t.id, t.path, t.heading_path, t.start_line, t.end_line, t.body, "
+            "r.slug AS repo, r.commit_sha AS commit, '' AS collection"
+        )
+    else:
+        columns = (
+            "t.id, t.path, t.heading_path, t.start_line, t.end_line, t.body, "
+            "'' AS repo, '' AS commit, c.name AS collection"
+        )
+    sql = f"SELECT {columns} FROM {source} WHERE t.id = ANY({id_list}) AND {' AND '.join(where)}"
+    rows = await conn.fetch(sql, *params.values)
+    return {int(row["id"]): row for row in rows}

@@ -1,0 +1,90 @@
+"""Snippets: bounded excerpts that make results cite-able within a token budget.
+
+Spec: centred on the first query-term match, head-anchored for vector-only hits (they have
+no literal match to centre on), `width` characters (default 600, 80..4000), truncation
+always flagged. Matching is case-insensitive and identifier-aware: the query word
+`ParseConfig` also finds `parse_config`, `parse-config` and `parseconfig`.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from retrieval.lexical import identifier_parts
+from retrieval.query_terms import STOPWORDS
+
+_WORD = re.compile(r"\w+")
+_JOIN = r"[_\-\s.]?"  # how identifier parts may be glued in text
+# When the window would start mid-line, it moves to the next line start if that costs at
+# most this share of the window and keeps the match inside: excerpts read better.
+_LINE_SNAP_SHARE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    text: str
+    truncated: bool
+
+
+def term_patterns(query: str) -> tuple[list[re.Pattern[str]], list[re.Pattern[str]]]:
+    """(whole-word patterns, part patterns) of a query, most specific first.
+
+    Whole words skip stopwords and single characters unless nothing else is left; parts
+    are the pieces of compound identifiers (`parse`, `config`), tried only when no whole
+    word occurs in the text.
+    """
+    words = list(dict.fromkeys(match.group(0) for match in _WORD.finditer(query)))
+    strong = [w for w in words if len(w) > 1 and w.lower() not in STOPWORDS] or words
+    whole: list[re.Pattern[str]] = []
+    parts: list[re.Pattern[str]] = []
+    seen_parts: set[str] = set()
+    for word in strong:
+        pieces = identifier_parts(word) or [word.lower()]
+        whole.append(re.compile(_JOIN.join(re.escape(p) for p in pieces), re.IGNORECASE))
+        if len(pieces) > 1:
+            for piece in pieces:
+                if len(piece) > 2 and piece not in STOPWORDS and piece not in seen_parts:
+                    seen_parts.add(piece)
+                    parts.append(re.compile(re.escape(piece), re.IGNORECASE))
+    return whole, parts
+
+
+def first_match(text: str, query: str) -> tuple[int, int] | None:
+    """(start, end) of the earliest whole-word match, else the earliest part match."""
+    whole, parts = term_patterns(query)
+    for group in (whole, parts):
+        best: tuple[int, int] | None = None
+        for pattern in group:
+            found = pattern.search(text)
+            if found and (best is None or found.start() < best[0]):
+                best = (found.start(), found.end())
+        if best is not None:
+            return best
+    return None
+
+
+def make_snippet(text: str, query: str, width: int, *, head: bool = False) -> Snippet:
+    """An excerpt of at most `width` characters.
+
+    `head` anchors at the start (vector-only hits); otherwise the excerpt is centred on
+    the first query-term match, falling back to the head when nothing matches literally.
+    """
+    if width < 1:
+        raise ValueError("width must be positive")
+    if len(text) <= width:
+        return Snippet(text, False)
+    match = None if head else first_match(text, query)
+    if match is None:
+        return Snippet(text[:width], True)
+    start, end = match
+    centre = (start + end) // 2
+    lo = max(0, min(centre - width // 2, len(text) - width))
+    if lo > 0:
+        newline = text.find("\n", lo, lo + int(width * _LINE_SNAP_SHARE))
+        if newline != -1 and newline + 1 <= start and newline + 1 + width >= end:
+            lo = newline + 1
+    hi = min(len(text), lo + width)
+    return Snippet(text[lo:hi], lo > 0 or hi < len(text))

@@ -1,0 +1,95 @@
+"""The streams of a search: which (store, unit, stream) queries run, and running one.
+
+Spec: vector always (when the query could be embedded), lexical only when the query has
+text, symbol on the code store only. Each runs on its own pooled connection, so they can
+run concurrently; a failure is reported to the caller (search.py), which logs it and
+lets the stream contribute nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import asyncpg
+import numpy as np
+import numpy.typing as npt
+
+from retrieval import search_store
+from retrieval.fusion import STREAM_NAMES, StreamHit, StreamName
+from retrieval.layers import UNIT_ORDER, Store, Unit
+from retrieval.query_terms import code_tsquery, doc_tsquery
+from retrieval.search_store import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTask:
+    """One SQL query: a stream over one unit of one store."""
+
+    store: Store
+    unit: Unit
+    stream: StreamName
+
+    @property
+    def label(self) -> str:
+        return f"{self.stream}/{self.store}/{self.unit}"
+
+
+def plan_streams(
+    units: Mapping[Store, Sequence[Unit]],
+    enabled: frozenset[StreamName],
+    has_text: bool,
+) -> list[StreamTask]:
+    """The queries to run, in a fixed order (stores, then streams, then units)."""
+    tasks: list[StreamTask] = []
+    for store, store_units in units.items():
+        for stream in STREAM_NAMES:
+            if stream not in enabled:
+                continue
+            if stream == "lexical" and not has_text:
+                continue
+            if stream == "symbol":
+                if store != "code" or not store_units:
+                    continue
+                # Qualified names belong to nodes: feed the body unit (code/ast layers),
+                # or the summary unit when only ast_summary was asked for.
+                first = min(store_units, key=UNIT_ORDER.__getitem__)
+                tasks.append(StreamTask(store, first, stream))
+                continue
+            tasks.extend(StreamTask(store, unit, stream) for unit in store_units)
+    return tasks
+
+
+def merge_units(lists: Sequence[Sequence[StreamHit]]) -> list[StreamHit]:
+    """One stream's lists over several units of a store, as one ranking by raw score
+    (the units share a scale: both are cosines, or both ts_rank_cd), ties on id."""
+    merged = [hit for hits in lists for hit in hits]
+    merged.sort(key=lambda hit: (-hit.score, hit.id, UNIT_ORDER[hit.unit]))
+    return merged
+
+
+async def run_stream(
+    pool: asyncpg.Pool,
+    task: StreamTask,
+    *,
+    scope: Scope,
+    query: str,
+    vector: npt.NDArray[np.float32] | None,
+    cap: int,
+) -> list[StreamHit]:
+    """Runs one stream query on a connection of its own; raises on failure."""
+    async with pool.acquire() as conn:
+        if task.stream == "vector":
+            if vector is None:
+                return []
+            return await search_store.run_vector(
+                conn, task.store, task.unit, scope=scope, vector=vector, cap=cap
+            )
+        if task.stream == "lexical":
+            tsquery = code_tsquery(query) if task.store == "code" else doc_tsquery(query)
+            if not tsquery:
+                return []
+            return await search_store.run_lexical(
+                conn, task.store, task.unit, scope=scope, tsquery=tsquery, cap=cap
+            )
+        return await search_store.run_symbol(conn, task.unit, scope, query, cap)

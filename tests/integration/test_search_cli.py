@@ -1,0 +1,67 @@
+"""`cograph search` end to end: a real process talking gRPC to the test's retrieval server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+import pytest
+
+from tests.integration.search_fixtures import DEMO, SearchEnv, search_env
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+__all__ = ["search_env"]
+
+
+async def _cograph(env: SearchEnv, *args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cograph_cli",
+        "search",
+        *args,
+        env={**os.environ, "RETRIEVAL_ADDR": f"127.0.0.1:{env.app.port}"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_json_output_is_the_rest_body(search_env: SearchEnv) -> None:
+    code, out, err = await _cograph(
+        search_env, "ParseConfig.load", "--repo", DEMO, "--graph", "--top-k", "3", "--json"
+    )
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["query"] == "ParseConfig.load"
+    assert body["streams"] == {"vector": "ok", "lexical": "ok", "symbol": "ok"}
+    first = body["results"][0]
+    assert set(first) >= {
+        "id", "layer", "store", "repo", "path", "qualified_name", "kind", "start_line",
+        "end_line", "commit", "snippet", "truncated", "score", "provenance", "vector_score",
+        "bm25_score", "symbol_score", "rerank_score",
+    }  # fmt: skip
+    assert first["layer"] in ("code", "ast_summary") and first["store"] == "code"
+    assert first["rerank_score"] is None
+    assert {p["stream"] for p in first["provenance"]} <= {"vector", "lexical", "symbol"}
+    assert body["graph"]["edges"] and {"from", "to", "kind"} == set(body["graph"]["edges"][0])
+    assert {e["kind"] for e in body["graph"]["edges"]} <= {
+        "calls", "imports", "inherits", "implements", "contains"
+    }  # fmt: skip
+
+
+async def test_human_output_and_errors(search_env: SearchEnv) -> None:
+    code, out, err = await _cograph(
+        search_env, "billing retry", "--since", "2024-05-01", "--layer", "code"
+    )
+    assert code == 0, err
+    assert "retry_failed_charge" in out and "vector ok" in out
+    assert "server.go" not in out  # unchanged since January
+    code, _, err = await _cograph(search_env, "x", "--top-k", "0")
+    assert code == 2 and "INVALID_ARGUMENT" in err
+    code, _, err = await _cograph(search_env, "x", "--since", "yesterday")
+    assert code == 2 and "ISO 8601" in err

@@ -1,0 +1,205 @@
+"""Failure and concurrency over real gRPC: a dead embedder empties only the vector stream,
+a failing stream contributes nothing (and says so), a cancelled request leaves no query
+running in PostgreSQL, concurrent streams return exactly what sequential ones do, and the
+stream queries use their indexes (HNSW with iterative scan, trigram GIN)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import asyncpg
+import numpy as np
+import pytest
+
+from cograph.retrieval.v1 import retrieval_pb2 as pb
+from retrieval import search_store
+from retrieval.acl import Viewer
+from retrieval.search_store import Scope
+from tests.integration.search_fixtures import (
+    ADMIN,
+    ALICE,
+    DEMO,
+    SearchEnv,
+    ranked,
+    search_env,
+    serving,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+__all__ = ["search_env"]
+
+QUERIES = [
+    ("ParseConfig", {}),
+    ("func (s *Server) Handle", {"repo": DEMO}),
+    ("how does billing retry a failed charge", {"top_k": 50}),
+    ("read text from a file", {"layers": [pb.LAYER_CODE, pb.LAYER_AST, pb.LAYER_AST_SUMMARY]}),
+]
+
+
+async def test_dead_embedder_empties_only_the_vector_stream(search_env: SearchEnv) -> None:
+    async with serving(
+        search_env.db_url, search_env.data_dir, "127.0.0.1:1", EMBEDDER_TIMEOUT_S="0.5"
+    ) as (_, stub):
+        reply = await search_env.search("ParseConfig", stub=stub, repo=DEMO)
+    assert reply.streams.vector == pb.STREAM_STATUS_UNAVAILABLE
+    assert reply.streams.lexical == pb.STREAM_STATUS_OK
+    assert reply.streams.symbol == pb.STREAM_STATUS_OK
+    top = reply.results[0]
+    assert top.qualified_name.endswith("ParseConfig")
+    assert all(p.stream != pb.STREAM_VECTOR for r in reply.results for p in r.provenance)
+    assert not top.HasField("vector_score") and top.HasField("symbol_score")
+
+
+async def test_failing_stream_logs_and_contributes_nothing(
+    search_env: SearchEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise asyncpg.PostgresError("injected symbol failure")
+
+    monkeypatch.setattr(search_store, "run_symbol", broken)
+    with caplog.at_level(logging.WARNING, logger="retrieval.search"):
+        reply = await search_env.search("ParseConfig", repo=DEMO)
+    assert reply.streams.symbol == pb.STREAM_STATUS_UNAVAILABLE
+    assert reply.streams.vector == pb.STREAM_STATUS_OK
+    assert reply.streams.lexical == pb.STREAM_STATUS_OK
+    assert reply.results[0].qualified_name.endswith("ParseConfig")
+    assert all(p.stream != pb.STREAM_SYMBOL for r in reply.results for p in r.provenance)
+    assert any("search stream failed" in rec.getMessage() for rec in caplog.records)
+
+
+async def _running(conn: asyncpg.Connection) -> list[str]:
+    rows = await conn.fetch(
+        "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND state = 'active' AND query ILIKE '%code_nodes%'"
+    )
+    return [row["query"] for row in rows]
+
+
+@pytest.mark.parametrize("concurrent", ["true", "false"])
+async def test_cancelled_request_leaves_no_query_running(
+    search_env: SearchEnv, concurrent: str
+) -> None:
+    async with serving(
+        search_env.db_url,
+        search_env.data_dir,
+        search_env.embedder_addr,
+        RETRIEVAL_STREAMS_CONCURRENT=concurrent,
+    ) as (_, stub):
+        locker = await asyncpg.connect(search_env.db_url)
+        watcher = await asyncpg.connect(search_env.db_url)
+        try:
+            # Hold a lock every stream query must wait for, so they are running (blocked
+            # inside PostgreSQL) when the caller gives up.
+            await locker.execute("BEGIN; LOCK TABLE code_nodes IN ACCESS EXCLUSIVE MODE")
+            call = stub.Search(pb.SearchRequest(query="ParseConfig"), metadata=ADMIN, timeout=30)
+            for _ in range(100):
+                if await _running(watcher):
+                    break
+                await asyncio.sleep(0.05)
+            assert await _running(watcher), "the search never reached PostgreSQL"
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            for _ in range(100):
+                if not await _running(watcher):
+                    break
+                await asyncio.sleep(0.05)
+            assert not await _running(watcher)
+        finally:
+            await locker.execute("ROLLBACK")
+            await locker.close()
+            await watcher.close()
+        # The server is healthy afterwards.
+        reply = await stub.Search(pb.SearchRequest(query="ParseConfig"), metadata=ADMIN, timeout=30)
+        assert reply.results
+
+
+async def test_concurrent_equals_sequential(search_env: SearchEnv) -> None:
+    async with serving(
+        search_env.db_url,
+        search_env.data_dir,
+        search_env.embedder_addr,
+        RETRIEVAL_STREAMS_CONCURRENT="false",
+    ) as (_, sequential):
+        for query, fields in QUERIES:
+            for who in (ADMIN, ALICE):
+                one = await search_env.search(query, metadata=who, **fields)
+                two = await search_env.search(query, metadata=who, stub=sequential, **fields)
+                assert ranked(one) == ranked(two), query
+                assert [r.score for r in one.results] == [r.score for r in two.results]
+                assert [list(r.provenance) for r in one.results] == [
+                    list(r.provenance) for r in two.results
+                ]
+                assert one.streams == two.streams
+
+
+async def _plan(conn: asyncpg.Connection, sql: str, args: list[Any], setup: str) -> str:
+    async with conn.transaction():
+        await conn.execute(setup)
+        rows = await conn.fetch("EXPLAIN " + sql, *args)
+    return "\n".join(row[0] for row in rows)
+
+
+async def test_stream_queries_use_their_indexes(search_env: SearchEnv) -> None:
+    """With the ACL filter in place, the query shapes can be served by their indexes.
+
+    Sequential scans and sorts are disabled for the EXPLAIN: at a few thousand rows an exact
+    scan is genuinely cheaper and the planner is right to pick it (from ~20k rows it picks
+    HNSW on its own). What this checks is that nothing in the SQL (an extra ORDER BY key, a
+    function around the column) rules the index out. bench/search.py shows the natural
+    plan at 100k+ nodes."""
+    rng = np.random.default_rng(7)
+    async with search_env.pool.acquire() as conn:
+        repository = await conn.fetchval(
+            "INSERT INTO repositories (slug, source, source_kind) "
+            "VALUES ('example.com/bulk/plan', '/dev/null', 'dir') RETURNING id"
+        )
+        try:
+            vectors = rng.standard_normal((2000, 384)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            # tsvector has no binary COPY format: stage it as text, then cast.
+            async with conn.transaction():
+                await conn.execute(
+                    "CREATE TEMP TABLE bulk (i int, tsv text, embedding vector(384)) ON COMMIT DROP"
+                )
+                await conn.copy_records_to_table(
+                    "bulk",
+                    records=[(i, f"func{i}", vectors[i]) for i in range(2000)],
+                )
+                await conn.execute(
+                    "INSERT INTO code_nodes (repository_id, path, language, qualified_name, "
+                    "name, kind, start_line, end_line, body, content_hash, tsv, embedding) "
+                    "SELECT $1, 'm' || i || '.py', 'python', 'bulk.m' || i || '.func_' || i, "
+                    "'func_' || i, 'function', 1, 2, 'def func_' || i || '(): pass', 'h', "
+                    "tsv::tsvector, embedding FROM bulk",
+                    repository,
+                )
+            await conn.execute("ANALYZE code_nodes")
+            scope = Scope(Viewer("alice", False))
+            vector_sql, args = search_store.vector_sql("code", "body", scope, vectors[0], 300)
+            plan = await _plan(
+                conn,
+                vector_sql,
+                args,
+                "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; "
+                "SET LOCAL hnsw.ef_search = 300; "
+                "SET LOCAL hnsw.iterative_scan = relaxed_order",
+            )
+            assert "code_nodes_embedding" in plan, plan
+            symbol_sql, args = search_store.symbol_sql(scope, "func_123", 300)
+            plan = await _plan(
+                conn,
+                symbol_sql,
+                args,
+                "SET LOCAL enable_seqscan = off; SET LOCAL pg_trgm.similarity_threshold = 0.3",
+            )
+            assert "code_nodes_qname_trgm" in plan, plan
+            # And the vector stream returns a full candidate list under the filter.
+            hits = await search_store.run_vector(
+                conn, "code", "body", scope=Scope(Viewer("root", True)), vector=vectors[0], cap=300
+            )
+            assert len(hits) == 300 and hits[0].score == pytest.approx(1.0, abs=1e-5)
+        finally:
+            await conn.execute("DELETE FROM repositories WHERE id = $1", repository)

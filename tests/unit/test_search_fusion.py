@@ -1,0 +1,112 @@
+"""RRF arithmetic, caps, provenance, tie order and the cross-store merge."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from retrieval.fusion import Fused, StreamHit, fuse_store, merge_stores
+
+
+def hits(*ids: int, unit: str = "body", start: float = 1.0) -> list[StreamHit]:
+    return [StreamHit(unit, i, start - n * 0.01) for n, i in enumerate(ids)]  # type: ignore[arg-type]
+
+
+def test_scores_are_reciprocal_rank_sums() -> None:
+    fused = fuse_store(
+        "code", {"vector": hits(1, 2, 3), "lexical": hits(3, 1), "symbol": hits(3)}, k=60, cap=300
+    )
+    by_id = {f.id: f for f in fused}
+    assert by_id[1].score == pytest.approx(1 / 61 + 1 / 62)
+    assert by_id[2].score == pytest.approx(1 / 62)
+    assert by_id[3].score == pytest.approx(1 / 63 + 1 / 61 + 1 / 61)
+    assert [f.id for f in fused] == [3, 1, 2]
+    assert [(p.stream, p.rank) for p in by_id[3].provenance] == [
+        ("vector", 3),
+        ("lexical", 1),
+        ("symbol", 1),
+    ]
+    assert by_id[3].raw("vector") == pytest.approx(0.98)
+    assert by_id[2].raw("lexical") is None and by_id[2].streams == {"vector"}
+
+
+def test_k_changes_the_balance() -> None:
+    # A is first in one stream; B is fourth in two. Low k favours the single top hit.
+    streams = {"vector": hits(1, 10, 11, 2), "lexical": hits(12, 13, 14, 2)}
+    low = {f.id: f.score for f in fuse_store("code", streams, k=1, cap=10)}
+    assert low[1] == pytest.approx(1 / 2) and low[2] == pytest.approx(2 / 5)
+    assert fuse_store("code", streams, k=1, cap=10)[0].id == 1
+    high = fuse_store("code", streams, k=60, cap=10)
+    assert high[0].id == 2 and high[0].score == pytest.approx(2 / 64)
+
+
+def test_each_stream_is_truncated_to_the_cap_before_fusion() -> None:
+    fused = fuse_store("code", {"vector": hits(1, 2, 3, 4), "lexical": hits(4)}, k=60, cap=2)
+    ids = {f.id: f for f in fused}
+    assert set(ids) == {1, 2, 4}
+    assert [p.stream for p in ids[4].provenance] == ["lexical"]  # rank 4 in vector was cut
+
+
+def test_duplicates_keep_their_best_rank() -> None:
+    fused = fuse_store("code", {"vector": hits(5, 5, 6)}, k=60, cap=10)
+    assert [(f.id, f.provenance[0].rank) for f in fused] == [(5, 1), (6, 2)]
+
+
+def test_ties_break_on_chunk_id_then_unit_whatever_the_input_order() -> None:
+    # 7 and 3 swap ranks across two streams: exactly equal sums, so the lower id wins.
+    streams = {"vector": hits(7, 3), "lexical": hits(3, 7)}
+    fused = fuse_store("code", streams, k=60, cap=10)
+    assert [f.id for f in fused] == [3, 7]
+    assert fused[0].score == fused[1].score
+    # Three streams with permuted ranks: still bit-equal (fsum), still id order.
+    streams3 = {"vector": hits(9, 4, 2), "lexical": hits(4, 2, 9), "symbol": hits(2, 9, 4)}
+    assert [f.id for f in fuse_store("code", streams3, k=60, cap=10)] == [2, 4, 9]
+    # Same id in two units (body and summary) tie on id, body first.
+    both = {
+        "vector": [StreamHit("summary", 1, 0.9), StreamHit("body", 2, 0.8)],
+        "lexical": [StreamHit("body", 2, 0.5), StreamHit("summary", 1, 0.4)],
+    }
+    assert [(f.id, f.unit) for f in fuse_store("code", both, k=60, cap=10)] == [
+        (1, "summary"),
+        (2, "body"),
+    ]
+
+
+def test_deterministic_under_shuffled_stream_dict_order() -> None:
+    rng = random.Random(3)
+    streams = {
+        "vector": hits(*rng.sample(range(100), 50)),
+        "lexical": hits(*rng.sample(range(100), 50)),
+        "symbol": hits(*rng.sample(range(100), 20)),
+    }
+    expected = [(f.id, f.score) for f in fuse_store("code", streams, k=60, cap=300)]
+    for _ in range(5):
+        keys = list(streams)
+        rng.shuffle(keys)
+        shuffled = {key: streams[key] for key in keys}  # type: ignore[index]
+        assert [(f.id, f.score) for f in fuse_store("code", shuffled, k=60, cap=300)] == expected
+
+
+def test_merge_stores_resorts_on_fused_score() -> None:
+    code = fuse_store("code", {"vector": hits(1, 2), "symbol": hits(2)}, k=60, cap=10)
+    docs = fuse_store("repo_docs", {"vector": hits(1), "lexical": hits(1)}, k=60, cap=10)
+    merged = merge_stores([code, docs])
+    assert [(f.store, f.id) for f in merged] == [("repo_docs", 1), ("code", 2), ("code", 1)]
+    # An exact cross-store tie: id first, then store order.
+    a = Fused("repo_docs", "doc", 1, 0.5)
+    b = Fused("code", "body", 1, 0.5)
+    c = Fused("code", "body", 0, 0.5)
+    assert [(f.store, f.id) for f in merge_stores([[a], [b, c]])] == [
+        ("code", 0),
+        ("code", 1),
+        ("repo_docs", 1),
+    ]
+
+
+def test_rejects_bad_parameters() -> None:
+    with pytest.raises(ValueError):
+        fuse_store("code", {}, k=0, cap=10)
+    with pytest.raises(ValueError):
+        fuse_store("code", {}, k=60, cap=0)
+    assert fuse_store("code", {}, k=60, cap=10) == []

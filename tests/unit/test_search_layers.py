@@ -1,0 +1,115 @@
+"""Layer <-> store mapping, request validation and the lexical query text."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from retrieval.layers import (
+    BROAD,
+    layers_of_unit,
+    resolve_layers,
+    stores_for,
+    units_for,
+)
+from retrieval.query_terms import code_tsquery, doc_tsquery, has_text
+from retrieval.search_query import build_query
+from retrieval.search_settings import SearchSettings
+from retrieval.streams import StreamTask, plan_streams
+from svckit.config import Env
+from svckit.errors import InvalidArgument
+
+SETTINGS = SearchSettings.from_env(Env({}))
+
+
+def test_broad_is_code_summary_and_docs_never_bare_ast() -> None:
+    assert resolve_layers([], collection=False) == BROAD == {"code", "ast_summary", "repo_doc"}
+    assert "ast" not in BROAD
+    assert resolve_layers([], collection=True) == {"md_collection"}
+    assert resolve_layers(["AST", " code "], collection=False) == {"ast", "code"}
+
+
+def test_layers_map_to_stores_and_units() -> None:
+    assert stores_for(["code", "ast", "ast_summary"]) == ("code",)
+    assert stores_for(["repo_doc", "code"]) == ("code", "repo_docs")
+    assert stores_for(["md_collection"]) == ("md_collections",)
+    assert units_for("code", ["code", "ast", "ast_summary", "repo_doc"]) == ("body", "summary")
+    assert units_for("code", ["ast"]) == ("body",)
+    assert units_for("repo_docs", ["repo_doc"]) == ("doc",)
+    assert layers_of_unit("code", "body", ["ast", "code", "ast_summary"]) == ("code", "ast")
+    assert layers_of_unit("code", "summary", ["ast", "code"]) == ()
+
+
+@pytest.mark.parametrize(
+    ("layers", "collection"),
+    [(["nope"], False), (["md_collection"], False), (["code"], True), (["repo_doc"], True)],
+)
+def test_bad_layers_are_invalid(layers: list[str], collection: bool) -> None:
+    with pytest.raises(InvalidArgument):
+        resolve_layers(layers, collection)
+
+
+def test_stream_plan() -> None:
+    units = {"code": ("body", "summary"), "repo_docs": ("doc",)}
+    every = frozenset({"vector", "lexical", "symbol"})
+    plan = plan_streams(units, every, has_text=True)  # type: ignore[arg-type]
+    assert StreamTask("code", "body", "symbol") in plan
+    assert StreamTask("code", "summary", "symbol") not in plan  # one symbol query per store
+    assert not any(t.stream == "symbol" and t.store != "code" for t in plan)
+    assert len(plan) == 2 + 2 + 1 + 1 + 1
+    no_text = plan_streams(units, every, has_text=False)  # type: ignore[arg-type]
+    assert not any(t.stream == "lexical" for t in no_text)
+    summary_only = plan_streams({"code": ("summary",)}, every, has_text=True)  # type: ignore[dict-item]
+    assert StreamTask("code", "summary", "symbol") in summary_only
+    vector_only = plan_streams(units, frozenset({"vector"}), has_text=True)  # type: ignore[arg-type]
+    assert {t.stream for t in vector_only} == {"vector"}
+
+
+def test_lexical_query_text() -> None:
+    assert code_tsquery("ParseConfig") == "parseconfig | parse | config"
+    assert code_tsquery("how does billing retry a failed charge") == (
+        "billing | retry | failed | charge"
+    )
+    assert code_tsquery("is a") == "is | a"  # only stopwords: keep them
+    assert code_tsquery("(*) -> ::") == "" and not has_text("(*) -> ::")
+    assert has_text("x")
+    assert doc_tsquery("parse_config; DROP TABLE") == "parseconfig | parse | config | drop | table"
+
+
+def test_build_query_defaults_and_edges() -> None:
+    query = build_query(SETTINGS, text="  ParseConfig ")
+    assert (query.text, query.top_k, query.snippet_chars, query.layers) == (
+        "ParseConfig",
+        10,
+        600,
+        BROAD,
+    )
+    assert build_query(SETTINGS, text="q", top_k=1, snippet_chars=80).top_k == 1
+    assert build_query(SETTINGS, text="q", top_k=100, snippet_chars=4000).snippet_chars == 4000
+    scoped = build_query(SETTINGS, text="q", repo=" Example.com/A/B ", include_graph=True)
+    assert scoped.repo == "example.com/a/b" and scoped.include_graph
+    jan, feb = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)
+    assert build_query(SETTINGS, text="q", since=jan, until=jan).since == jan
+    assert build_query(SETTINGS, text="q", streams=["Vector"]).streams == {"vector"}
+    for bad in (
+        {"text": " "},
+        {"text": "q", "top_k": 0},
+        {"text": "q", "top_k": 101},
+        {"text": "q", "snippet_chars": 79},
+        {"text": "q", "snippet_chars": 4001},
+        {"text": "q", "since": feb, "until": jan},
+        {"text": "q", "include_graph": True},
+        {"text": "q", "repo": "a/b/c", "collection": "c"},
+        {"text": "q", "streams": ["bm25"]},
+        {"text": "x" * 4001},
+    ):
+        with pytest.raises(InvalidArgument):
+            build_query(SETTINGS, **bad)  # type: ignore[arg-type]
+
+
+def test_code_keywords_leave_signature_queries_to_their_identifiers() -> None:
+    assert code_tsquery("func (s *Server) Handle") == "server | handle"
+    assert code_tsquery("def load(self, path: str) -> dict") == "load | path"
+    assert code_tsquery("self") == "self"  # nothing else: keep it
+    assert code_tsquery("def") == "def"
