@@ -1,0 +1,52 @@
+"""The retrieval-quality harness in its CI mode, end to end on the embedded stack.
+
+Runs `python -m bench.quality --small` (embedded PostgreSQL in a temp dir, the real
+embedder process, the real retrieval service over gRPC) and holds the issue's gate: fused
+retrieval is not below the best single stream on any query class, within 3 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUDGET_S = 180
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUDGET_S + 60)
+def test_small_mode_fused_is_not_below_any_single_stream(tmp_path: Path) -> None:
+    env = {**os.environ, "COGRAPH_LOG_LEVEL": "WARNING"}
+    external = os.environ.get("COGRAPH_TEST_DATABASE_URL")
+    if external:  # the same switch the other integration tests honour
+        env["COGRAPH_DATABASE_URL"] = external
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.quality", "--small", "--out", str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUDGET_S,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    results = tmp_path / "results.json"
+    assert results.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads(results.read_text())
+    metrics = data["metrics"]
+    assert metrics["fused"]["overall"]["count"] >= 200
+    assert set(metrics["fused"]) >= {"symbol", "signature", "semantic", "docs"}
+    assert data["run"]["replay_agreement"] >= 0.95, "offline fusion no longer mirrors the RPC"
+    assert elapsed < BUDGET_S
+    assert (tmp_path / "quality.png").stat().st_size > 0
+    # The gate of issue 8 (report.fusion_regressions computes the same from the table).
+    assert data["fusion_regressions"] == [], "\n".join(data["fusion_regressions"])
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -1,0 +1,132 @@
+"""The harness's aggregation, checks and recommendation, driven by a tiny fake ranker."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from bench.quality import report
+from bench.quality.datasets import Answer, Query, QueryClass
+from bench.quality.metrics import first_rank
+from bench.quality.runner import CONFIGS, FUSED, Outcome, matcher
+from bench.quality.search_client import Row
+
+Ranker = Callable[[Query], list[Row]]
+
+
+def _query(i: int, klass: QueryClass, half: int) -> Query:
+    answer = Answer("local/q/pkg", f"pkg/m{i}.py", f"pkg.m{i}.f", 1, 5)
+    return Query(f"{klass}-{i:05d}", klass, "bare", "python", f"f{i}", answer, half)
+
+
+def _row(i: int) -> Row:
+    return Row("local/q/pkg", f"pkg/m{i}.py", f"pkg.m{i}.f", 1, 5, 400)
+
+
+def fake_ranker(position: int) -> Ranker:
+    """Puts the answer at `position` (1-based) among decoys; 0 leaves it out."""
+
+    def rank(query: Query) -> list[Row]:
+        i = int(query.id.rsplit("-", 1)[1])
+        decoys = [_row(1000 + i * 10 + j) for j in range(10)]
+        if position:
+            decoys.insert(position - 1, _row(i))
+        return decoys[:10]
+
+    return rank
+
+
+def _outcomes(rankers: dict[str, Ranker], queries: Sequence[Query]) -> list[Outcome]:
+    out = []
+    for query in queries:
+        outcome = Outcome(query)
+        for config, ranker in rankers.items():
+            outcome.ranks[config] = first_rank(ranker(query), matcher(query.answer))
+        rows = rankers[FUSED](query)
+        outcome.result_chars = [r.chars for r in rows]
+        outcome.whole_file_chars = 4000 * len(rows)
+        outcome.sweep = {(60, 300): outcome.ranks[FUSED], (10, 300): 1}
+        out.append(outcome)
+    return out
+
+
+CLASSES: list[QueryClass] = ["symbol", "semantic"] * 4
+QUERIES = [_query(i, k, i % 2) for i, k in enumerate(CLASSES)]
+
+
+def test_table_scores_each_config_and_class() -> None:
+    rankers = {
+        "vector": fake_ranker(2),
+        "lexical": fake_ranker(0),
+        "symbol": fake_ranker(1),
+        FUSED: fake_ranker(1),
+    }
+    tbl = report.table(_outcomes(rankers, QUERIES), configs=list(rankers))
+    assert tbl["vector"]["symbol"].mrr10 == 0.5
+    assert tbl["lexical"]["overall"].recall10 == 0.0
+    assert tbl[FUSED]["overall"].count == 8
+    assert "docs" not in tbl[FUSED]  # no docs queries: no row
+    assert report.fusion_regressions(tbl) == []
+
+
+def test_fusion_regression_is_named() -> None:
+    rankers = {
+        "vector": fake_ranker(3),
+        "lexical": fake_ranker(0),
+        "symbol": fake_ranker(1),
+        FUSED: fake_ranker(2),
+    }
+    problems = report.fusion_regressions(report.table(_outcomes(rankers, QUERIES), list(rankers)))
+    assert any(p.startswith("symbol: fused MRR@10 0.500 < symbol 1.000") for p in problems)
+
+
+def test_token_use_per_result_and_per_answer() -> None:
+    rankers = {FUSED: fake_ranker(1)}
+    use = report.token_use(_outcomes(rankers, QUERIES))["overall"]
+    assert use.results == 80
+    assert use.answers_found == 8
+    assert use.tokens_per_result == 100.0  # 400 chars / 4
+    assert use.tokens_per_answer == 1000.0
+    assert use.whole_file_tokens_per_result == 1000.0
+
+
+def test_sweep_and_recommendation_use_the_held_out_half() -> None:
+    outcomes = _outcomes({FUSED: fake_ranker(4)}, QUERIES)
+    points = report.sweep_points(outcomes)
+    assert [(p.k, p.cap) for p in points] == [(10, 300), (60, 300)]
+    advice = report.recommend(points)
+    assert advice["change"] is True
+    assert advice["best_on_tuning_half"] == {"rrf_k": 10, "candidate_cap": 300}
+    assert advice["held_out_gain"] == pytest.approx(0.75)
+    # A tuning-half winner that does not carry over is not recommended.
+    for o in outcomes:
+        if o.query.half == 1:
+            o.sweep[(10, 300)] = None
+    assert report.recommend(report.sweep_points(outcomes))["change"] is False
+
+
+def test_render_json_and_plot(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    rankers = {name: fake_ranker(rng.randrange(0, 4)) for name in CONFIGS}
+    outcomes = _outcomes(rankers, QUERIES)
+    tbl = report.table(outcomes)
+    tokens = report.token_use(outcomes)
+    points = report.sweep_points(outcomes)
+    advice = report.recommend(points)
+    hits = report.graph_hit_rates(outcomes)
+    text = report.render(
+        tbl, tokens=tokens, points=points, advice=advice, graph_hits=hits, notes=["a note"]
+    )
+    assert "| fused |" in text and "60 (default)" in text and "- a note" in text
+    assert "| symbol | bare | python |" in report.render_variants(report.variant_table(outcomes))
+    data = report.payload(
+        tbl, tokens=tokens, points=points, advice=advice, graph_hits=hits, extra={"run": {}}
+    )
+    report.write_json(tmp_path / "r.json", data)
+    assert json.loads((tmp_path / "r.json").read_text())["metrics"][FUSED]["overall"]["count"] == 8
+    report.write_plot(tmp_path / "q.png", tbl)
+    assert (tmp_path / "q.png").read_bytes()[:4] == b"\x89PNG"
