@@ -175,7 +175,7 @@ def _walk_file(package: str, root: Path, path: Path, out: list[Node], limit: int
                         child.lineno,
                         end,
                         _signature(lines, child),
-                        ast.get_docstring(child),
+                        (ast.get_docstring(child) or "").replace("\x00", "") or None,
                         body,
                     )
                 )
@@ -347,7 +347,12 @@ async def load(
                     summary_vectors[i],
                 )
             )
-        await conn.copy_records_to_table("stage_nodes", records=records)
+        # PostgreSQL text cannot hold NUL (docstrings may spell one as an escape).
+        clean: list[tuple[Any, ...]] = [
+            tuple(v.replace("\x00", "") if isinstance(v, str) else v for v in record)
+            for record in records
+        ]
+        await conn.copy_records_to_table("stage_nodes", records=clean)
         await conn.execute(
             """INSERT INTO code_nodes (repository_id, path, language, qualified_name, name,
                 kind, start_line, end_line, signature, body, docstring, content_hash,

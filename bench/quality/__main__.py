@@ -112,6 +112,7 @@ def main() -> None:
         advice=advice,
         graph_hits=hits,
         extra={**extra, "notes": notes},
+        outcomes=outcomes,
     )
     data["variants"] = variants
     report.write_json(args.out / "results.json", data)
@@ -129,7 +130,7 @@ def main() -> None:
         report.write_json(args.manifest, extra["manifest"])
     report.write_plot(args.out / "quality.png", tbl, hits)
     print(f"wrote {args.out}/report.md, results.json, queries.json, manifest.json, quality.png")
-    problems = report.fusion_regressions(tbl)
+    problems = report.fusion_regressions(tbl, outcomes)
     if problems:
         print("fusion is below the best single stream on: " + "; ".join(problems))
         if args.small:

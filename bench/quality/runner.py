@@ -21,6 +21,7 @@ from bench.quality.metrics import first_rank
 from bench.quality.replay import RowIndex, collect, fused_ids, rows_of
 from bench.quality.search_client import Row, search
 from bench.quality.stack import Stack
+from retrieval.search_settings import DEFAULT_RRF_K
 
 SINGLE_STREAMS: tuple[str, ...] = ("vector", "lexical", "symbol")
 FUSED = "fused"
@@ -28,7 +29,7 @@ SCOPED = "fused@repo"
 GRAPH = "fused+graph"
 CONFIGS: tuple[str, ...] = (*SINGLE_STREAMS, FUSED, SCOPED, GRAPH)
 TOP_K = 10
-DEFAULT_K, DEFAULT_CAP = 60, 300
+DEFAULT_K, DEFAULT_CAP = DEFAULT_RRF_K, 300  # the service's defaults
 
 
 @dataclass(frozen=True)

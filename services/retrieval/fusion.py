@@ -5,6 +5,14 @@ truncated to the candidate cap first. Ranks are comparable across streams where 
 scores (cosine, ts_rank_cd, trigram similarity) are not. Every store uses the same k, which
 is what makes concatenating stores and re-sorting on the fused score valid (spec).
 
+One deliberate addition to plain RRF: an exact symbol match (the query *is* the node's
+name or qualified name, as the symbol stream reports it) is placed ahead of everything else,
+in fused order among themselves. The spec already treats "ParseConfig at position one" as
+the state a reranker must not disturb; with plain RRF a rank-1 symbol hit is worth only
+1/(k+1) and a node ranked second by two other streams overtakes it (the evaluation measured
+symbol-query MRR 0.88 for the symbol stream alone and 0.79 fused). Pinning exact matches
+makes fusion at least as good as the symbol stream on exact queries.
+
 Pure: no I/O, so the arithmetic and the tie order are unit-tested exactly.
 """
 
@@ -29,6 +37,7 @@ class StreamHit:
     unit: Unit
     id: int
     score: float
+    exact: bool = False  # the query equals this node's name or qualified name (symbol stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +54,7 @@ class Fused:
     id: int
     score: float
     provenance: list[Provenance] = field(default_factory=list)
+    exact: bool = False
 
     def raw(self, stream: StreamName) -> float | None:
         """The raw score of `stream`, or None when that stream did not find this unit."""
@@ -89,6 +99,7 @@ def fuse_store(
                 fused = found[key] = Fused(store, hit.unit, hit.id, 0.0)
                 contributions[key] = []
             fused.provenance.append(Provenance(name, rank, hit.score))
+            fused.exact = fused.exact or hit.exact
             contributions[key].append(1.0 / (k + rank))
     for key, fused in found.items():
         # fsum is exactly rounded, so equal rank multisets give bit-equal scores whatever
@@ -102,5 +113,5 @@ def merge_stores(per_store: Sequence[Sequence[Fused]]) -> list[Fused]:
     return sorted((item for items in per_store for item in items), key=_tie_key)
 
 
-def _tie_key(item: Fused) -> tuple[float, int, int, int]:
-    return (-item.score, item.id, STORE_ORDER[item.store], UNIT_ORDER[item.unit])
+def _tie_key(item: Fused) -> tuple[bool, float, int, int, int]:
+    return (not item.exact, -item.score, item.id, STORE_ORDER[item.store], UNIT_ORDER[item.unit])

@@ -8,6 +8,7 @@ never spends its candidate cap on rows a filter would drop later.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +23,7 @@ from retrieval.fusion import StreamHit
 from retrieval.layers import Store, Unit
 
 SYMBOL_THRESHOLD = 0.3  # spec: pg_trgm similarity on qualified_name >= 0.3
+_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 
 # Per unit: the vector column, the tsvector column and its text-search configuration.
 _VECTOR_COLUMN: dict[Unit, str] = {"body": "embedding", "summary": "summary_embedding"}
@@ -116,14 +118,31 @@ def lexical_sql(
     return sql, params.values
 
 
+def symbol_identifier(text: str) -> str | None:
+    """The query as a dotted identifier (`ParseConfig`, `billing.retry.Backoff`,
+    `Server::Handle`, `Server.Handle`), or None when it is not one (prose, signatures)."""
+    candidate = text.strip().replace("::", ".").replace("#", ".")
+    return candidate.lower() if _IDENTIFIER.fullmatch(candidate) else None
+
+
 def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     """Trigram similarity on qualified_name; `%` (with pg_trgm.similarity_threshold set to
-    0.3 in the transaction) is what lets the planner use the trigram GIN index."""
+    0.3 in the transaction) is what lets the planner use the trigram GIN index.
+
+    `exact` marks nodes the query names outright: its bare name, its qualified name, or a
+    dotted suffix of it (`Server.Handle` names `pkg.Server.Handle`)."""
     params = _Params()
     source, where = _source("code", scope, params)
     query = params.add(text)
+    ident = params.add(symbol_identifier(text))
+    exact = (
+        f"({ident}::text IS NOT NULL AND (lower(t.name) = {ident} "
+        f"OR lower(t.qualified_name) = {ident} "
+        f"OR right(lower(t.qualified_name), length({ident}) + 1) = '.' || {ident}))"
+    )
     sql = (
-        f"SELECT t.id, similarity(t.qualified_name, {query}) AS score FROM {source} "
+        f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact "
+        f"FROM {source} "
         f"WHERE t.qualified_name % {query} AND {' AND '.join(where)} "
         f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
     )
@@ -168,7 +187,9 @@ async def run_symbol(
     async with conn.transaction():
         await conn.execute(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}")
         rows = await conn.fetch(sql, *args)
-    return [StreamHit(unit, int(row["id"]), float(row["score"])) for row in rows]
+    return [
+        StreamHit(unit, int(row["id"]), float(row["score"]), bool(row["exact"])) for row in rows
+    ]
 
 
 async def hydrate(

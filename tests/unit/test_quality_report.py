@@ -12,7 +12,7 @@ import pytest
 from bench.quality import report
 from bench.quality.datasets import Answer, Query, QueryClass
 from bench.quality.metrics import first_rank
-from bench.quality.runner import CONFIGS, FUSED, Outcome, matcher
+from bench.quality.runner import CONFIGS, DEFAULT_K, FUSED, Outcome, matcher
 from bench.quality.search_client import Row
 
 Ranker = Callable[[Query], list[Row]]
@@ -40,6 +40,9 @@ def fake_ranker(position: int) -> Ranker:
     return rank
 
 
+OTHER_K = 60 if DEFAULT_K != 60 else 10
+
+
 def _outcomes(rankers: dict[str, Ranker], queries: Sequence[Query]) -> list[Outcome]:
     out = []
     for query in queries:
@@ -49,7 +52,8 @@ def _outcomes(rankers: dict[str, Ranker], queries: Sequence[Query]) -> list[Outc
         rows = rankers[FUSED](query)
         outcome.result_chars = [r.chars for r in rows]
         outcome.whole_file_chars = 4000 * len(rows)
-        outcome.sweep = {(60, 300): outcome.ranks[FUSED], (10, 300): 1}
+        # The default point ranks like fused; another k always puts the answer first.
+        outcome.sweep = {(DEFAULT_K, 300): outcome.ranks[FUSED], (OTHER_K, 300): 1}
         out.append(outcome)
     return out
 
@@ -97,15 +101,15 @@ def test_token_use_per_result_and_per_answer() -> None:
 def test_sweep_and_recommendation_use_the_held_out_half() -> None:
     outcomes = _outcomes({FUSED: fake_ranker(4)}, QUERIES)
     points = report.sweep_points(outcomes)
-    assert [(p.k, p.cap) for p in points] == [(10, 300), (60, 300)]
+    assert [(p.k, p.cap) for p in points] == sorted([(DEFAULT_K, 300), (OTHER_K, 300)])
     advice = report.recommend(points)
     assert advice["change"] is True
-    assert advice["best_on_tuning_half"] == {"rrf_k": 10, "candidate_cap": 300}
+    assert advice["best_on_tuning_half"] == {"rrf_k": OTHER_K, "candidate_cap": 300}
     assert advice["held_out_gain"] == pytest.approx(0.75)
     # A tuning-half winner that does not carry over is not recommended.
     for o in outcomes:
         if o.query.half == 1:
-            o.sweep[(10, 300)] = None
+            o.sweep[(OTHER_K, 300)] = None
     assert report.recommend(report.sweep_points(outcomes))["change"] is False
 
 
@@ -121,7 +125,7 @@ def test_render_json_and_plot(tmp_path: Path) -> None:
     text = report.render(
         tbl, tokens=tokens, points=points, advice=advice, graph_hits=hits, notes=["a note"]
     )
-    assert "| fused |" in text and "60 (default)" in text and "- a note" in text
+    assert "| fused |" in text and f"{DEFAULT_K} (default)" in text and "- a note" in text
     assert "| symbol | bare | python |" in report.render_variants(report.variant_table(outcomes))
     data = report.payload(
         tbl, tokens=tokens, points=points, advice=advice, graph_hits=hits, extra={"run": {}}
@@ -130,3 +134,23 @@ def test_render_json_and_plot(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "r.json").read_text())["metrics"][FUSED]["overall"]["count"] == 8
     report.write_plot(tmp_path / "q.png", tbl)
     assert (tmp_path / "q.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_paired_gate_ignores_a_difference_within_noise_and_flags_a_real_one() -> None:
+    # Fused swaps rank 1 and 2 with vector on two queries each way (mean difference 0):
+    # below on the means only by rounding, not a regression. A constant loss is flagged.
+    rankers = {
+        "vector": fake_ranker(1),
+        "lexical": fake_ranker(0),
+        "symbol": fake_ranker(0),
+        FUSED: fake_ranker(1),
+    }
+    outcomes = _outcomes(rankers, QUERIES)
+    for index, outcome in enumerate(outcomes[:4]):
+        outcome.ranks[FUSED], outcome.ranks["vector"] = (2, 1) if index % 2 else (1, 2)
+    tbl = report.table(outcomes, list(rankers))
+    assert report.fusion_regressions(tbl, outcomes) == []
+    for outcome in outcomes:
+        outcome.ranks[FUSED] = 3
+    tbl = report.table(outcomes, list(rankers))
+    assert report.fusion_regressions(tbl, outcomes)

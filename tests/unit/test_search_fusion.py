@@ -110,3 +110,22 @@ def test_rejects_bad_parameters() -> None:
     with pytest.raises(ValueError):
         fuse_store("code", {}, k=60, cap=0)
     assert fuse_store("code", {}, k=60, cap=10) == []
+
+
+def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
+    # Node 7 is ranked first by vector and lexical; node 9 only by the symbol stream, but
+    # the query names it outright, so it leads. Among exact matches fused order decides.
+    streams = {
+        "vector": [StreamHit("body", 7, 0.9), StreamHit("body", 8, 0.8)],
+        "lexical": [StreamHit("body", 7, 0.5), StreamHit("body", 8, 0.4)],
+        "symbol": [
+            StreamHit("body", 9, 1.0, exact=True),
+            StreamHit("body", 8, 0.9, exact=True),
+            StreamHit("body", 7, 0.4),
+        ],
+    }
+    fused = fuse_store("code", streams, k=60, cap=300)
+    assert [f.id for f in fused] == [8, 9, 7]
+    assert [f.exact for f in fused] == [True, True, False]
+    merged = merge_stores([[f for f in fused if not f.exact], [f for f in fused if f.exact]])
+    assert [f.id for f in merged] == [8, 9, 7]
