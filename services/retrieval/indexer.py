@@ -99,6 +99,10 @@ class Indexer:
         self._summarizer = summarizer
         self._data_dir = data_dir
 
+    @property
+    def settings(self) -> IndexSettings:
+        return self._settings
+
     def _pipeline(self, progress: Progress) -> EmbedPipeline:
         def on_embedded(count: int) -> None:
             progress.embeddings_done += count

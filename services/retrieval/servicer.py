@@ -106,6 +106,17 @@ def _checked_source(source: str) -> str:
     return str(path.resolve())
 
 
+def _require_admin_for_server_paths(source: str, policy: str) -> None:
+    """Under RETRIEVAL_LOCAL_SOURCES=admin, reading the server's own file system (a path, a
+    file:// URL) is an operator's act; agents index remote git URLs or upload documents."""
+    remote = is_url(source) and not source.lower().startswith("file:")
+    if policy == "admin" and not remote and not Viewer.current().admin:
+        raise PermissionDenied(
+            "indexing a path on the server needs an admin key; index a git URL or upload "
+            "the documents instead"
+        )
+
+
 def _checked_directory(directory: str) -> str:
     path = Path(directory).expanduser()
     if not path.is_dir():
@@ -140,6 +151,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         source = request.source.strip()
         if not source:
             raise InvalidArgument("source is required (a path or a git URL)")
+        _require_admin_for_server_paths(source, self._indexer.settings.local_sources)
         source = await asyncio.to_thread(_checked_source, source)
         slug = validate_slug(request.slug or await asyncio.to_thread(derive_slug, source))
         viewer = Viewer.current()
@@ -169,6 +181,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             raise InvalidArgument(f"name is required and at most {_MAX_NAME} characters")
         directory = request.directory.strip()
         if directory:
+            _require_admin_for_server_paths(directory, self._indexer.settings.local_sources)
             directory = await asyncio.to_thread(_checked_directory, directory)
         if not directory and not request.documents:
             raise InvalidArgument("give a directory or at least one document")

@@ -46,6 +46,10 @@ class IndexSettings:
     parse_workers: int  # threads parsing, blaming and hashing files
     write_group: int  # files written per transaction
     max_concurrent_jobs: int
+    # Who may index a path on the server (or a file:// URL): "any" principal on a one-person
+    # `cograph up`, "admin" in a shared deployment, where an agent's key could otherwise
+    # index and read back any directory the service can see.
+    local_sources: str = "any"
 
     @classmethod
     def from_env(cls, env: Env) -> IndexSettings:
@@ -58,6 +62,7 @@ class IndexSettings:
             parse_workers=env.int("RETRIEVAL_PARSE_WORKERS", 2, min=1, max=64),
             write_group=env.int("RETRIEVAL_WRITE_GROUP", 16, min=1, max=1000),
             max_concurrent_jobs=env.int("RETRIEVAL_MAX_CONCURRENT_JOBS", 1, min=1, max=16),
+            local_sources=env.choice("RETRIEVAL_LOCAL_SOURCES", "any", ("any", "admin")),
         )
 
 
