@@ -229,6 +229,12 @@ class SlowEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
     ) -> embedder_pb2.InfoResponse:
         return embedder_pb2.InfoResponse(model="slow", dimension=384)
 
+    async def Rerank(
+        self, request: embedder_pb2.RerankRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.RerankResponse:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no reranker here")
+        raise AssertionError("unreachable")
+
 
 @contextlib.asynccontextmanager
 async def slow_embedder(delay_s: float) -> AsyncIterator[tuple[str, SlowEmbedder]]:

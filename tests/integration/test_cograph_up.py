@@ -92,12 +92,12 @@ def test_up_serves_and_stops_cleanly_on_sigterm(
     key_file = Path(endpoints["postgres"]).parent / "admin.key"
     assert key_file.read_text().strip() == endpoints["admin_key"]
     assert key_file.stat().st_mode & 0o777 == 0o600
-    reply = httpx.get(
+    listed = httpx.get(
         f"http://{endpoints['gateway']}/api/repositories",
         headers={"Authorization": f"Bearer {endpoints['admin_key']}"},
         timeout=10,
     )
-    assert reply.status_code == 200
+    assert listed.status_code == 200
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
