@@ -43,9 +43,7 @@ async def set_vector(database_url: str, post_id: str, vector: np.ndarray) -> Non
     conn = await asyncpg.connect(database_url)
     try:
         await register_vector(conn)
-        await conn.execute(
-            "UPDATE posts SET embedding = $2 WHERE id = $1::uuid", post_id, vector
-        )
+        await conn.execute("UPDATE posts SET embedding = $2 WHERE id = $1::uuid", post_id, vector)
     finally:
         await conn.close()
 
@@ -240,9 +238,7 @@ async def test_two_stage_agrees_with_exact_and_uses_the_index(
         ]
         await wait_for(lambda: _all_embedded(running, 30), 60, "all notes embedded")
         for i, post in enumerate(posts[:8]):
-            await asyncio.gather(
-                *(caller.vote(post.id, UP, as_=f"v{i}-{j}") for j in range(i))
-            )
+            await asyncio.gather(*(caller.vote(post.id, UP, as_=f"v{i}-{j}") for j in range(i)))
         for query in ("cache invalidation", 'billing "case 1"', 'retry "%."'):
             two_stage = await caller.search(query)
             exact = await exact_replica.caller.search(query)
@@ -276,9 +272,14 @@ async def _explain_two_stage(database_url: str, *, filtered: bool) -> str:
             vector[0] = 1.0
             rows = await conn.fetch(
                 "EXPLAIN " + search_sql(Strategy.TWO_STAGE, has_phrases=filtered),
-                vector, 10, 1200, 1.0, 0.15, 100, ["%a%"],
+                vector,
+                10,
+                1200,
+                1.0,
+                0.15,
+                100,
+                ["%a%"],
             )
         return "\n".join(r[0] for r in rows)
     finally:
         await conn.close()
-
