@@ -9,8 +9,9 @@ meaning; a query made only of such words (`is`, `a`) keeps them all.
 from __future__ import annotations
 
 import re
+from itertools import combinations
 
-from retrieval.lexical import query_terms, tsquery_source
+from retrieval.lexical import query_terms
 
 _WORD = re.compile(r"\w+")
 
@@ -44,17 +45,37 @@ def _content_words(query: str, code: bool = False) -> str:
     return " ".join(kept or words)
 
 
+MAX_TERMS = 10  # 45 pairs at most: the tsquery stays small
+
+
+def any_two(terms: list[str]) -> str:
+    """A tsquery matching text that holds at least two of `terms` (any one when there is
+    only one): `(a & b) | (a & c) | (b & c)`.
+
+    Plain OR (`a | b | c`) makes every node holding one common word (`path`, `value`) a
+    candidate, and ts_rank_cd must then read each one's tsvector: at 100k nodes that was
+    most of a search's time, spent on candidates with a single weak match. Requiring two
+    terms is decided inside the GIN index and keeps what the lexical stream is good at --
+    several query words (or an identifier's parts) together. Terms hold word characters
+    only, so no tsquery syntax can leak in.
+    """
+    chosen = terms[:MAX_TERMS]
+    if len(chosen) < 2:
+        return " | ".join(chosen)
+    return " | ".join(f"({a} & {b})" for a, b in combinations(chosen, 2))
+
+
 def code_tsquery(query: str) -> str:
-    """A `to_tsquery('simple', ...)` source, built exactly as the code index is built
-    (identifier parts included); empty when the query has no words."""
-    return tsquery_source(_content_words(query, code=True))
+    """A `to_tsquery('simple', ...)` source, with terms built exactly as the code index
+    builds them (lexical.query_terms: joined identifiers and their parts); empty when the
+    query has no words."""
+    return any_two(query_terms(_content_words(query, code=True)))
 
 
 def doc_tsquery(query: str) -> str:
-    """A `to_tsquery('english', ...)` source for the document stores: any of the words
-    and identifier parts (OR, so a question need not contain every word of a chunk);
-    PostgreSQL stems them and drops its own stopwords. Empty when there are no words."""
-    return " | ".join(query_terms(_content_words(query)))
+    """A `to_tsquery('english', ...)` source for the document stores, from the same terms;
+    PostgreSQL stems them. Empty when there are no words."""
+    return any_two(query_terms(_content_words(query)))
 
 
 def has_text(query: str) -> bool:

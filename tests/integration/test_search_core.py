@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
+from retrieval.search_settings import DEFAULT_RRF_K
 from tests.integration.search_fixtures import (
     DEMO,
     HANDBOOK,
@@ -39,8 +40,9 @@ async def test_exact_symbol_returns_its_definition_first(search_env: SearchEnv) 
     assert reply.streams.vector == pb.STREAM_STATUS_OK
     assert reply.streams.lexical == pb.STREAM_STATUS_OK
     assert reply.streams.symbol == pb.STREAM_STATUS_OK
-    # RRF arithmetic: the fused score is the sum of 1 / (60 + rank) over its streams.
-    assert top.score == pytest.approx(sum(1 / (60 + p.rank) for p in top.provenance))
+    # RRF arithmetic: the fused score is the sum of 1 / (k + rank) over its streams.
+    k = DEFAULT_RRF_K
+    assert top.score == pytest.approx(sum(1 / (k + p.rank) for p in top.provenance))
 
 
 async def test_go_signature_query_finds_the_method(search_env: SearchEnv) -> None:

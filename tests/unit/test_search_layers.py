@@ -67,14 +67,20 @@ def test_stream_plan() -> None:
 
 
 def test_lexical_query_text() -> None:
-    assert code_tsquery("ParseConfig") == "parseconfig | parse | config"
-    assert code_tsquery("how does billing retry a failed charge") == (
-        "billing | retry | failed | charge"
+    assert code_tsquery("ParseConfig") == (
+        "(parseconfig & parse) | (parseconfig & config) | (parse & config)"
     )
-    assert code_tsquery("is a") == "is | a"  # only stopwords: keep them
+    assert code_tsquery("how does billing retry") == "(billing & retry)"
+    assert code_tsquery("billing") == "billing"
+    assert code_tsquery("is a") == "(is & a)"  # only stopwords: keep them
     assert code_tsquery("(*) -> ::") == "" and not has_text("(*) -> ::")
     assert has_text("x")
-    assert doc_tsquery("parse_config; DROP TABLE") == "parseconfig | parse | config | drop | table"
+    assert doc_tsquery("parse_config; DROP") == (
+        "(parseconfig & parse) | (parseconfig & config) | (parseconfig & drop) | "
+        "(parse & config) | (parse & drop) | (config & drop)"
+    )
+    many = code_tsquery(" ".join(f"word{i}" for i in range(20)))
+    assert many.count("&") == 45 and "word10" not in many
 
 
 def test_build_query_defaults_and_edges() -> None:
@@ -109,7 +115,7 @@ def test_build_query_defaults_and_edges() -> None:
 
 
 def test_code_keywords_leave_signature_queries_to_their_identifiers() -> None:
-    assert code_tsquery("func (s *Server) Handle") == "server | handle"
-    assert code_tsquery("def load(self, path: str) -> dict") == "load | path"
+    assert code_tsquery("func (s *Server) Handle") == "(server & handle)"
+    assert code_tsquery("def load(self, path: str) -> dict") == "(load & path)"
     assert code_tsquery("self") == "self"  # nothing else: keep it
     assert code_tsquery("def") == "def"
