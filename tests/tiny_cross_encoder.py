@@ -45,14 +45,18 @@ _WORDS = [
 
 def build_tiny_cross_encoder(target: Path, seed: int = 0) -> Path:
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import (  # type: ignore[attr-defined]  # lazily exported names
+        BertConfig,
+        BertForSequenceClassification,
+        BertTokenizerFast,
+    )
 
     target.mkdir(parents=True, exist_ok=True)
     vocab = target / "vocab.txt"
     vocab.write_text("\n".join(_SPECIAL + sorted(set(_WORDS))) + "\n")
     tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
     torch.manual_seed(seed)
-    config = BertConfig(
+    config = BertConfig(  # type: ignore[call-arg]  # num_labels is a PretrainedConfig kwarg
         vocab_size=len(_SPECIAL) + len(set(_WORDS)),
         hidden_size=16,
         num_hidden_layers=1,

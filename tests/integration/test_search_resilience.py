@@ -30,7 +30,7 @@ from tests.integration.search_fixtures import (
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 __all__ = ["search_env"]
 
-QUERIES = [
+QUERIES: list[tuple[str, dict[str, Any]]] = [
     ("ParseConfig", {}),
     ("func (s *Server) Handle", {"repo": DEMO}),
     ("how does billing retry a failed charge", {"top_k": 50}),

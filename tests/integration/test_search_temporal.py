@@ -5,6 +5,7 @@ from git blame, so `since` means "changed in the repository", not "re-indexed"."
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -23,7 +24,7 @@ MAY.FromDatetime(datetime(2024, 5, 1, tzinfo=UTC))
 EVERYTHING = "ParseConfig validate parse load read_text retry_failed_charge Server Handle billing"
 
 
-async def _names(env: SearchEnv, **fields: object) -> set[str]:
+async def _names(env: SearchEnv, **fields: Any) -> set[str]:
     reply = await env.search(EVERYTHING, repo=DEMO, top_k=100, **fields)
     return {r.qualified_name.rsplit(".", 1)[-1] for r in reply.results if r.store == pb.STORE_CODE}
 

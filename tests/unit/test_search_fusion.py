@@ -6,7 +6,9 @@ import random
 
 import pytest
 
-from retrieval.fusion import Fused, StreamHit, fuse_store, merge_stores
+from retrieval.fusion import Fused, StreamHit, StreamName, fuse_store, merge_stores
+
+Streams = dict[StreamName, list[StreamHit]]
 
 
 def hits(*ids: int, unit: str = "body", start: float = 1.0) -> list[StreamHit]:
@@ -33,7 +35,7 @@ def test_scores_are_reciprocal_rank_sums() -> None:
 
 def test_k_changes_the_balance() -> None:
     # A is first in one stream; B is fourth in two. Low k favours the single top hit.
-    streams = {"vector": hits(1, 10, 11, 2), "lexical": hits(12, 13, 14, 2)}
+    streams: Streams = {"vector": hits(1, 10, 11, 2), "lexical": hits(12, 13, 14, 2)}
     low = {f.id: f.score for f in fuse_store("code", streams, k=1, cap=10)}
     assert low[1] == pytest.approx(1 / 2) and low[2] == pytest.approx(2 / 5)
     assert fuse_store("code", streams, k=1, cap=10)[0].id == 1
@@ -55,15 +57,15 @@ def test_duplicates_keep_their_best_rank() -> None:
 
 def test_ties_break_on_chunk_id_then_unit_whatever_the_input_order() -> None:
     # 7 and 3 swap ranks across two streams: exactly equal sums, so the lower id wins.
-    streams = {"vector": hits(7, 3), "lexical": hits(3, 7)}
+    streams: Streams = {"vector": hits(7, 3), "lexical": hits(3, 7)}
     fused = fuse_store("code", streams, k=60, cap=10)
     assert [f.id for f in fused] == [3, 7]
     assert fused[0].score == fused[1].score
     # Three streams with permuted ranks: still bit-equal (fsum), still id order.
-    streams3 = {"vector": hits(9, 4, 2), "lexical": hits(4, 2, 9), "symbol": hits(2, 9, 4)}
+    streams3: Streams = {"vector": hits(9, 4, 2), "lexical": hits(4, 2, 9), "symbol": hits(2, 9, 4)}
     assert [f.id for f in fuse_store("code", streams3, k=60, cap=10)] == [2, 4, 9]
     # Same id in two units (body and summary) tie on id, body first.
-    both = {
+    both: Streams = {
         "vector": [StreamHit("summary", 1, 0.9), StreamHit("body", 2, 0.8)],
         "lexical": [StreamHit("body", 2, 0.5), StreamHit("summary", 1, 0.4)],
     }
@@ -75,7 +77,7 @@ def test_ties_break_on_chunk_id_then_unit_whatever_the_input_order() -> None:
 
 def test_deterministic_under_shuffled_stream_dict_order() -> None:
     rng = random.Random(3)
-    streams = {
+    streams: Streams = {
         "vector": hits(*rng.sample(range(100), 50)),
         "lexical": hits(*rng.sample(range(100), 50)),
         "symbol": hits(*rng.sample(range(100), 20)),
@@ -84,7 +86,7 @@ def test_deterministic_under_shuffled_stream_dict_order() -> None:
     for _ in range(5):
         keys = list(streams)
         rng.shuffle(keys)
-        shuffled = {key: streams[key] for key in keys}  # type: ignore[index]
+        shuffled: Streams = {key: streams[key] for key in keys}
         assert [(f.id, f.score) for f in fuse_store("code", shuffled, k=60, cap=300)] == expected
 
 
@@ -115,7 +117,7 @@ def test_rejects_bad_parameters() -> None:
 def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
     # Node 7 is ranked first by vector and lexical; node 9 only by the symbol stream, but
     # the query names it outright, so it leads. Among exact matches fused order decides.
-    streams = {
+    streams: Streams = {
         "vector": [StreamHit("body", 7, 0.9), StreamHit("body", 8, 0.8)],
         "lexical": [StreamHit("body", 7, 0.5), StreamHit("body", 8, 0.4)],
         "symbol": [

@@ -6,8 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from retrieval.fusion import StreamName
 from retrieval.layers import (
     BROAD,
+    Store,
+    Unit,
     layers_of_unit,
     resolve_layers,
     stores_for,
@@ -51,18 +54,18 @@ def test_bad_layers_are_invalid(layers: list[str], collection: bool) -> None:
 
 
 def test_stream_plan() -> None:
-    units = {"code": ("body", "summary"), "repo_docs": ("doc",)}
-    every = frozenset({"vector", "lexical", "symbol"})
-    plan = plan_streams(units, every, has_text=True)  # type: ignore[arg-type]
+    units: dict[Store, tuple[Unit, ...]] = {"code": ("body", "summary"), "repo_docs": ("doc",)}
+    every: frozenset[StreamName] = frozenset({"vector", "lexical", "symbol"})
+    plan = plan_streams(units, every, has_text=True)
     assert StreamTask("code", "body", "symbol") in plan
     assert StreamTask("code", "summary", "symbol") not in plan  # one symbol query per store
     assert not any(t.stream == "symbol" and t.store != "code" for t in plan)
     assert len(plan) == 2 + 2 + 1 + 1 + 1
-    no_text = plan_streams(units, every, has_text=False)  # type: ignore[arg-type]
+    no_text = plan_streams(units, every, has_text=False)
     assert not any(t.stream == "lexical" for t in no_text)
-    summary_only = plan_streams({"code": ("summary",)}, every, has_text=True)  # type: ignore[dict-item]
+    summary_only = plan_streams({"code": ("summary",)}, every, has_text=True)
     assert StreamTask("code", "summary", "symbol") in summary_only
-    vector_only = plan_streams(units, frozenset({"vector"}), has_text=True)  # type: ignore[arg-type]
+    vector_only = plan_streams(units, frozenset({"vector"}), has_text=True)
     assert {t.stream for t in vector_only} == {"vector"}
 
 
@@ -111,7 +114,7 @@ def test_build_query_defaults_and_edges() -> None:
         {"text": "x" * 4001},
     ):
         with pytest.raises(InvalidArgument):
-            build_query(SETTINGS, **bad)  # type: ignore[arg-type]
+            build_query(SETTINGS, **bad)
 
 
 def test_code_keywords_leave_signature_queries_to_their_identifiers() -> None:
