@@ -6,6 +6,7 @@ Set COGRAPH_TEST_DATABASE_URL to run against an existing server instead of the e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -50,10 +51,10 @@ def _with_database(url: str, database: str) -> str:
     return f"{head}/{database}{sep}{query}"
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def fresh_db_url(pg_server_url: str) -> AsyncIterator[str]:
-    """A new, empty database with the extensions, dropped after the test."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
+@contextlib.asynccontextmanager
+async def fresh_database(pg_server_url: str, prefix: str = "t") -> AsyncIterator[str]:
+    """A new, empty database with the extensions, dropped (forcibly) afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(pg_server_url)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
@@ -69,6 +70,13 @@ async def fresh_db_url(pg_server_url: str) -> AsyncIterator[str]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fresh_db_url(pg_server_url: str) -> AsyncIterator[str]:
+    """A new database per test."""
+    async with fresh_database(pg_server_url) as url:
+        yield url
 
 
 def embedder_settings(**overrides: str) -> EmbedderSettings:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 
 import router as router_package
@@ -28,36 +26,16 @@ from retrieval.settings import RetrievalSettings
 from router.app import RouterApp, start_router
 from router.settings import RouterSettings
 from svckit.config import Env
-from svckit.db import ensure_extensions
 from svckit.migrations import migrate
+from tests.conftest import fresh_database as conftest_fresh_database
 from tests.integration.commons_fixtures import commons_settings
-
-
-def _with_database(url: str, database: str) -> str:
-    base, sep, query = url.partition("?")
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{database}{sep}{query}"
 
 
 @contextlib.asynccontextmanager
 async def fresh_database(pg_server_url: str) -> AsyncIterator[str]:
     """A new database for one test module (conftest's fixture is per test)."""
-    name = f"gw_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(pg_server_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = _with_database(pg_server_url, name)
-    await ensure_extensions(url)
-    try:
+    async with conftest_fresh_database(pg_server_url, prefix="gw") as url:
         yield url
-    finally:
-        admin = await asyncpg.connect(pg_server_url)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
 
 
 def gateway_settings(database_url: str, addrs: dict[str, str], **overrides: str) -> GatewaySettings:
