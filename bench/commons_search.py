@@ -35,18 +35,12 @@ from commons.app import MIGRATIONS
 from commons.query import like_pattern
 from commons.ranking import RankingWeights, Strategy
 from commons.store import CommonsStore, SearchParams, configure_two_stage, search_args, search_sql
-from svckit.db import create_pool, ensure_extensions
+from svckit.db import create_pool, database_url, ensure_extensions
 from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
 DIM = 384
 TOPICS = 20  # titles carry "topic<n>", so a quoted phrase keeps about 1/TOPICS of the notes
-
-
-def _with_database(url: str, database: str) -> str:
-    base, sep, query = url.partition("?")
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{database}{sep}{query}"
 
 
 def unit(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
@@ -156,7 +150,7 @@ async def run(args: argparse.Namespace) -> None:
     admin = await asyncpg.connect(base)
     await admin.execute(f'CREATE DATABASE "{database}"')
     await admin.close()
-    url = _with_database(base, database)
+    url = database_url(base, database)
     clusters = args.clusters or max(10, args.notes // 100)
     ks = sorted(int(k) for k in str(args.k).split(","))
     try:

@@ -33,7 +33,7 @@ from retrieval.settings import IndexSettings
 from retrieval.summaries import ExtractiveSummarizer
 from svckit.clients import dial
 from svckit.config import Env
-from svckit.db import create_pool, ensure_extensions
+from svckit.db import create_pool, database_url, ensure_extensions
 from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
@@ -65,12 +65,6 @@ def start_embedder(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return process, f"127.0.0.1:{ready.read_text().strip()}"
 
 
-def _with_database(url: str, database: str) -> str:
-    base, sep, query = url.partition("?")
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{database}{sep}{query}"
-
-
 async def run(source: Path, workers: int, workdir: Path) -> None:
     server: EmbeddedPostgres | None = None
     root_url = os.environ.get("COGRAPH_DATABASE_URL")
@@ -81,7 +75,7 @@ async def run(source: Path, workers: int, workdir: Path) -> None:
     admin = await asyncpg.connect(root_url)
     await admin.execute(f'CREATE DATABASE "{database}"')
     await admin.close()
-    url = _with_database(root_url, database)
+    url = database_url(root_url, database)
     process, address = start_embedder(workdir)
     channel = dial(address)
     try:

