@@ -1,24 +1,17 @@
 """`cograph keys create|list|revoke`: API key administration through the gateway.
 
-Needs an admin key: COGRAPH_API_KEY, else $COGRAPH_DATA_DIR/admin.key (written by the first
-`cograph up`). The gateway is COGRAPH_GATEWAY_URL (default http://127.0.0.1:8080).
+Needs an admin key (see cograph_cli.rest_calls for where it is found).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
-import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from pydantic import ValidationError
 
+from cograph_cli.rest_calls import call_gateway, guarded, invalid_argument
 from gateway import models
-from gateway.errors import ApiError
-from gateway.rest_client import ClientConfig, RestClient
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,36 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     revoke.set_defaults(handler=_revoke)
 
 
-def _run(args: argparse.Namespace, call: Callable[[RestClient], Awaitable[Any]]) -> Any:
-    config = ClientConfig.from_env(os.environ)
-    if config.key is None:
-        raise ApiError(401, "unauthenticated", f"no API key found in {config.key_source}")
-
-    async def go() -> Any:
-        client = RestClient(config)
-        try:
-            return await call(client)
-        finally:
-            await client.close()
-
-    return asyncio.run(go())
-
-
-def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def wrapped(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except ApiError as err:
-            if getattr(args, "json", False):
-                print(json.dumps(err.body()))
-            else:
-                print(f"error: {err.error}: {err.detail}", file=sys.stderr)
-            return 1
-
-    return wrapped
-
-
-@_guarded
+@guarded
 def _create(args: argparse.Namespace) -> int:
     # Slugs are host/owner/name; collection names have no slash.
     repositories = [g for g in args.grant if "/" in g]
@@ -92,8 +56,8 @@ def _create(args: argparse.Namespace) -> int:
             grant_collections=collections,
         )
     except ValidationError as err:
-        raise ApiError(400, "invalid_argument", str(err.errors()[0]["msg"])) from None
-    key = _run(args, lambda client: client.create_key(request))
+        raise invalid_argument(err) from None
+    key = call_gateway(lambda client: client.create_key(request))
     if args.json:
         print(json.dumps(key))
         return 0
@@ -104,9 +68,9 @@ def _create(args: argparse.Namespace) -> int:
     return 0
 
 
-@_guarded
+@guarded
 def _list(args: argparse.Namespace) -> int:
-    body = _run(args, lambda client: client.list_keys())
+    body = call_gateway(lambda client: client.list_keys())
     if args.json:
         print(json.dumps(body))
         return 0
@@ -121,9 +85,9 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-@_guarded
+@guarded
 def _revoke(args: argparse.Namespace) -> int:
-    _run(args, lambda client: client.revoke_key(args.key_id))
+    call_gateway(lambda client: client.revoke_key(args.key_id))
     if args.json:
         print(json.dumps({"id": args.key_id, "revoked": True}))
     else:

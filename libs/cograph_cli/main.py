@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "route": "cograph_cli.route_cmd",
     "notes": "cograph_cli.notes_cmd",
     "keys": "cograph_cli.keys_cmd",
+    "access": "cograph_cli.access_cmd",
     "mcp": "cograph_cli.mcp_cmd",
 }
 

@@ -9,19 +9,21 @@ call raises ApiError with the HTTP status the gRPC status maps to.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
 from cograph.commons.v1 import commons_pb2
 from cograph.retrieval.v1 import retrieval_pb2
+from cograph.router.v1 import router_pb2
 from gateway import models
-from gateway.backends import Backends, proto_module
+from gateway.backends import Backends
 from gateway.convert import from_json, to_json
-from gateway.errors import from_grpc, invalid, not_implemented
+from gateway.errors import from_grpc, invalid
 
 Json = dict[str, Any]
+M = TypeVar("M", bound=Message)
 
 _DIRECTIONS = {
     "up": commons_pb2.VOTE_DIRECTION_UP,
@@ -46,9 +48,7 @@ class CographApi(Protocol):
     async def vote(self, post_id: str, request: models.Vote) -> Json: ...
 
 
-def _build(cls: type[Message] | None, what: str, data: Json) -> Message:
-    if cls is None:
-        raise not_implemented(what)
+def _build(cls: type[M], data: Json) -> M:
     try:
         return from_json(cls, data)
     except ValueError as err:
@@ -73,21 +73,17 @@ class GatewayApi:
     async def search(self, request: models.SearchRequest) -> Json:
         # The request fields carry the JSON names (DESIGN.md), so from_json maps them as
         # they are (layer names onto the Layer enum, times onto Timestamps).
-        cls = getattr(retrieval_pb2, "SearchRequest", None)
-        message = _build(cls, "search", request.model_dump(exclude_none=True))
+        message = _build(retrieval_pb2.SearchRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.retrieval().Search, message)
         return dict(to_json(reply))
 
     async def graph(self, request: models.GraphRequest) -> Json:
-        cls = getattr(retrieval_pb2, "GraphRequest", None)
-        message = _build(cls, "the code graph", request.model_dump())
+        message = _build(retrieval_pb2.GraphRequest, request.model_dump())
         reply = await self._call(self._backends.retrieval().Graph, message)
         return dict(to_json(reply))
 
     async def route(self, request: models.RouteRequest) -> Json:
-        module = proto_module("router")
-        cls = getattr(module, "RouteRequest", None) if module else None
-        message = _build(cls, "source routing", request.model_dump(exclude_none=True))
+        message = _build(router_pb2.RouteRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.router().Route, message)
         return dict(to_json(reply))
 
@@ -133,22 +129,24 @@ class GatewayApi:
         )
         return dict(to_json(reply.job))
 
-    async def grant_access(
-        self, principal_id: str, repositories: list[str], collections: list[str]
-    ) -> None:
-        """Grants a principal read access (used by key creation with --grant)."""
-        cls = getattr(retrieval_pb2, "GrantAccessRequest", None)
-        targets = [{"repository": s} for s in repositories] + [
-            {"collection": c} for c in collections
-        ]
-        messages = [
-            _build(cls, "granting access", {"principal_id": principal_id, **t}) for t in targets
-        ]
-        for message in messages:
-            await self._call(self._backends.retrieval().GrantAccess, message)
+    async def grant(self, request: models.AccessGrant) -> Json:
+        message = retrieval_pb2.GrantAccessRequest(
+            principal_id=request.principal_id, **request.target()
+        )
+        reply = await self._call(self._backends.retrieval().GrantAccess, message)
+        return {"changed": reply.changed}
 
-    def can_grant(self) -> bool:
-        return hasattr(retrieval_pb2, "GrantAccessRequest")
+    async def revoke(self, request: models.AccessGrant) -> Json:
+        message = retrieval_pb2.RevokeAccessRequest(
+            principal_id=request.principal_id, **request.target()
+        )
+        reply = await self._call(self._backends.retrieval().RevokeAccess, message)
+        return {"changed": reply.changed}
+
+    async def set_visibility(self, request: models.Visibility) -> Json:
+        message = retrieval_pb2.SetVisibilityRequest(public=request.public, **request.target())
+        reply = await self._call(self._backends.retrieval().SetVisibility, message)
+        return {"changed": reply.changed}
 
     # ---- commons ----
 

@@ -23,6 +23,7 @@ from gateway.errors import install_error_handlers
 from gateway.keys_store import MIGRATIONS, KeysStore
 from gateway.mcp_server import build_mcp_server, mcp_http
 from gateway.metrics import Metrics, MetricsMiddleware
+from gateway.routes_access import access_router
 from gateway.routes_commons import commons_router
 from gateway.routes_console import console_router
 from gateway.routes_health import health_router
@@ -93,6 +94,7 @@ def build_app(
     app.include_router(health_router(backends, pool, metrics))
     app.include_router(console_router())
     app.include_router(retrieval_router(api))
+    app.include_router(access_router(api))
     app.include_router(commons_router(api))
     app.include_router(keys_router(keys, api))
     if mcp is not None:

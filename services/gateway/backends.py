@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import grpc
@@ -15,16 +13,9 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.commons.v1 import commons_pb2_grpc
 from cograph.retrieval.v1 import retrieval_pb2_grpc
-from gateway.errors import not_deployed, not_implemented
+from cograph.router.v1 import router_pb2_grpc
+from gateway.errors import not_deployed
 from svckit.clients import dial
-
-
-def proto_module(area: str, suffix: str = "pb2") -> ModuleType | None:
-    """cograph.<area>.v1.<area>_<suffix>, or None where this checkout does not have it yet."""
-    try:
-        return importlib.import_module(f"cograph.{area}.v1.{area}_{suffix}")
-    except ModuleNotFoundError:
-        return None
 
 
 @dataclass
@@ -63,10 +54,7 @@ class Backends:
         return retrieval_pb2_grpc.RetrievalServiceStub(self.channel("retrieval"))
 
     def router(self) -> Any:
-        module = proto_module("router", "pb2_grpc")
-        if module is None:
-            raise not_implemented("source routing")
-        return module.RouterServiceStub(self.channel("router"))
+        return router_pb2_grpc.RouterServiceStub(self.channel("router"))
 
     async def _status(self, channel: grpc.aio.Channel) -> str:
         stub: Any = health_pb2_grpc.HealthStub(channel)

@@ -74,10 +74,6 @@ def not_deployed(backend: str) -> ApiError:
     return ApiError(503, "unavailable", f"the {backend} service is not configured")
 
 
-def not_implemented(what: str) -> ApiError:
-    return ApiError(501, "not_implemented", f"{what} is not available in this deployment yet")
-
-
 def reason_of(err: grpc.aio.AioRpcError) -> str | None:
     trailing: Any = err.trailing_metadata() or ()
     for key, value in trailing:

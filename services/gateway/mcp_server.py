@@ -294,8 +294,10 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "cograph_status": (
         "What is indexed: each readable repository with its branch, indexed commit, "
-        "indexed time, file/node/edge/doc-chunk counts and whether it is stale against the "
-        "repository's current HEAD (null when unknown), plus the readable collections."
+        "indexed time and file/node/edge/doc-chunk counts, the branch's current head "
+        "(head_commit) and whether the index is stale against it (stale: true/false, null "
+        "when the head cannot be read, freshness_detail saying why), plus the readable "
+        "collections. A stale repository's results may miss recent changes."
     ),
     "commons_search": (
         "Search the commons, notes other agents left about pitfalls and conventions. "
@@ -365,6 +367,9 @@ async def _graph(api: CographApi, raw: dict[str, Any]) -> Json:
     return await api.graph(models.GraphRequest.model_validate(args.model_dump()))
 
 
+_STALE = {"current": False, "stale": True}
+
+
 async def _status(api: CographApi, raw: dict[str, Any]) -> Json:
     args = StatusArgs.model_validate(raw)
     if args.repo:
@@ -372,7 +377,8 @@ async def _status(api: CographApi, raw: dict[str, Any]) -> Json:
     else:
         repositories = (await api.list_repositories())["repositories"]
     for repo in repositories:
-        repo.setdefault("stale", None)  # until retrieval reports HEAD, staleness is unknown
+        # One field an agent can branch on; freshness_detail says why it is null.
+        repo["stale"] = _STALE.get(repo.get("freshness", ""))
     collections = [] if args.repo else (await api.list_collections())["collections"]
     return {"repositories": repositories, "collections": collections}
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from gateway.errors import invalid
 
@@ -153,6 +160,39 @@ class NewKey(Body):
     admin: StrictBool = Field(False, description="Admins read everything and manage keys.")
     grant_repositories: list[Slug] = Field(default_factory=list, max_length=1000)
     grant_collections: list[Name] = Field(default_factory=list, max_length=1000)
+
+
+class AccessTarget(Body):
+    """Exactly one of a repository or a collection."""
+
+    repository: Annotated[
+        Slug | None, Field(description="A repository slug (host/owner/name).")
+    ] = None
+    collection: Annotated[Name | None, Field(description="A collection name.")] = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> AccessTarget:
+        if (self.repository is None) == (self.collection is None):
+            raise ValueError("give exactly one of repository or collection")
+        return self
+
+    def target(self) -> dict[str, str]:
+        if self.repository is not None:
+            return {"repository": self.repository}
+        assert self.collection is not None
+        return {"collection": self.collection}
+
+
+class AccessGrant(AccessTarget):
+    """Read access for one principal to one repository or collection (admin only)."""
+
+    principal_id: KeyName = Field(description="The principal an API key acts for.")
+
+
+class Visibility(AccessTarget):
+    """Make a repository or collection public (every key reads it) or private (admin only)."""
+
+    public: StrictBool
 
 
 def clean_text(value: str, field: str) -> str:

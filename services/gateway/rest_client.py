@@ -133,3 +133,20 @@ class RestClient:
 
     async def revoke_key(self, key_id: str) -> None:
         await self._request("DELETE", f"/api/keys/{quote(key_id, safe='')}")
+
+    # ---- access ----
+
+    async def grant(self, request: models.AccessGrant) -> Json:
+        body = request.model_dump(exclude_none=True)
+        result: Json = await self._request("POST", "/api/access/grant", json=body)
+        return result
+
+    async def revoke(self, request: models.AccessGrant) -> Json:
+        body = request.model_dump(exclude_none=True)
+        result: Json = await self._request("POST", "/api/access/revoke", json=body)
+        return result
+
+    async def set_visibility(self, request: models.Visibility) -> Json:
+        body = request.model_dump(exclude_none=True)
+        result: Json = await self._request("POST", "/api/access/visibility", json=body)
+        return result

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from gateway import models
 from gateway.api import GatewayApi
 from gateway.auth import principal_of
-from gateway.errors import ApiError, not_implemented
+from gateway.errors import ApiError
 from gateway.keys_store import KeysStore
 from gateway.responses import errors
 
@@ -25,19 +25,25 @@ async def require_admin(request: Request) -> None:
 def keys_router(keys: KeysStore, api: GatewayApi) -> APIRouter:
     router = APIRouter(prefix="/api/keys", tags=["keys"], dependencies=[Depends(require_admin)])
 
-    @router.post("", status_code=201, responses=errors(403, 404, 501))
+    @router.post("", status_code=201, responses=errors(403, 404))
     async def create_key(body: models.NewKey) -> dict[str, Any]:
         """Creates a key and returns its secret once (only a hash is kept)."""
         principal_id = body.principal_id or body.name
-        grants = bool(body.grant_repositories or body.grant_collections)
-        if grants and not api.can_grant():
-            raise not_implemented("granting access to repositories and collections")
+        grants = [
+            *(
+                models.AccessGrant(principal_id=principal_id, repository=r)
+                for r in body.grant_repositories
+            ),
+            *(
+                models.AccessGrant(principal_id=principal_id, collection=c)
+                for c in body.grant_collections
+            ),
+        ]
         key, secret = await keys.create(body.name, principal_id, body.admin)
         if grants:
             try:
-                await api.grant_access(
-                    principal_id, body.grant_repositories, body.grant_collections
-                )
+                for grant in grants:
+                    await api.grant(grant)
             except ApiError:
                 # A key without the access it was created for would fail confusingly later.
                 await keys.revoke(key.id)

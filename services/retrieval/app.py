@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from embedder.client import EmbedderClient
+from retrieval.freshness import HeadProbe
 from retrieval.indexer import Indexer
 from retrieval.jobs import JobManager
 from retrieval.pipeline import TextEmbedder
@@ -98,7 +99,10 @@ async def start_retrieval(
         reranker = None
     # The query-time deadline is the embedder timeout (2 s by default), not the indexing one.
     engine = SearchEngine(pool, embedder, settings.search, settings.embedder_timeout_s, reranker)
-    servicer = RetrievalServicer(pool, jobs, indexer, engine, settings.search)
+    heads = HeadProbe(settings.head_check_timeout_s, settings.head_cache_s)
+    servicer = RetrievalServicer(
+        pool, jobs, indexer, engine=engine, search_settings=settings.search, heads=heads
+    )
 
     def register(server: grpc.aio.Server) -> None:
         retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, server)

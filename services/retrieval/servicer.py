@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from retrieval import access, store
 from retrieval.acl import Viewer
+from retrieval.freshness import Freshness, HeadCheck, HeadProbe, IndexedSource
 from retrieval.graph import expand, find_definitions
 from retrieval.indexer import CollectionRequest, Indexer, RepositoryRequest, UploadedDocument
 from retrieval.jobs import Job, JobManager
@@ -77,7 +78,18 @@ def job_to_proto(job: Job) -> retrieval_pb2.Job:
     )
 
 
-def repository_to_proto(row: Mapping[str, Any]) -> retrieval_pb2.Repository:
+_FRESHNESS = {
+    Freshness.CURRENT: retrieval_pb2.FRESHNESS_CURRENT,
+    Freshness.STALE: retrieval_pb2.FRESHNESS_STALE,
+    Freshness.UNKNOWN: retrieval_pb2.FRESHNESS_UNKNOWN,
+}
+
+
+def indexed_source(row: Mapping[str, Any]) -> IndexedSource:
+    return IndexedSource(row["source"], row["source_kind"], row["branch"], row["commit_sha"])
+
+
+def repository_to_proto(row: Mapping[str, Any], head: HeadCheck) -> retrieval_pb2.Repository:
     languages = row["files_by_language"]
     if isinstance(languages, str):
         languages = json.loads(languages)
@@ -93,6 +105,9 @@ def repository_to_proto(row: Mapping[str, Any]) -> retrieval_pb2.Repository:
         edge_count=row["edge_count"],
         doc_chunk_count=row["doc_chunk_count"],
         files_by_language={str(k): int(v) for k, v in languages.items()},
+        head_commit=head.head_commit,
+        freshness=_FRESHNESS[head.freshness],
+        freshness_detail=head.detail,
     )
 
 
@@ -136,14 +151,17 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         pool: asyncpg.Pool,
         jobs: JobManager,
         indexer: Indexer,
-        engine: SearchEngine | None = None,
-        search_settings: SearchSettings | None = None,
+        *,
+        engine: SearchEngine,
+        search_settings: SearchSettings,
+        heads: HeadProbe,
     ) -> None:
         self._pool = pool
         self._jobs = jobs
         self._indexer = indexer
         self._engine = engine
         self._search_settings = search_settings
+        self._heads = heads
 
     async def IndexRepository(
         self, request: retrieval_pb2.IndexRepositoryRequest, context: grpc.aio.ServicerContext
@@ -227,8 +245,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     ) -> retrieval_pb2.ListRepositoriesResponse:
         async with self._pool.acquire() as conn:
             rows = await store.list_repositories(conn, Viewer.current())
+        heads = await self._heads.check_all([indexed_source(row) for row in rows])
         return retrieval_pb2.ListRepositoriesResponse(
-            repositories=[repository_to_proto(row) for row in rows]
+            repositories=[repository_to_proto(r, h) for r, h in zip(rows, heads, strict=True)]
         )
 
     async def GetRepository(
@@ -238,7 +257,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             row = await store.get_repository(conn, request.slug.strip().lower(), Viewer.current())
         if row is None:  # unreadable and absent look the same: nothing leaks
             raise NotFound(f"no repository {request.slug}")
-        return retrieval_pb2.GetRepositoryResponse(repository=repository_to_proto(row))
+        head = await self._heads.check(indexed_source(row))
+        return retrieval_pb2.GetRepositoryResponse(repository=repository_to_proto(row, head))
 
     async def DeleteRepository(
         self, request: retrieval_pb2.DeleteRepositoryRequest, context: grpc.aio.ServicerContext
@@ -279,8 +299,6 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def Search(
         self, request: retrieval_pb2.SearchRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.SearchResponse:
-        if self._engine is None or self._search_settings is None:
-            raise FailedPrecondition("search is not configured on this server")
         query = query_from_pb(request, self._search_settings)
         outcome = await self._engine.search(query, Viewer.current())
         return outcome_to_pb(outcome)

@@ -78,6 +78,8 @@ class RetrievalSettings:
     summarizer: SummarizerSettings
     log_level: str
     search: SearchSettings
+    head_check_timeout_s: float  # looking up a source's current head (freshness)
+    head_cache_s: float  # how long a looked-up head is trusted
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -93,4 +95,8 @@ class RetrievalSettings:
             summarizer=SummarizerSettings.from_env(env),
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             search=SearchSettings.from_env(env),
+            head_check_timeout_s=env.float(
+                "RETRIEVAL_HEAD_CHECK_TIMEOUT_S", 5.0, min=0.1, max=120.0
+            ),
+            head_cache_s=env.float("RETRIEVAL_HEAD_CACHE_S", 30.0, min=0.0, max=86_400.0),
         )

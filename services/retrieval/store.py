@@ -386,8 +386,8 @@ async def finish_repository(
 
 
 _REPOSITORY_COLUMNS = """
-    r.id, r.slug, r.branch, r.source, r.commit_sha, r.indexed_at, r.public, r.file_count,
-    r.node_count, r.edge_count, r.doc_chunk_count,
+    r.id, r.slug, r.branch, r.source, r.source_kind, r.commit_sha, r.indexed_at, r.public,
+    r.file_count, r.node_count, r.edge_count, r.doc_chunk_count,
     COALESCE((SELECT jsonb_object_agg(language, n) FROM (
         SELECT language, count(*) AS n FROM files f WHERE f.repository_id = r.id
         GROUP BY language) l), '{}'::jsonb) AS files_by_language

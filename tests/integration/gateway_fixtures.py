@@ -99,6 +99,8 @@ async def gateway_stack(
                             "COGRAPH_DATA_DIR": str(data_dir / "retrieval"),
                             "RETRIEVAL_LISTEN": "127.0.0.1:0",
                             "EMBEDDER_ADDR": embedder_address,
+                            # Freshness looks at the source's head on every call.
+                            "RETRIEVAL_HEAD_CACHE_S": "0",
                         }
                     )
                 )

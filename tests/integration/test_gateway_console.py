@@ -87,6 +87,17 @@ async def test_console_searches_commons_and_code(
             )
             assert started.status_code == 202, started.text
             assert (await wait_job(rest, started.json()["job"]["id"]))["state"] == "succeeded"
+            handbook = await rest.post(
+                "/api/collections",
+                json={
+                    "name": "handbook",
+                    "documents": [
+                        {"path": "deploys.md", "content": "# Deploys\n\nFreeze on Fridays."}
+                    ],
+                },
+            )
+            assert handbook.status_code == 202, handbook.text
+            assert (await wait_job(rest, handbook.json()["job"]["id"]))["state"] == "succeeded"
 
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -97,9 +108,12 @@ async def test_console_searches_commons_and_code(
                 await page.goto(f"{stack.url}/search")
                 assert await page.title() == "Cograph search"
                 await _use_key(page, key)
-                # The repository list loads with the key.
+                # The repositories and collections load with the key.
                 await page.wait_for_selector(
-                    "#code-repo option[value='example.com/acme/cfg']", state="attached"
+                    "#code-repo option[value='repo:example.com/acme/cfg']", state="attached"
+                )
+                await page.wait_for_selector(
+                    "#code-repo option[value='collection:handbook']", state="attached"
                 )
 
                 await page.click("#tab-commons")
@@ -115,7 +129,8 @@ async def test_console_searches_commons_and_code(
 
                 await page.click("#tab-code")
                 await page.fill("#code-query", "ParseConfig")
-                await page.select_option("#code-repo", "example.com/acme/cfg")
+                await page.select_option("#code-repo", "repo:example.com/acme/cfg")
+                assert await page.is_disabled("#code-layers input[value=md_collection]")
                 await page.check("#code-graph")  # graph rendering runs (no page errors)
                 await page.click("#code-form button[type=submit]")
                 result = page.locator("#code-results article.result").first
@@ -125,6 +140,17 @@ async def test_console_searches_commons_and_code(
                 assert await page.locator("#code-results table.provenance").count() >= 1
                 assert await page.locator("#code-results mark").count() >= 1
                 await page.screenshot(path=str(tmp_path / "console-code.png"), full_page=True)
+
+                # A collection searches its md_collection chunks (the only layer it has).
+                await page.uncheck("#code-graph")
+                await page.select_option("#code-repo", "collection:handbook")
+                assert await page.is_checked("#code-layers input[value=md_collection]")
+                assert await page.is_disabled("#code-layers input[value=code]")
+                await page.fill("#code-query", "when are deploys frozen")
+                await page.click("#code-form button[type=submit]")
+                await page.locator("#code-results h2.layer", has_text="md_collection").wait_for()
+                chunk = page.locator("#code-results article.result").first
+                assert "deploys.md" in await chunk.inner_text()
                 assert errors == [], errors
             finally:
                 await browser.close()

@@ -1,4 +1,4 @@
-"""The admin-key bootstrap and `cograph keys` against a live gateway."""
+"""The admin-key bootstrap, `cograph keys` and `cograph access` against a live gateway."""
 
 from __future__ import annotations
 
@@ -12,27 +12,17 @@ from pathlib import Path
 import pytest
 
 from gateway.keys_store import ensure_admin_key
-from tests.integration.gateway_fixtures import gateway_stack
+from tests.integration.gateway_fixtures import gateway_stack, wait_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-# The lead wires keys_cmd into `cograph`; this drives the module's own parser the same way.
-DRIVER = (
-    "import argparse, sys\n"
-    "from cograph_cli import keys_cmd\n"
-    "parser = argparse.ArgumentParser(prog='cograph')\n"
-    "keys_cmd.register(parser.add_subparsers(dest='command', required=True))\n"
-    "args = parser.parse_args(sys.argv[1:])\n"
-    "sys.exit(args.handler(args))\n"
-)
 
-
-async def cli(env: dict[str, str], *argv: str) -> tuple[int, str]:
+async def cograph(env: dict[str, str], *argv: str) -> tuple[int, str]:
+    """Runs the `cograph` command in a child process; its exit code and output."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-c",
-        DRIVER,
-        "keys",
+        "-m",
+        "cograph_cli",
         *argv,
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
         stdout=asyncio.subprocess.PIPE,
@@ -41,6 +31,10 @@ async def cli(env: dict[str, str], *argv: str) -> tuple[int, str]:
     out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode is not None
     return process.returncode, out.decode()
+
+
+async def cli(env: dict[str, str], *argv: str) -> tuple[int, str]:
+    return await cograph(env, "keys", *argv)
 
 
 async def test_bootstrap_and_keys_cli(
@@ -81,3 +75,62 @@ async def test_bootstrap_and_keys_cli(
             {"COGRAPH_GATEWAY_URL": stack.url, "COGRAPH_DATA_DIR": str(tmp_path / "empty")}, "list"
         )
         assert code == 1 and "no API key" in out
+
+
+async def test_access_cli_grants_revokes_and_publishes(
+    pg_server_url: str, embedder_address: str, tmp_path: Path
+) -> None:
+    async with gateway_stack(
+        pg_server_url, embedder_address, tmp_path / "data", services=("retrieval",)
+    ) as stack:
+        admin_env = {"COGRAPH_GATEWAY_URL": stack.url, "COGRAPH_API_KEY": stack.admin_key}
+        async with stack.client(stack.admin_key) as admin:
+            started = await admin.post(
+                "/api/collections",
+                json={
+                    "name": "handbook",
+                    "documents": [
+                        {"path": "refunds.md", "content": "# Refunds\n\nWithin 30 days."}
+                    ],
+                },
+            )
+            assert started.status_code == 202, started.text
+            assert (await wait_job(admin, started.json()["job"]["id"]))["state"] == "succeeded"
+
+        async def dana_sees() -> list[str]:
+            async with stack.client(await stack.key("dana")) as dana:
+                reply = await dana.get("/api/collections")
+            return [c["name"] for c in reply.json()["collections"]]
+
+        assert await dana_sees() == []
+        code, out = await cograph(admin_env, "access", "grant", "dana", "--collection", "handbook")
+        assert code == 0 and "dana may now read collection handbook" in out, out
+        assert await dana_sees() == ["handbook"]
+        code, out = await cograph(
+            admin_env, "access", "grant", "dana", "--collection", "handbook", "--json"
+        )
+        assert code == 0 and json.loads(out) == {"changed": False}, out
+        code, out = await cograph(admin_env, "access", "revoke", "dana", "--collection", "handbook")
+        assert code == 0 and "revoked" in out, out
+        assert await dana_sees() == []
+
+        code, out = await cograph(admin_env, "access", "public", "--collection", "handbook")
+        assert code == 0 and "is now public" in out, out
+        assert await dana_sees() == ["handbook"]
+        code, out = await cograph(admin_env, "access", "private", "--collection", "handbook")
+        assert code == 0 and "is now private" in out, out
+        assert await dana_sees() == []
+
+        # Errors are one plain line (or JSON) and exit 1: not an admin, unknown target, a
+        # malformed principal; argparse itself rejects a missing target.
+        dana_env = {"COGRAPH_GATEWAY_URL": stack.url, "COGRAPH_API_KEY": await stack.key("dana")}
+        code, out = await cograph(dana_env, "access", "public", "--collection", "handbook")
+        assert code == 1 and "permission_denied" in out, out
+        code, out = await cograph(
+            admin_env, "access", "grant", "dana", "--repo", "example.com/no/such", "--json"
+        )
+        assert code == 1 and json.loads(out)["error"] == "not_found", out
+        code, out = await cograph(admin_env, "access", "grant", "bad name", "--collection", "x")
+        assert code == 1 and "invalid_argument" in out, out
+        code, out = await cograph(admin_env, "access", "grant", "dana")
+        assert code == 2 and "--repo" in out, out

@@ -16,7 +16,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from gateway.mcp_server import SCHEMAS
-from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_searchable
+from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_job, wait_searchable
+from tests.integration.test_indexing_fixtures import JAN, MAR, commit_all, git, write
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -149,3 +150,32 @@ async def test_stdio_cograph_mcp_talks_to_the_gateway(stack: Stack) -> None:
         assert not failed and status["repositories"] == []
         failed, error = await call(client, "cograph_status", {"repo": "example.com/no/such"})
         assert failed and error["error"] == "not_found"
+
+
+async def test_status_reports_an_index_stale_against_head(stack: Stack) -> None:
+    root = stack.data_dir / "status-src" / "ledger"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    write(root, "ledger.py", "def post_entry(amount):\n    return amount\n")
+    commit_all(root, "ledger", JAN)
+    async with stack.client(stack.admin_key) as admin:
+        started = await admin.post(
+            "/api/repositories", json={"source": str(root), "slug": "example.com/acme/ledger"}
+        )
+        assert started.status_code == 202, started.text
+        assert (await wait_job(admin, started.json()["job"]["id"]))["state"] == "succeeded"
+
+    async with http_client(stack, stack.admin_key) as client:
+        failed, status = await call(client, "cograph_status", {"repo": "example.com/acme/ledger"})
+        assert not failed, status
+        (repo,) = status["repositories"]
+        assert repo["stale"] is False and repo["head_commit"] == repo["commit"]
+        assert status["collections"] == []
+
+        write(root, "ledger.py", "def post_entry(amount):\n    return round(amount, 2)\n")
+        commit_all(root, "round", MAR)
+        failed, status = await call(client, "cograph_status", {})
+        assert not failed, status
+        (repo,) = [r for r in status["repositories"] if r["slug"] == "example.com/acme/ledger"]
+        assert repo["stale"] is True and repo["freshness"] == "stale"
+        assert repo["head_commit"] == git(root, "rev-parse", "HEAD") != repo["commit"]

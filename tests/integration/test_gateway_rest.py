@@ -244,6 +244,15 @@ async def test_commons_errors(alice: httpx.AsyncClient) -> None:
 # ---- repositories, collections, jobs, routing, search ----
 
 
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@e",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@e",
+    "PATH": "/usr/bin:/bin",
+}
+
+
 def _git_repo(root: Path) -> Path:
     repo = root / "billing"
     (repo / "billing").mkdir(parents=True)
@@ -256,16 +265,18 @@ def _git_repo(root: Path) -> Path:
         "    return False\n"
     )
     (repo / "README.md").write_text("# Billing\n\nCharges customers and retries failed charges.\n")
-    env = {
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@e",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@e",
-        "PATH": "/usr/bin:/bin",
-    }
     for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "init"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, env=env)
+        subprocess.run(["git", *args], cwd=repo, check=True, env=GIT_ENV)
     return repo
+
+
+def _commit_all(repo: Path, message: str) -> str:
+    for args in (["add", "."], ["commit", "-q", "-m", message]):
+        subprocess.run(["git", *args], cwd=repo, check=True, env=GIT_ENV)
+    done = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
 
 
 async def test_repository_lifecycle_and_acl(
@@ -286,6 +297,8 @@ async def test_repository_lifecycle_and_acl(
     repo = (await alice.get("/api/repositories/example.com/acme/billing")).json()
     assert repo["commit"] and repo["indexed_at"].endswith("Z") and repo["node_count"] >= 1
     assert repo["branch"] == "main" and repo["public"] is False
+    assert repo["freshness"] == "current" and repo["head_commit"] == repo["commit"]
+    assert repo["freshness_detail"] == ""
 
     # Bob was granted nothing: the private repository does not exist for him.
     assert (await bob.get("/api/repositories")).json()["repositories"] == []
@@ -351,8 +364,67 @@ async def test_repository_lifecycle_and_acl(
     if hidden_graph.status_code == 200:
         assert hidden_graph.json()["definitions"] == []
 
+    await _access_by_grant_and_visibility(alice, bob, admin)
+
+    # A commit after indexing: the repository reports itself stale, with the new head.
+    (source / "billing" / "refund.py").write_text("def refund(charge):\n    return charge\n")
+    head = _commit_all(source, "refunds")
+    stale = (await alice.get("/api/repositories/example.com/acme/billing")).json()
+    assert stale["freshness"] == "stale" and stale["head_commit"] == head != stale["commit"]
+
     assert (await alice.delete("/api/repositories/example.com/acme/billing")).status_code == 204
     assert (await alice.get("/api/repositories/example.com/acme/billing")).status_code == 404
+
+
+async def _slugs(client: httpx.AsyncClient) -> list[str]:
+    return [r["slug"] for r in (await client.get("/api/repositories")).json()["repositories"]]
+
+
+async def _access_by_grant_and_visibility(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    slug = "example.com/acme/billing"
+    grant = {"principal_id": "bob", "repository": slug}
+    # Only admins change access, even for the repository's own indexer.
+    denied = await alice.post("/api/access/grant", json=grant)
+    assert denied.status_code == 403 and denied.json()["error"] == "permission_denied"
+
+    granted = await admin.post("/api/access/grant", json=grant)
+    assert granted.status_code == 200 and granted.json() == {"changed": True}, granted.text
+    assert (await admin.post("/api/access/grant", json=grant)).json() == {"changed": False}
+    assert await _slugs(bob) == [slug]
+    revoked = await admin.post("/api/access/revoke", json=grant)
+    assert revoked.status_code == 200 and revoked.json() == {"changed": True}
+    assert (await admin.post("/api/access/revoke", json=grant)).json() == {"changed": False}
+    assert await _slugs(bob) == []
+    routed = await bob.post("/api/route", json={"query": "billing retry charge"})
+    assert routed.json()["repositories"] == []
+
+    public = await admin.post("/api/access/visibility", json={"repository": slug, "public": True})
+    assert public.status_code == 200 and public.json() == {"changed": True}
+    assert await _slugs(bob) == [slug]
+    assert (await bob.get(f"/api/repositories/{slug}")).json()["public"] is True
+    private = {"repository": slug, "public": False}
+    assert (await admin.post("/api/access/visibility", json=private)).json() == {"changed": True}
+    assert await _slugs(bob) == []
+
+    unknown = await admin.post(
+        "/api/access/grant", json={"principal_id": "bob", "repository": "example.com/no/such"}
+    )
+    assert unknown.status_code == 404, unknown.text
+    bad_bodies: list[tuple[str, dict[str, Any]]] = [
+        ("/api/access/grant", {"principal_id": "bob"}),
+        ("/api/access/grant", {"principal_id": "bob", "repository": slug, "collection": "c"}),
+        ("/api/access/grant", {"principal_id": "bad principal", "repository": slug}),
+        ("/api/access/revoke", {"repository": slug}),
+        ("/api/access/visibility", {"repository": slug}),
+        ("/api/access/visibility", {"repository": slug, "public": "yes"}),
+        ("/api/access/visibility", {"public": True}),
+    ]
+    for path, body in bad_bodies:
+        reply = await admin.post(path, json=body)
+        assert reply.status_code == 400, (path, body, reply.text)
+        assert reply.json()["error"] == "invalid_argument"
 
 
 async def test_collection_upload_and_jobs(alice: httpx.AsyncClient, bob: httpx.AsyncClient) -> None:

@@ -18,7 +18,7 @@ from cograph_cli import index_cmd
 from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
-from tests.integration.test_indexing_fixtures import make_repo, write
+from tests.integration.test_indexing_fixtures import MAR, commit_all, git, make_repo, write
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -39,6 +39,7 @@ async def retrieval_app(
                 "RETRIEVAL_LISTEN": "127.0.0.1:0",
                 "EMBEDDER_ADDR": embedder_address,
                 "RETRIEVAL_MAX_FILE_BYTES": "8000",
+                "RETRIEVAL_HEAD_CACHE_S": "0",
             }
         )
     )
@@ -128,6 +129,16 @@ async def test_index_job_flow_acl_and_delete(
         pb.GetRepositoryRequest(slug="example.com/team/demo"), metadata=ADMIN, timeout=5
     )
     assert got.repository.node_count == repo.node_count
+
+    # Fresh against the branch's head until someone commits; then stale, with the new head.
+    assert repo.freshness == pb.FRESHNESS_CURRENT and repo.head_commit == repo.commit
+    write(root, "pkg/extra.py", "def extra() -> int:\n    return 1\n")
+    commit_all(root, "add extra", MAR)
+    got = await stub.GetRepository(
+        pb.GetRepositoryRequest(slug="example.com/team/demo"), metadata=ALICE, timeout=5
+    )
+    assert got.repository.freshness == pb.FRESHNESS_STALE
+    assert got.repository.head_commit == git(root, "rev-parse", "HEAD") != repo.commit
 
     deleted = await stub.DeleteRepository(
         pb.DeleteRepositoryRequest(slug="example.com/team/demo"), metadata=ALICE, timeout=10

@@ -84,16 +84,36 @@ function refreshKeyStatus() {
   $("key-status").textContent = key ? `using ${key.slice(0, 9)}…` : "no key: paste one";
 }
 
-async function loadRepositories() {
+async function loadSources() {
   const select = $("code-repo");
   try {
-    const data = await api("/api/repositories");
-    select.replaceChildren(el("option", { value: "" }, "all readable"));
-    for (const repo of data.repositories) {
-      select.append(el("option", { value: repo.slug }, repo.slug));
+    const [repos, collections] = await Promise.all([api("/api/repositories"), api("/api/collections")]);
+    select.replaceChildren(el("option", { value: "" }, "all readable repositories"));
+    const repoGroup = el("optgroup", { label: "repositories" });
+    for (const repo of repos.repositories) {
+      // Stale: the branch has moved on since it was indexed; results may miss changes.
+      const mark = repo.freshness === "stale" ? " (stale)" : "";
+      repoGroup.append(el("option", { value: `repo:${repo.slug}` }, repo.slug + mark));
     }
+    const collectionGroup = el("optgroup", { label: "collections" });
+    for (const collection of collections.collections) {
+      collectionGroup.append(el("option", { value: `collection:${collection.name}` }, collection.name));
+    }
+    for (const group of [repoGroup, collectionGroup]) if (group.children.length) select.append(group);
   } catch (error) {
     if (error.code === "unauthenticated") showError(error.message);
+  }
+  syncLayers();
+}
+
+// A collection holds only md_collection chunks; repositories never do.
+function syncLayers() {
+  const collection = $("code-repo").value.startsWith("collection:");
+  for (const box of $("code-layers").querySelectorAll("input")) {
+    const isCollectionLayer = box.value === "md_collection";
+    box.disabled = collection !== isCollectionLayer;
+    if (collection) box.checked = isCollectionLayer;
+    else if (isCollectionLayer) box.checked = false;
   }
 }
 
@@ -159,8 +179,9 @@ async function runCodeSearch(event) {
     layers: [...$("code-layers").querySelectorAll("input:checked")].map((i) => i.value),
     include_graph: $("code-graph").checked,
   };
-  const repo = $("code-repo").value;
-  if (repo) body.repo = repo;
+  const source = $("code-repo").value;
+  if (source.startsWith("repo:")) body.repo = source.slice("repo:".length);
+  if (source.startsWith("collection:")) body.collection = source.slice("collection:".length);
   for (const [field, id] of [["since", "code-since"], ["until", "code-until"], ["as_of", "code-as-of"]]) {
     const value = isoOrNull(id);
     if (value) body[field] = value;
@@ -263,7 +284,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("api-key").value = "";
     refreshKeyStatus();
     showError("");
-    loadRepositories();
+    loadSources();
   });
   $("forget-key").addEventListener("click", () => {
     localStorage.removeItem(KEY_STORAGE);
@@ -272,7 +293,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("tab-code").addEventListener("click", () => selectTab("code"));
   $("tab-commons").addEventListener("click", () => selectTab("commons"));
   $("code-form").addEventListener("submit", runCodeSearch);
+  $("code-repo").addEventListener("change", syncLayers);
   $("commons-form").addEventListener("submit", runCommonsSearch);
   refreshKeyStatus();
-  if (localStorage.getItem(KEY_STORAGE)) loadRepositories();
+  if (localStorage.getItem(KEY_STORAGE)) loadSources();
 });

@@ -76,6 +76,34 @@ JOB_STATE_FAILED: JobState.ValueType  # 4
 """Stopped on an error; the previous index stays queryable."""
 Global___JobState: _TypeAlias = JobState  # noqa: Y015
 
+class _Freshness:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FreshnessEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Freshness.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FRESHNESS_UNSPECIFIED: _Freshness.ValueType  # 0
+    """Not set."""
+    FRESHNESS_CURRENT: _Freshness.ValueType  # 1
+    """The indexed commit is the head of the indexed branch."""
+    FRESHNESS_STALE: _Freshness.ValueType  # 2
+    """The branch has moved on since the index was built; index it again."""
+    FRESHNESS_UNKNOWN: _Freshness.ValueType  # 3
+    """The head could not be looked up (see freshness_detail)."""
+
+class Freshness(_Freshness, metaclass=_FreshnessEnumTypeWrapper):
+    """An index against its source's current head."""
+
+FRESHNESS_UNSPECIFIED: Freshness.ValueType  # 0
+"""Not set."""
+FRESHNESS_CURRENT: Freshness.ValueType  # 1
+"""The indexed commit is the head of the indexed branch."""
+FRESHNESS_STALE: Freshness.ValueType  # 2
+"""The branch has moved on since the index was built; index it again."""
+FRESHNESS_UNKNOWN: Freshness.ValueType  # 3
+"""The head could not be looked up (see freshness_detail)."""
+Global___Freshness: _TypeAlias = Freshness  # noqa: Y015
+
 class _Layer:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -678,6 +706,9 @@ class Repository(_message.Message):
     EDGE_COUNT_FIELD_NUMBER: _builtins.int
     DOC_CHUNK_COUNT_FIELD_NUMBER: _builtins.int
     FILES_BY_LANGUAGE_FIELD_NUMBER: _builtins.int
+    HEAD_COMMIT_FIELD_NUMBER: _builtins.int
+    FRESHNESS_FIELD_NUMBER: _builtins.int
+    FRESHNESS_DETAIL_FIELD_NUMBER: _builtins.int
     slug: _builtins.str
     """host/owner/name."""
     branch: _builtins.str
@@ -696,6 +727,14 @@ class Repository(_message.Message):
     """Edges between code nodes."""
     doc_chunk_count: _builtins.int
     """Markdown and text chunks in repo_docs."""
+    head_commit: _builtins.str
+    """The source's commit at the head of the indexed branch, looked up when asked (empty when
+    it could not be: a plain directory, an unreachable source).
+    """
+    freshness: Global___Freshness.ValueType
+    """Whether the index is behind that head."""
+    freshness_detail: _builtins.str
+    """Why freshness is unknown, in words (empty otherwise)."""
     @_builtins.property
     def indexed_at(self) -> _timestamp_pb2.Timestamp:
         """When the last successful index finished."""
@@ -718,10 +757,13 @@ class Repository(_message.Message):
         edge_count: _builtins.int = ...,
         doc_chunk_count: _builtins.int = ...,
         files_by_language: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        head_commit: _builtins.str = ...,
+        freshness: Global___Freshness.ValueType = ...,
+        freshness_detail: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["indexed_at", b"indexed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "commit", b"commit", "doc_chunk_count", b"doc_chunk_count", "edge_count", b"edge_count", "file_count", b"file_count", "files_by_language", b"files_by_language", "indexed_at", b"indexed_at", "node_count", b"node_count", "public", b"public", "slug", b"slug", "source", b"source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "commit", b"commit", "doc_chunk_count", b"doc_chunk_count", "edge_count", b"edge_count", "file_count", b"file_count", "files_by_language", b"files_by_language", "freshness", b"freshness", "freshness_detail", b"freshness_detail", "head_commit", b"head_commit", "indexed_at", b"indexed_at", "node_count", b"node_count", "public", b"public", "slug", b"slug", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,137 @@
+"""Whether an index is behind its source: the indexed commit against the current head of
+the indexed branch, looked up when a caller asks.
+
+One code path for every git source: `git ls-remote <source> <ref>` answers for a local
+working tree and for a URL alike, reads no objects, and never touches the working tree.
+Each lookup is bounded by a timeout (a remote may be slow or gone) and remembered briefly,
+so listing many repositories does not reach out to every remote on every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+# Never ask for credentials: a lookup that would prompt fails instead of hanging.
+_GIT_ENV = {
+    **os.environ,
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=5",
+}
+
+
+class Freshness(enum.Enum):
+    CURRENT = "current"
+    STALE = "stale"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class HeadCheck:
+    freshness: Freshness
+    head_commit: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class IndexedSource:
+    """What the repositories table says was indexed."""
+
+    source: str
+    source_kind: str  # git | url | dir
+    branch: str
+    commit: str
+
+
+class HeadLookupError(RuntimeError):
+    """The source's head could not be read; the message says why."""
+
+
+def _ref(branch: str) -> str:
+    # A detached checkout is indexed as branch "HEAD".
+    return "HEAD" if branch in ("", "HEAD") else f"refs/heads/{branch}"
+
+
+async def ls_remote(source: str, branch: str, timeout_s: float) -> str:
+    """The commit `branch` points at in `source` (a path or URL)."""
+    ref = _ref(branch)
+    process = await asyncio.create_subprocess_exec(
+        "git",
+        "ls-remote",
+        "--",
+        source,
+        ref,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+        env=_GIT_ENV,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise HeadLookupError(f"the source did not answer within {timeout_s:g}s") from None
+    if process.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines()
+        raise HeadLookupError(lines[-1] if lines else f"git ls-remote exited {process.returncode}")
+    for line in out.decode(errors="replace").splitlines():
+        sha, _, name = line.partition("\t")
+        if name == ref:
+            return sha
+    raise HeadLookupError(f"the source has no {ref}")
+
+
+def compare(indexed: IndexedSource, head: str) -> HeadCheck:
+    if head == indexed.commit:
+        return HeadCheck(Freshness.CURRENT, head)
+    return HeadCheck(Freshness.STALE, head)
+
+
+class HeadProbe:
+    """Looks up sources' heads with a timeout, a short memory and bounded parallelism."""
+
+    def __init__(
+        self,
+        timeout_s: float,
+        ttl_s: float,
+        concurrency: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._timeout_s = timeout_s
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._gate = asyncio.Semaphore(concurrency)
+        # (source, branch) -> (when, head commit or the error's message)
+        self._seen: dict[tuple[str, str], tuple[float, str, bool]] = {}
+
+    async def check(self, indexed: IndexedSource) -> HeadCheck:
+        if indexed.source_kind == "dir":
+            return HeadCheck(Freshness.UNKNOWN, detail="a plain directory has no git head")
+        if not indexed.commit:
+            return HeadCheck(Freshness.UNKNOWN, detail="no commit was indexed")
+        key = (indexed.source, indexed.branch)
+        cached = self._seen.get(key)
+        if cached is None or self._clock() - cached[0] >= self._ttl_s:
+            cached = await self._lookup(key)
+        _, value, ok = cached
+        return compare(indexed, value) if ok else HeadCheck(Freshness.UNKNOWN, detail=value)
+
+    async def check_all(self, sources: Sequence[IndexedSource]) -> list[HeadCheck]:
+        return list(await asyncio.gather(*(self.check(s) for s in sources)))
+
+    async def _lookup(self, key: tuple[str, str]) -> tuple[float, str, bool]:
+        async with self._gate:
+            try:
+                entry = (self._clock(), await ls_remote(*key, self._timeout_s), True)
+            except (HeadLookupError, OSError) as err:
+                entry = (self._clock(), f"cannot read the source's head: {err}", False)
+        now = self._clock()
+        # Forget what has expired (deleted repositories among it) as new answers come in.
+        self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self._ttl_s}
+        self._seen[key] = entry
+        return entry
