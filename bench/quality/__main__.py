@@ -1,7 +1,7 @@
 """Retrieval-quality evaluation on real code, end to end on the embedded stack.
 
     python -m bench.quality [--small] [--out DIR (bench/out/quality)] [--manifest PATH]
-                            [--concurrency N] [--per-class N] [--keep]
+                            [--concurrency N] [--per-class N] [--keep] [--embed-text V]
 
 Builds the query sets from packages installed on this machine (fixed seeds), indexes the
 copies into a fresh embedded PostgreSQL through the retrieval service (real embedder
@@ -27,6 +27,7 @@ from bench.quality import datasets, report
 from bench.quality.replay import load_index
 from bench.quality.runner import FUSED, Outcome, Sweep, evaluate, missing_answers
 from bench.quality.stack import index_all, running_stack
+from retrieval.prepare import CODE_EMBED_TEXTS
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], dict[str, Any]]:
@@ -35,7 +36,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], d
     data = datasets.build(plan, workdir)
     print(f"built {len(data.queries)} queries over {len(data.repositories)} repositories")
     extra: dict[str, Any] = {"manifest": data.manifest()}
-    async with running_stack(workdir) as stack:
+    env = {"RETRIEVAL_CODE_EMBED_TEXT": args.embed_text} if args.embed_text else None
+    async with running_stack(workdir, env) as stack:
         t0 = time.perf_counter()
         seconds = await index_all(stack, data.repositories)
         index_s = time.perf_counter() - t0
@@ -62,6 +64,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], d
         "replay_agreement": sum(o.replay_agrees for o in outcomes) / max(1, len(outcomes)),
         "vector_unavailable": sum(o.vector_unavailable for o in outcomes),
         "reranker": reranker.name if reranker is not None else None,
+        "code_embed_text": stack.settings.index.code_embed_text,
     }
     return outcomes, extra
 
@@ -74,6 +77,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="queries in flight")
     parser.add_argument("--per-class", type=int, default=0, help="only the first N of each class")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--embed-text",
+        choices=sorted(CODE_EMBED_TEXTS),
+        help="what code nodes' vectors are computed from (RETRIEVAL_CODE_EMBED_TEXT)",
+    )
     parser.add_argument("--replot", type=Path, help="only redraw the PNG of a results.json")
     args = parser.parse_args()
     if args.replot:
@@ -100,6 +108,9 @@ def main() -> None:
     text = report.render(
         tbl, tokens=tokens, points=points, advice=advice, graph_hits=hits, notes=notes
     )
+    weights = report.weight_points(outcomes)
+    weight_advice = report.recommend_weights(weights)
+    text += "\n" + report.render_weights(weights, weight_advice)
     variants = report.variant_table(outcomes)
     text += "\n" + report.render_variants(variants)
     print(text)
@@ -115,6 +126,19 @@ def main() -> None:
         outcomes=outcomes,
     )
     data["variants"] = variants
+    data["layer_weights"] = {
+        "points": [
+            {
+                "ast_summary": p.summary,
+                "repo_doc": p.doc,
+                "tuning": p.tune.as_dict(),
+                "held_out": p.held_out.as_dict(),
+                "held_out_mrr10_by_class": p.held_out_by_class,
+            }
+            for p in weights
+        ],
+        "recommendation": weight_advice,
+    }
     report.write_json(args.out / "results.json", data)
     # Per query (ids, answers' locations, ranks; no query text): large, kept apart.
     report.write_json(

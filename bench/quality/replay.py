@@ -22,7 +22,7 @@ from bench.quality.search_client import Row
 from embedder.client import EmbedderClient
 from retrieval.acl import Viewer
 from retrieval.fusion import STREAM_NAMES, StreamHit, fuse_store, merge_stores
-from retrieval.layers import BROAD, Store, layers_of_unit, stores_for, units_for
+from retrieval.layers import BROAD, Store, Unit, layers_of_unit, stores_for, units_for
 from retrieval.query_terms import has_text
 from retrieval.search_store import Scope
 from retrieval.streams import StreamTask, merge_units, plan_streams, run_stream
@@ -50,8 +50,11 @@ async def collect(pool: asyncpg.Pool, embedder: EmbedderClient, text: str, cap: 
     return Candidates(tasks, dict(zip(tasks, lists, strict=True)))
 
 
-def fused_ids(candidates: Candidates, k: int, cap: int) -> list[tuple[Store, int]]:
-    """The fused result rows (store, row id), best first, as the engine would order them."""
+def fused_ids(
+    candidates: Candidates, k: int, cap: int, weights: Mapping[Unit, float] | None = None
+) -> list[tuple[Store, int]]:
+    """The fused result rows (store, row id), best first, as the engine would order them
+    (with `weights` as RETRIEVAL_LAYER_WEIGHTS)."""
     per_store = []
     for store in stores_for(BROAD):
         lists = {
@@ -69,7 +72,7 @@ def fused_ids(candidates: Candidates, k: int, cap: int) -> list[tuple[Store, int
             per_store.append(fuse_store(store, lists, k, cap))
     return [
         (item.store, item.id)
-        for item in merge_stores(per_store)
+        for item in merge_stores(per_store, weights)
         for _ in layers_of_unit(item.store, item.unit, BROAD)
     ]
 

@@ -151,6 +151,85 @@ def sweep_points(outcomes: Sequence[Outcome]) -> list[SweepPoint]:
     return out
 
 
+@dataclass(frozen=True)
+class WeightScores:
+    summary: float  # the ast_summary layer's weight
+    doc: float  # the repo_doc layer's weight
+    tune: Scores
+    held_out: Scores
+    held_out_by_class: dict[str, float]
+
+
+def weight_points(outcomes: Sequence[Outcome]) -> list[WeightScores]:
+    """MRR per layer-weight pair on each half (the same split as the k/cap sweep)."""
+    if not outcomes or not outcomes[0].weight_sweep:
+        return []
+    tune = [o for o in outcomes if o.query.half == 0]
+    held = [o for o in outcomes if o.query.half == 1]
+    return [
+        WeightScores(
+            point[0],
+            point[1],
+            score(o.weight_sweep[point] for o in tune),
+            score(o.weight_sweep[point] for o in held),
+            {
+                klass: score(o.weight_sweep[point] for o in held if o.query.klass == klass).mrr10
+                for klass in QUERY_CLASSES
+                if any(o.query.klass == klass for o in held)
+            },
+        )
+        for point in sorted(outcomes[0].weight_sweep)
+    ]
+
+
+def recommend_weights(points: Sequence[WeightScores]) -> dict[str, Any]:
+    """The best pair on the tuning half, recommended only if the held-out half gains over
+    equal weights by MIN_GAIN and no class there loses more than that."""
+    default = next((p for p in points if (p.summary, p.doc) == (1.0, 1.0)), None)
+    if default is None:
+        return {"change": False, "reason": "equal weights are not in the grid"}
+    best = max(points, key=lambda p: (p.tune.mrr10, -abs(p.summary - 1) - abs(p.doc - 1)))
+    gain = best.held_out.mrr10 - default.held_out.mrr10
+    worst = min(
+        (best.held_out_by_class[c] - default.held_out_by_class.get(c, 0.0), c)
+        for c in best.held_out_by_class
+    )
+    change = (best.summary, best.doc) != (1.0, 1.0) and gain >= MIN_GAIN
+    change = change and worst[0] > -MIN_GAIN
+    return {
+        "change": change,
+        "best_on_tuning_half": {"ast_summary": best.summary, "repo_doc": best.doc},
+        "tuning_mrr10": {"best": best.tune.mrr10, "equal": default.tune.mrr10},
+        "held_out_mrr10": {"best": best.held_out.mrr10, "equal": default.held_out.mrr10},
+        "held_out_gain": gain,
+        "worst_class_change": {"class": worst[1], "delta": worst[0]},
+        "reason": "held-out half gains" if change else "keep equal weights",
+    }
+
+
+def render_weights(points: Sequence[WeightScores], advice: dict[str, Any]) -> str:
+    if not points:
+        return ""
+    classes = [c for c in QUERY_CLASSES if c in points[0].held_out_by_class]
+    lines = [
+        "### Layer weights (RETRIEVAL_LAYER_WEIGHTS, replayed at the default k and cap)",
+        "",
+        "| ast_summary | repo_doc | tuning half | held-out half | "
+        + " | ".join(f"held-out {c}" for c in classes)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(classes),
+    ]
+    for p in points:
+        mark = " (default)" if (p.summary, p.doc) == (1.0, 1.0) else ""
+        lines.append(
+            f"| {p.summary:g}{mark} | {p.doc:g} | {p.tune.mrr10:.3f} | {p.held_out.mrr10:.3f} | "
+            + " | ".join(f"{p.held_out_by_class[c]:.3f}" for c in classes)
+            + " |"
+        )
+    lines += ["", f"Recommendation: {json.dumps(advice)}", ""]
+    return "\n".join(lines)
+
+
 def recommend(points: Sequence[SweepPoint]) -> dict[str, Any]:
     """Pick the best point on the tuning half; recommend it only if the held-out half
     gains over the current defaults by at least MIN_GAIN MRR@10 (and loses no class by

@@ -6,7 +6,8 @@ Configurations (all through the `Search` RPC, default layers, top_k 10, 600-char
 - `fused@repo`: the same, scoped to the answer's repository (what graph expansion needs);
 - `fused+graph`: `fused@repo` with include_graph; an answer counts when it is among the
   results or the graph nodes (graph nodes have no rank: they follow the results).
-Per query the tuning sweep replays fusion offline (replay.py) for every (rrf_k, cap).
+Per query the tuning sweep replays fusion offline (replay.py) for every (rrf_k, cap), and
+for a grid of layer weights (RETRIEVAL_LAYER_WEIGHTS) at the default k and cap.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from bench.quality.metrics import first_rank
 from bench.quality.replay import RowIndex, collect, fused_ids, rows_of
 from bench.quality.search_client import Row, search
 from bench.quality.stack import Stack
+from retrieval.layers import Unit
 from retrieval.search_settings import DEFAULT_RRF_K
 
 SINGLE_STREAMS: tuple[str, ...] = ("vector", "lexical", "symbol")
@@ -32,15 +34,24 @@ TOP_K = 10
 DEFAULT_K, DEFAULT_CAP = DEFAULT_RRF_K, 300  # the service's defaults
 
 
+WeightPoint = tuple[float, float]  # (ast_summary weight, repo_doc weight); code is 1
+
+
 @dataclass(frozen=True)
 class Sweep:
-    """The (rrf_k, candidate_cap) grid replayed per query."""
+    """The (rrf_k, candidate_cap) grid replayed per query, and the layer-weight grid
+    replayed at the default k and cap."""
 
     ks: tuple[int, ...] = (10, 30, 60, 100)
     caps: tuple[int, ...] = (50, 100, 300)
+    summary_weights: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25)
+    doc_weights: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25, 1.5)
 
     def points(self) -> list[tuple[int, int]]:
         return [(k, cap) for k in self.ks for cap in self.caps]
+
+    def weight_points(self) -> list[WeightPoint]:
+        return [(s, d) for s in self.summary_weights for d in self.doc_weights]
 
 
 @dataclass
@@ -53,6 +64,7 @@ class Outcome:
     result_chars: list[int] = field(default_factory=list)  # fused snippets, default settings
     whole_file_chars: int = 0  # the distinct files of those results, whole
     sweep: dict[tuple[int, int], int | None] = field(default_factory=dict)
+    weight_sweep: dict[WeightPoint, int | None] = field(default_factory=dict)
     replay_agrees: bool = True  # offline fusion at the defaults == the RPC's top 10
     vector_unavailable: bool = False
 
@@ -95,6 +107,10 @@ async def evaluate_query(
     for k, cap in sweep.points():
         ids = fused_ids(candidates, k, cap)
         out.sweep[(k, cap)] = first_rank(rows_of(ids, index, TOP_K), is_answer)
+    for summary_w, doc_w in sweep.weight_points():
+        weights: dict[Unit, float] = {"summary": summary_w, "doc": doc_w}
+        ids = fused_ids(candidates, DEFAULT_K, DEFAULT_CAP, weights)
+        out.weight_sweep[(summary_w, doc_w)] = first_rank(rows_of(ids, index, TOP_K), is_answer)
     default = rows_of(fused_ids(candidates, DEFAULT_K, DEFAULT_CAP), index, TOP_K)
     rpc_keys = [(r.repo, r.path, r.start_line) for r in fused.rows]
     out.replay_agrees = rpc_keys == [(r.repo, r.path, r.start_line) for r in default]

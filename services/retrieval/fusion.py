@@ -108,9 +108,16 @@ def fuse_store(
     return sorted(found.values(), key=_tie_key)
 
 
-def merge_stores(per_store: Sequence[Sequence[Fused]]) -> list[Fused]:
-    """Concatenates the stores' fused lists and re-sorts them on the fused score."""
-    return sorted((item for items in per_store for item in items), key=_tie_key)
+def merge_stores(
+    per_store: Sequence[Sequence[Fused]], weights: Mapping[Unit, float] | None = None
+) -> list[Fused]:
+    """Concatenates the stores' fused lists and re-sorts them on the fused score, each
+    score first multiplied by its unit's weight (RETRIEVAL_LAYER_WEIGHTS; 1 when absent)."""
+    items = [item for items in per_store for item in items]
+    if weights:
+        for item in items:
+            item.score *= weights.get(item.unit, 1.0)
+    return sorted(items, key=_tie_key)
 
 
 def _tie_key(item: Fused) -> tuple[bool, float, int, int, int]:

@@ -159,6 +159,7 @@ class Indexer:
             checkout.root,
             use_git=checkout.uses_git,
             max_embed_chars=self._settings.embed_max_chars,
+            code_text=self._settings.code_embed_text,
         )
         stats = await self._run_files(repository_id, changed, preparer, progress)
 

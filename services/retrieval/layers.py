@@ -85,3 +85,32 @@ def layers_of_unit(store: Store, unit: Unit, layers: Iterable[Layer]) -> tuple[L
     """The requested layers one ranked unit becomes, in layer order (code before ast)."""
     chosen = [layer for layer in layers if STORE_OF[layer] == store and UNIT_OF[layer] == unit]
     return tuple(sorted(chosen, key=LAYER_ORDER.__getitem__))
+
+
+# The layers a weight can be given to, and the unit each weighs (code and ast share the
+# body unit; md_collection is searched alone, where a weight changes no order).
+WEIGHTED_LAYERS: dict[str, Unit] = {"code": "body", "ast_summary": "summary", "repo_doc": "doc"}
+WEIGHT_MIN, WEIGHT_MAX = 0.01, 100.0
+
+
+def parse_layer_weights(text: str) -> dict[Unit, float]:
+    """`ast_summary=0.8,repo_doc=1.2` -> {summary: 0.8, doc: 1.2}; raises ValueError saying
+    what is wrong."""
+    weights: dict[Unit, float] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in WEIGHTED_LAYERS:
+            raise ValueError(
+                f"{item!r} must be LAYER=WEIGHT with LAYER one of {', '.join(WEIGHTED_LAYERS)}"
+            )
+        try:
+            weight = float(value)
+        except ValueError:
+            raise ValueError(f"{item!r}: {value.strip()!r} is not a number") from None
+        if not WEIGHT_MIN <= weight <= WEIGHT_MAX:
+            raise ValueError(f"{item!r}: a weight must be in [{WEIGHT_MIN}, {WEIGHT_MAX}]")
+        weights[WEIGHTED_LAYERS[name]] = weight
+    return weights

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import posixpath
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from retrieval.blame import LineTimes, blame_file
+from retrieval.lexical import identifier_parts
 from retrieval.markdown import chunk_markdown, is_markdown
 from retrieval.parsing import CodeParser, chunk_plain_text
 from retrieval.pipeline import WorkUnit
@@ -58,9 +60,41 @@ def text_language(path: str) -> str:
     return _TEXT_LANGUAGES.get(ext) or _PROSE_EXTENSIONS.get(ext) or "text"
 
 
-def code_embedding_text(node: NodeRecord) -> str:
-    """Qualified name and signature first: they name what the body does."""
+def _name_signature_body(node: NodeRecord) -> str:
+    # Qualified name and signature first: they name what the body does, and the model
+    # reads only the first ~256 word pieces.
     return f"{node.qualified_name}\n{node.signature}\n{node.body}"
+
+
+def _words_signature_body(node: NodeRecord) -> str:
+    # The name as words (`billing.ParseConfig` -> `billing parse config`), closer to how a
+    # question would say it.
+    words = " ".join(p for part in node.qualified_name.split(".") for p in identifier_parts(part))
+    return f"{words}\n{node.signature}\n{node.body}"
+
+
+def _name_signature_docstring(node: NodeRecord) -> str:
+    # The header alone: what a reader sees before the implementation.
+    return f"{node.qualified_name}\n{node.signature}\n{node.docstring or ''}".rstrip()
+
+
+def _body(node: NodeRecord) -> str:
+    return node.body
+
+
+# What a code node's vector is computed from (RETRIEVAL_CODE_EMBED_TEXT); the evaluation
+# harness compares them (bench/RESULTS.md).
+CODE_EMBED_TEXTS: dict[str, Callable[[NodeRecord], str]] = {
+    "name_signature_body": _name_signature_body,
+    "words_signature_body": _words_signature_body,
+    "name_signature_docstring": _name_signature_docstring,
+    "body": _body,
+}
+DEFAULT_CODE_EMBED_TEXT = "name_signature_body"
+
+
+def code_embedding_text(node: NodeRecord, variant: str = DEFAULT_CODE_EMBED_TEXT) -> str:
+    return CODE_EMBED_TEXTS[variant](node)
 
 
 @dataclass
@@ -83,10 +117,18 @@ class Prepared:
 
 
 class FilePreparer:
-    def __init__(self, root: Path, *, use_git: bool, max_embed_chars: int = 2000) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        use_git: bool,
+        max_embed_chars: int = 2000,
+        code_text: str = DEFAULT_CODE_EMBED_TEXT,
+    ) -> None:
         self._root = root
         self._use_git = use_git
         self._max_chars = max_embed_chars
+        self._code_text = CODE_EMBED_TEXTS[code_text]
         self._local = threading.local()
 
     def _parser(self) -> CodeParser:
@@ -134,7 +176,7 @@ class FilePreparer:
                 created,
                 changed,
             )
-            record.embed_index = prepared.add_text(code_embedding_text(record)[: self._max_chars])
+            record.embed_index = prepared.add_text(self._code_text(record)[: self._max_chars])
             payload.nodes.append(record)
             prepared.summary_nodes.append(record)
             prepared.summary_inputs.append(

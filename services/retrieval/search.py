@@ -150,7 +150,7 @@ class SearchEngine:
             )
         rows = [
             _Row(item, layer)
-            for item in merge_stores(per_store)
+            for item in merge_stores(per_store, self._settings.layer_weights)
             for layer in layers_of_unit(item.store, item.unit, query.layers)
         ]
         timings["fuse"] = _ms(phase)

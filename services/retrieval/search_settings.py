@@ -6,9 +6,11 @@ constants here, not settings, so a deployment cannot silently change what caller
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from svckit.config import Env
+from retrieval.layers import Unit, parse_layer_weights
+from svckit.config import ConfigError, Env
 
 TOP_K_MIN, TOP_K_MAX = 1, 100
 SNIPPET_MIN, SNIPPET_MAX = 80, 4000
@@ -67,6 +69,8 @@ class SearchSettings:
     max_query_chars: int
     pool_size: int  # connections; a concurrent search holds one per stream and store
     rerank: RerankSettings
+    # Multipliers on fused scores by layer before stores are merged; empty: all 1.
+    layer_weights: Mapping[Unit, float] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Env) -> SearchSettings:
@@ -83,4 +87,13 @@ class SearchSettings:
             max_query_chars=env.int("RETRIEVAL_MAX_QUERY_CHARS", 4000, min=16, max=100_000),
             pool_size=env.int("RETRIEVAL_DB_POOL_SIZE", 20, min=2, max=500),
             rerank=RerankSettings.from_env(env),
+            layer_weights=_layer_weights(env),
         )
+
+
+def _layer_weights(env: Env) -> dict[Unit, float]:
+    name = "RETRIEVAL_LAYER_WEIGHTS"
+    try:
+        return parse_layer_weights(env.str(name, ""))
+    except ValueError as err:
+        raise ConfigError(f"{name}: {err}") from None

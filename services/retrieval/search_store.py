@@ -130,11 +130,15 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     0.3 in the transaction) is what lets the planner use the trigram GIN index.
 
     `exact` marks nodes the query names outright: its bare name, its qualified name, or a
-    dotted suffix of it (`Server.Handle` names `pkg.Server.Handle`)."""
+    dotted suffix of it (`Server.Handle` names `pkg.Server.Handle`). Those are candidates
+    whatever their similarity (a short bare name is far, in trigrams, from a long qualified
+    name), found through the lower(name) index, and lead the stream."""
     params = _Params()
     source, where = _source("code", scope, params)
     query = params.add(text)
-    ident = params.add(symbol_identifier(text))
+    identifier = symbol_identifier(text)
+    ident = params.add(identifier)
+    last = params.add(identifier.rsplit(".", 1)[-1] if identifier else None)
     exact = (
         f"({ident}::text IS NOT NULL AND (lower(t.name) = {ident} "
         f"OR lower(t.qualified_name) = {ident} "
@@ -143,8 +147,9 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     sql = (
         f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact "
         f"FROM {source} "
-        f"WHERE t.qualified_name % {query} AND {' AND '.join(where)} "
-        f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
+        f"WHERE (t.qualified_name % {query} OR lower(t.name) = {last}::text) "
+        f"AND {' AND '.join(where)} "
+        f"ORDER BY exact DESC, score DESC, t.id LIMIT {params.add(cap)}"
     )
     return sql, params.values
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
 from retrieval.search_settings import SearchSettings
 from svckit.config import Env, data_dir
 
@@ -50,6 +51,9 @@ class IndexSettings:
     # `cograph up`, "admin" in a shared deployment, where an agent's key could otherwise
     # index and read back any directory the service can see.
     local_sources: str = "any"
+    # What a code node's vector is computed from (prepare.CODE_EMBED_TEXTS). Files already
+    # indexed keep their vectors until they change; re-index from scratch to apply it.
+    code_embed_text: str = DEFAULT_CODE_EMBED_TEXT
 
     @classmethod
     def from_env(cls, env: Env) -> IndexSettings:
@@ -63,6 +67,9 @@ class IndexSettings:
             write_group=env.int("RETRIEVAL_WRITE_GROUP", 16, min=1, max=1000),
             max_concurrent_jobs=env.int("RETRIEVAL_MAX_CONCURRENT_JOBS", 1, min=1, max=16),
             local_sources=env.choice("RETRIEVAL_LOCAL_SOURCES", "any", ("any", "admin")),
+            code_embed_text=env.choice(
+                "RETRIEVAL_CODE_EMBED_TEXT", DEFAULT_CODE_EMBED_TEXT, tuple(CODE_EMBED_TEXTS)
+            ),
         )
 
 

@@ -128,3 +128,13 @@ async def test_collection_search(search_env: SearchEnv) -> None:
     # Broad searches never reach collections.
     broad = await search_env.search("new engineers laptop first day", top_k=100)
     assert all(r.store != pb.STORE_MD_COLLECTIONS for r in broad.results)
+
+
+async def test_a_bare_method_name_finds_its_definition(search_env: SearchEnv) -> None:
+    # `load` shares too few trigrams with `pkg.config.ParseConfig.load` to pass the 0.3
+    # similarity threshold; the symbol stream still finds it, by name, and ranks it first.
+    reply = await search_env.search("load", repo=DEMO)
+    top = reply.results[0]
+    assert top.qualified_name == "pkg.config.ParseConfig.load" and top.kind == "method"
+    symbol = stream_names(top)[pb.STREAM_SYMBOL]
+    assert symbol.rank == 1 and 0 < symbol.score < 0.3

@@ -154,3 +154,23 @@ def test_paired_gate_ignores_a_difference_within_noise_and_flags_a_real_one() ->
         outcome.ranks[FUSED] = 3
     tbl = report.table(outcomes, list(rankers))
     assert report.fusion_regressions(tbl, outcomes)
+
+
+def test_layer_weights_are_recommended_only_when_the_held_out_half_gains() -> None:
+    outcomes = _outcomes({FUSED: fake_ranker(4)}, QUERIES)
+    for o in outcomes:
+        # Equal weights rank like fused; down-weighting summaries puts the answer first.
+        o.weight_sweep = {(1.0, 1.0): o.ranks[FUSED], (0.5, 1.0): 1, (1.0, 1.5): None}
+    points = report.weight_points(outcomes)
+    assert [(p.summary, p.doc) for p in points] == [(0.5, 1.0), (1.0, 1.0), (1.0, 1.5)]
+    equal = next(p for p in points if (p.summary, p.doc) == (1.0, 1.0))
+    assert equal.held_out.mrr10 == pytest.approx(0.25)
+    advice = report.recommend_weights(points)
+    assert advice["change"] is True
+    assert advice["best_on_tuning_half"] == {"ast_summary": 0.5, "repo_doc": 1.0}
+    assert advice["held_out_gain"] == pytest.approx(0.75)
+    assert "| 1 (default) | 1 | 0.250 | 0.250 |" in report.render_weights(points, advice)
+    for o in outcomes:
+        if o.query.half == 1:
+            o.weight_sweep[(0.5, 1.0)] = None
+    assert report.recommend_weights(report.weight_points(outcomes))["change"] is False

@@ -131,3 +131,20 @@ def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
     assert [f.exact for f in fused] == [True, True, False]
     merged = merge_stores([[f for f in fused if not f.exact], [f for f in fused if f.exact]])
     assert [f.id for f in merged] == [8, 9, 7]
+
+
+def test_layer_weights_scale_fused_scores_before_the_merge() -> None:
+    def lists() -> list[list[Fused]]:
+        return [
+            [Fused("code", "body", 1, 0.10), Fused("code", "summary", 2, 0.09)],
+            [Fused("repo_docs", "doc", 3, 0.08, exact=False)],
+        ]
+
+    assert [f.id for f in merge_stores(lists())] == [1, 2, 3]
+    assert [f.id for f in merge_stores(lists(), {})] == [1, 2, 3]
+    weighted = merge_stores(lists(), {"doc": 1.5, "summary": 0.5})
+    assert [f.id for f in weighted] == [3, 1, 2]
+    assert [f.score for f in weighted] == pytest.approx([0.12, 0.10, 0.045])
+    # An exact symbol match still leads whatever the weights.
+    pinned = [[Fused("code", "body", 9, 0.01, exact=True)], *lists()]
+    assert merge_stores(pinned, {"body": 0.01, "doc": 100})[0].id == 9

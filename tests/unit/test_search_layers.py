@@ -12,6 +12,7 @@ from retrieval.layers import (
     Store,
     Unit,
     layers_of_unit,
+    parse_layer_weights,
     resolve_layers,
     stores_for,
     units_for,
@@ -20,7 +21,7 @@ from retrieval.query_terms import code_tsquery, doc_tsquery, has_text
 from retrieval.search_query import build_query
 from retrieval.search_settings import SearchSettings
 from retrieval.streams import StreamTask, plan_streams
-from svckit.config import Env
+from svckit.config import ConfigError, Env
 from svckit.errors import InvalidArgument
 
 SETTINGS = SearchSettings.from_env(Env({}))
@@ -122,3 +123,26 @@ def test_code_keywords_leave_signature_queries_to_their_identifiers() -> None:
     assert code_tsquery("def load(self, path: str) -> dict") == "(load & path)"
     assert code_tsquery("self") == "self"  # nothing else: keep it
     assert code_tsquery("def") == "def"
+
+
+def test_layer_weights_parse_and_fail_clearly() -> None:
+    assert parse_layer_weights("") == {}
+    assert parse_layer_weights(" ast_summary=0.8 , repo_doc=1.25,code=1") == {
+        "summary": 0.8,
+        "doc": 1.25,
+        "body": 1.0,
+    }
+    assert SearchSettings.from_env(Env({})).layer_weights == {}
+    chosen = SearchSettings.from_env(Env({"RETRIEVAL_LAYER_WEIGHTS": "repo_doc=0.5"}))
+    assert chosen.layer_weights == {"doc": 0.5}
+    for bad, says in (
+        ("ast=2", "LAYER one of code, ast_summary, repo_doc"),
+        ("repo_doc", "LAYER=WEIGHT"),
+        ("repo_doc=lots", "is not a number"),
+        ("repo_doc=0", "must be in [0.01, 100.0]"),
+        ("repo_doc=101", "must be in [0.01, 100.0]"),
+    ):
+        with pytest.raises(ConfigError, match="RETRIEVAL_LAYER_WEIGHTS") as caught:
+            SearchSettings.from_env(Env({"RETRIEVAL_LAYER_WEIGHTS": bad}))
+        assert says in str(caught.value)
+    assert parse_layer_weights("repo_doc=0.01,code=100") == {"doc": 0.01, "body": 100.0}
