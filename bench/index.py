@@ -23,8 +23,6 @@ import time
 import uuid
 from pathlib import Path
 
-import asyncpg
-
 from embedder.client import EmbedderClient
 from retrieval.app import MIGRATIONS
 from retrieval.indexer import Indexer, RepositoryRequest
@@ -33,7 +31,7 @@ from retrieval.settings import IndexSettings
 from retrieval.summaries import ExtractiveSummarizer
 from svckit.clients import dial
 from svckit.config import Env
-from svckit.db import create_pool, database_url, ensure_extensions
+from svckit.db import create_database, create_pool, drop_database
 from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
@@ -72,14 +70,10 @@ async def run(source: Path, workers: int, workdir: Path) -> None:
         server = EmbeddedPostgres(workdir / "pg")
         root_url = server.start()
     database = f"bench_index_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(root_url)
-    await admin.execute(f'CREATE DATABASE "{database}"')
-    await admin.close()
-    url = database_url(root_url, database)
+    url = await create_database(root_url, database)
     process, address = start_embedder(workdir)
     channel = dial(address)
     try:
-        await ensure_extensions(url)
         await migrate(url, "retrieval", MIGRATIONS)
         pool = await create_pool(url, max_size=8)
         settings = IndexSettings.from_env(Env({"RETRIEVAL_PARSE_WORKERS": str(workers)}))
@@ -121,9 +115,7 @@ async def run(source: Path, workers: int, workdir: Path) -> None:
         await channel.close(None)
         process.terminate()
         process.wait(timeout=30)
-        admin = await asyncpg.connect(root_url)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        await admin.close()
+        await drop_database(root_url, database)
         if server is not None:
             server.stop()
 

@@ -42,7 +42,7 @@ from retrieval.acl import Viewer
 from router.app import MIGRATIONS, RouterApp, start_router
 from router.settings import RouterSettings
 from svckit.config import Env
-from svckit.db import database_url, ensure_extensions
+from svckit.db import create_database, drop_database
 from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
@@ -308,17 +308,11 @@ async def main() -> None:
         server = None if external else EmbeddedPostgres(Path(tmp) / "data")
         server_url = external or (server.start() if server else "")
         name = f"bench_route_{uuid.uuid4().hex[:8]}"
-        admin = await asyncpg.connect(server_url)
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        await admin.close()
-        url = database_url(server_url, name)
+        url = await create_database(server_url, name)
         try:
-            await ensure_extensions(url)
             await run(url, sorted(args.sizes), args.collections, args.iterations)
         finally:
-            admin = await asyncpg.connect(server_url)
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.close()
+            await drop_database(server_url, name)
             if server is not None:
                 server.stop()
 

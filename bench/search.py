@@ -69,7 +69,7 @@ from retrieval.settings import RetrievalSettings
 from retrieval.summaries import SummaryInput, extractive_summary
 from svckit.clients import dial
 from svckit.config import Env
-from svckit.db import ensure_extensions
+from svckit.db import create_database, drop_database
 from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
@@ -505,17 +505,11 @@ async def database() -> AsyncIterator[str]:
             server = EmbeddedPostgres(Path(tmp) / "pg")
             base = server.start()
         name = f"bench_search_{uuid.uuid4().hex[:8]}"
-        admin = await asyncpg.connect(base)
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        await admin.close()
-        head, sep, query = base.partition("?")
-        url = f"{head.rpartition('/')[0]}/{name}{sep}{query}"
+        url = await create_database(base, name)
         try:
             yield url
         finally:
-            admin = await asyncpg.connect(base)
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.close()
+            await drop_database(base, name)
             if server is not None:
                 server.stop()
 
@@ -555,7 +549,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     rng = np.random.default_rng(args.seed)
     async with database() as db_url, embedder() as embedder_app:
-        await ensure_extensions(db_url)
         await migrate(db_url, "retrieval", MIGRATIONS)
         embedder_addr = f"127.0.0.1:{embedder_app.port}"
         channel = dial(embedder_addr)

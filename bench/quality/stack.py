@@ -28,7 +28,7 @@ from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.clients import dial
 from svckit.config import Env
-from svckit.db import database_url
+from svckit.db import create_database, drop_database
 from svckit.embedded import EmbeddedPostgres
 
 _DONE = {retrieval_pb2.JOB_STATE_SUCCEEDED, retrieval_pb2.JOB_STATE_FAILED}
@@ -55,10 +55,7 @@ async def running_stack(
         server = EmbeddedPostgres(workdir / "pg")
         root_url = server.start()
     database = f"bench_quality_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(root_url)
-    await admin.execute(f'CREATE DATABASE "{database}"')
-    await admin.close()
-    url = database_url(root_url, database)
+    url = await create_database(root_url, database)
     process: subprocess.Popen[bytes] | None = None
     channels: list[grpc.aio.Channel] = []
     app: RetrievalApp | None = None
@@ -94,9 +91,7 @@ async def running_stack(
         if process is not None:
             process.terminate()
             process.wait(timeout=30)
-        admin = await asyncpg.connect(root_url)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        await admin.close()
+        await drop_database(root_url, database)
         if server is not None:
             server.stop()
 
