@@ -58,6 +58,28 @@ def _vector(unit: WorkUnit, index: int | None) -> Vectors | None:
     return None if index is None else unit.vectors[index]
 
 
+def _doc_rows(owner_id: int, unit: WorkUnit) -> list[tuple[Any, ...]]:
+    """Rows of _INSERT_REPO_DOC or _INSERT_COLLECTION_CHUNK (the same columns) for a
+    file's chunks; `owner_id` is the repository's or the collection's id."""
+    payload = unit.payload
+    return [
+        (
+            owner_id,
+            doc.path,
+            list(doc.heading_path),
+            doc.start_line,
+            doc.end_line,
+            doc.body,
+            payload.content_hash,
+            doc.updated_at,
+            " ".join(doc.heading_path),
+            doc.body,
+            _vector(unit, doc.embed_index),
+        )
+        for doc in payload.docs
+    ]
+
+
 # ---------------------------------------------------------------- repositories
 
 
@@ -204,22 +226,7 @@ async def write_files(
                     continue
                 dst = local.get(edge.dst_name) if edge.kind == "contains" else None
                 edge_rows.append((repository_id, src, dst, edge.dst_name, edge.kind))
-            for doc in payload.docs:
-                doc_rows.append(
-                    (
-                        repository_id,
-                        doc.path,
-                        list(doc.heading_path),
-                        doc.start_line,
-                        doc.end_line,
-                        doc.body,
-                        payload.content_hash,
-                        doc.updated_at,
-                        " ".join(doc.heading_path),
-                        doc.body,
-                        _vector(unit, doc.embed_index),
-                    )
-                )
+            doc_rows.extend(_doc_rows(repository_id, unit))
         if node_rows:
             await conn.executemany(_INSERT_NODE, node_rows)
         if edge_rows:
@@ -484,23 +491,7 @@ async def write_documents(
             collection_id,
             [p.path for p in payloads],
         )
-        rows = [
-            (
-                collection_id,
-                doc.path,
-                list(doc.heading_path),
-                doc.start_line,
-                doc.end_line,
-                doc.body,
-                payload.content_hash,
-                doc.updated_at,
-                " ".join(doc.heading_path),
-                doc.body,
-                _vector(unit, doc.embed_index),
-            )
-            for unit, payload in zip(units, payloads, strict=True)
-            for doc in payload.docs
-        ]
+        rows = [row for unit in units for row in _doc_rows(collection_id, unit)]
         if rows:
             await conn.executemany(_INSERT_COLLECTION_CHUNK, rows)
         await conn.executemany(
