@@ -17,8 +17,8 @@ run, what each post would cost if it waited for its embedding.
 
 Run it as a module from the repository root (as a script, sibling files in bench/ such as
 embedder.py would shadow the service packages). Without COGRAPH_DATABASE_URL an embedded
-PostgreSQL is started in a temporary directory. 1M notes take about ... on two cores
-(mostly the HNSW build) and about 3 GB of disk.
+PostgreSQL is started in a temporary directory. The 1M-note board took 15 minutes on two
+cores (1 minute to load, 9.5 to build the HNSW index, the rest in exact scans).
 """
 
 from __future__ import annotations
