@@ -5,7 +5,6 @@ Set COGRAPH_TEST_DATABASE_URL to run against an existing server instead of the e
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import uuid
@@ -92,8 +91,3 @@ async def embedder_client(embedder_address: str) -> AsyncIterator[EmbedderClient
         yield EmbedderClient(channel, timeout_s=10.0)
     finally:
         await channel.close(None)
-
-
-@pytest.fixture(scope="session")
-def event_loop_policy() -> asyncio.AbstractEventLoopPolicy:
-    return asyncio.DefaultEventLoopPolicy()
