@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,29 +126,41 @@ class SweepPoint:
     held_out_by_class: dict[str, float]  # MRR@10 per class, half 1
 
 
+def _halves(
+    outcomes: Sequence[Outcome], rank_of: Callable[[Outcome], int | None]
+) -> tuple[Scores, Scores, dict[str, float]]:
+    """Scores on the tuning half, on the held-out half, and held-out MRR@10 per class."""
+    tune = [o for o in outcomes if o.query.half == 0]
+    held = [o for o in outcomes if o.query.half == 1]
+    by_class: dict[str, float] = {
+        klass: score(rank_of(o) for o in held if o.query.klass == klass).mrr10
+        for klass in QUERY_CLASSES
+        if any(o.query.klass == klass for o in held)
+    }
+    return score(rank_of(o) for o in tune), score(rank_of(o) for o in held), by_class
+
+
+def _sweep_rank(point: tuple[int, int]) -> Callable[[Outcome], int | None]:
+    def rank(outcome: Outcome) -> int | None:
+        return outcome.sweep[point]
+
+    return rank
+
+
+def _weight_rank(point: tuple[float, float]) -> Callable[[Outcome], int | None]:
+    def rank(outcome: Outcome) -> int | None:
+        return outcome.weight_sweep[point]
+
+    return rank
+
+
 def sweep_points(outcomes: Sequence[Outcome]) -> list[SweepPoint]:
     if not outcomes:
         return []
-    points = sorted(outcomes[0].sweep)
-    tune = [o for o in outcomes if o.query.half == 0]
-    held = [o for o in outcomes if o.query.half == 1]
-    out = []
-    for point in points:
-        by_class: dict[str, float] = {
-            klass: score(o.sweep[point] for o in held if o.query.klass == klass).mrr10
-            for klass in QUERY_CLASSES
-            if any(o.query.klass == klass for o in held)
-        }
-        out.append(
-            SweepPoint(
-                point[0],
-                point[1],
-                score(o.sweep[point] for o in tune),
-                score(o.sweep[point] for o in held),
-                by_class,
-            )
-        )
-    return out
+    return [
+        SweepPoint(k, cap, *_halves(outcomes, _sweep_rank((k, cap))))
+        for k, cap in sorted(outcomes[0].sweep)
+    ]
 
 
 @dataclass(frozen=True)
@@ -164,21 +176,9 @@ def weight_points(outcomes: Sequence[Outcome]) -> list[WeightScores]:
     """MRR per layer-weight pair on each half (the same split as the k/cap sweep)."""
     if not outcomes or not outcomes[0].weight_sweep:
         return []
-    tune = [o for o in outcomes if o.query.half == 0]
-    held = [o for o in outcomes if o.query.half == 1]
     return [
-        WeightScores(
-            point[0],
-            point[1],
-            score(o.weight_sweep[point] for o in tune),
-            score(o.weight_sweep[point] for o in held),
-            {
-                klass: score(o.weight_sweep[point] for o in held if o.query.klass == klass).mrr10
-                for klass in QUERY_CLASSES
-                if any(o.query.klass == klass for o in held)
-            },
-        )
-        for point in sorted(outcomes[0].weight_sweep)
+        WeightScores(s, d, *_halves(outcomes, _weight_rank((s, d))))
+        for s, d in sorted(outcomes[0].weight_sweep)
     ]
 
 

@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action = actions.add_parser(name, help=text)
         action.add_argument("principal", help="the principal id an API key acts for")
         _target_options(action)
-        action.set_defaults(handler=_grant if name == "grant" else _revoke)
+        action.set_defaults(handler=_grant_or_revoke)
     for name, text in (
         ("public", "every key may read it"),
         ("private", "only admins and granted principals may read it"),
@@ -66,18 +66,15 @@ def _report(args: argparse.Namespace, reply: dict[str, Any], done: str, already:
 
 
 @guarded
-def _grant(args: argparse.Namespace) -> int:
+def _grant_or_revoke(args: argparse.Namespace) -> int:
     request = _grant_request(args)
-    reply = call_gateway(lambda client: client.grant(request))
     who, what = args.principal, _what(args)
-    return _report(args, reply, f"{who} may now read {what}", f"{who} could already read {what}")
-
-
-@guarded
-def _revoke(args: argparse.Namespace) -> int:
-    request = _grant_request(args)
+    if args.access_command == "grant":
+        reply = call_gateway(lambda client: client.grant(request))
+        return _report(
+            args, reply, f"{who} may now read {what}", f"{who} could already read {what}"
+        )
     reply = call_gateway(lambda client: client.revoke(request))
-    who, what = args.principal, _what(args)
     return _report(args, reply, f"revoked {who}'s grant on {what}", f"{who} had no grant on {what}")
 
 
