@@ -2,6 +2,7 @@
 
     python -m bench.quality [--small] [--out DIR (bench/out/quality)] [--manifest PATH]
                             [--concurrency N] [--per-class N] [--keep] [--embed-text V]
+                            [--env RETRIEVAL_NAME=VALUE ...]
 
 Builds the query sets from packages installed on this machine (fixed seeds), indexes the
 copies into a fresh embedded PostgreSQL through the retrieval service (real embedder
@@ -36,7 +37,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], d
     data = datasets.build(plan, workdir)
     print(f"built {len(data.queries)} queries over {len(data.repositories)} repositories")
     extra: dict[str, Any] = {"manifest": data.manifest()}
-    env = {"RETRIEVAL_CODE_EMBED_TEXT": args.embed_text} if args.embed_text else None
+    env = dict(item.split("=", 1) for item in args.env)
+    if args.embed_text:
+        env["RETRIEVAL_CODE_EMBED_TEXT"] = args.embed_text
     async with running_stack(workdir, env) as stack:
         t0 = time.perf_counter()
         seconds = await index_all(stack, data.repositories)
@@ -65,6 +68,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], d
         "vector_unavailable": sum(o.vector_unavailable for o in outcomes),
         "reranker": reranker.name if reranker is not None else None,
         "code_embed_text": stack.settings.index.code_embed_text,
+        "settings": env,
     }
     return outcomes, extra
 
@@ -81,6 +85,14 @@ def main() -> None:
         "--embed-text",
         choices=sorted(CODE_EMBED_TEXTS),
         help="what code nodes' vectors are computed from (RETRIEVAL_CODE_EMBED_TEXT)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_setting,
+        help="a retrieval setting for this run, e.g. RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS=false",
     )
     parser.add_argument("--replot", type=Path, help="only redraw the PNG of a results.json")
     args = parser.parse_args()
@@ -159,6 +171,13 @@ def main() -> None:
         print("fusion is below the best single stream on: " + "; ".join(problems))
         if args.small:
             sys.exit(1)
+
+
+def _setting(text: str) -> str:
+    name, sep, _ = text.partition("=")
+    if not sep or not name.startswith("RETRIEVAL_"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be RETRIEVAL_NAME=VALUE")
+    return text
 
 
 def _notes(extra: dict[str, Any]) -> list[str]:

@@ -38,14 +38,31 @@ class Candidates:
     hits: Mapping[StreamTask, list[StreamHit]]
 
 
-async def collect(pool: asyncpg.Pool, embedder: EmbedderClient, text: str, cap: int) -> Candidates:
+async def collect(
+    pool: asyncpg.Pool,
+    embedder: EmbedderClient,
+    text: str,
+    cap: int,
+    split_identifiers: bool = True,
+) -> Candidates:
     layers = BROAD
     units = {store: units_for(store, layers) for store in stores_for(layers)}
     tasks = tuple(plan_streams(units, frozenset(STREAM_NAMES), has_text(text)))
     vector = (await embedder.embed([text]))[0]
     scope = Scope(Viewer(None, False))  # anonymous: public repositories, as the RPC sees
     lists = await asyncio.gather(
-        *(run_stream(pool, task, scope=scope, query=text, vector=vector, cap=cap) for task in tasks)
+        *(
+            run_stream(
+                pool,
+                task,
+                scope=scope,
+                query=text,
+                vector=vector,
+                cap=cap,
+                split_identifiers=split_identifiers,
+            )
+            for task in tasks
+        )
     )
     return Candidates(tasks, dict(zip(tasks, lists, strict=True)))
 

@@ -103,7 +103,13 @@ async def evaluate_query(
     out.ranks[GRAPH] = first_rank(bundle, is_answer)
     out.graph_hit = out.ranks[GRAPH] is not None
 
-    candidates = await collect(stack.pool, stack.embedder, query.text, max(sweep.caps))
+    candidates = await collect(
+        stack.pool,
+        stack.embedder,
+        query.text,
+        max(sweep.caps),
+        stack.settings.search.split_identifiers,
+    )
     for k, cap in sweep.points():
         ids = fused_ids(candidates, k, cap)
         out.sweep[(k, cap)] = first_rank(rows_of(ids, index, TOP_K), is_answer)

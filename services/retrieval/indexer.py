@@ -232,7 +232,12 @@ class Indexer:
 
         async def write(units: Sequence[WorkUnit]) -> None:
             async with self._pool.acquire() as conn:
-                await store.write_files(conn, repository_id, units)
+                await store.write_files(
+                    conn,
+                    repository_id,
+                    units,
+                    split_identifiers=self._settings.split_identifiers,
+                )
             for unit in units:
                 payload = unit.payload
                 progress.files_done += 1

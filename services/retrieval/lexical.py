@@ -31,8 +31,17 @@ def identifier_parts(word: str) -> list[str]:
     return parts
 
 
-def lexical_terms(text: str) -> list[str]:
-    """The terms of `text` in order: joined form of each word, then its parts if several."""
+_ALNUM = re.compile(r"[^\W_]+")
+
+
+def lexical_terms(text: str, split: bool = True) -> list[str]:
+    """The terms of `text` in order: joined form of each word, then its parts if several.
+
+    With `split` off (RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS=false, kept to measure what the
+    splitting buys) a term is a lowercased alphanumeric run, as PostgreSQL's own parser
+    would cut it: `ParseConfig` stays `parseconfig`, `snake_case` is `snake`, `case`."""
+    if not split:
+        return [match.group(0).lower() for match in _ALNUM.finditer(text)]
     terms: list[str] = []
     for match in _WORD.finditer(text):
         parts = identifier_parts(match.group(0))
@@ -44,18 +53,18 @@ def lexical_terms(text: str) -> list[str]:
     return terms
 
 
-def lexical_text(text: str, max_chars: int | None = None) -> str:
+def lexical_text(text: str, max_chars: int | None = None, split: bool = True) -> str:
     """Text to feed `to_tsvector('simple', ...)`: the terms joined by spaces.
 
     Only [\\w] characters survive, so PostgreSQL's parser reads each term as one token.
     """
     source = text if max_chars is None else text[:max_chars]
-    return " ".join(lexical_terms(source))
+    return " ".join(lexical_terms(source, split))
 
 
-def query_terms(query: str) -> list[str]:
+def query_terms(query: str, split: bool = True) -> list[str]:
     """Distinct terms of a query, first occurrence order, for building a tsquery."""
-    return list(dict.fromkeys(lexical_terms(query)))
+    return list(dict.fromkeys(lexical_terms(query, split)))
 
 
 def tsquery_source(query: str, operator: str = "|") -> str:

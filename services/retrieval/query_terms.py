@@ -65,11 +65,11 @@ def any_two(terms: list[str]) -> str:
     return " | ".join(f"({a} & {b})" for a, b in combinations(chosen, 2))
 
 
-def code_tsquery(query: str) -> str:
+def code_tsquery(query: str, split: bool = True) -> str:
     """A `to_tsquery('simple', ...)` source, with terms built exactly as the code index
-    builds them (lexical.query_terms: joined identifiers and their parts); empty when the
-    query has no words."""
-    return any_two(query_terms(_content_words(query, code=True)))
+    builds them (lexical.query_terms: joined identifiers and their parts, with `split` as
+    the index was built); empty when the query has no words."""
+    return any_two(query_terms(_content_words(query, code=True), split))
 
 
 def doc_tsquery(query: str) -> str:

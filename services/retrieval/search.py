@@ -235,6 +235,7 @@ class SearchEngine:
                 query=text,
                 vector=vector,
                 cap=self._settings.candidate_cap,
+                split_identifiers=self._settings.split_identifiers,
             )
         except Exception as err:  # CancelledError is a BaseException: it propagates
             log.warning("search stream failed", extra={"stream": task.label, "error": str(err)})

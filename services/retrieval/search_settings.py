@@ -57,6 +57,8 @@ class RerankSettings:
 
 
 DEFAULT_RRF_K = 10
+# Read by indexing and by search alike: the code index and its queries must be cut the same.
+SPLIT_IDENTIFIERS = "RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS"
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class SearchSettings:
     rerank: RerankSettings
     # Multipliers on fused scores by layer before stores are merged; empty: all 1.
     layer_weights: Mapping[Unit, float] = field(default_factory=dict)
+    split_identifiers: bool = True  # how code queries are cut into lexical terms
 
     @classmethod
     def from_env(cls, env: Env) -> SearchSettings:
@@ -88,6 +91,7 @@ class SearchSettings:
             pool_size=env.int("RETRIEVAL_DB_POOL_SIZE", 20, min=2, max=500),
             rerank=RerankSettings.from_env(env),
             layer_weights=_layer_weights(env),
+            split_identifiers=env.bool(SPLIT_IDENTIFIERS, True),
         )
 
 

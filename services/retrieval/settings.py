@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
-from retrieval.search_settings import SearchSettings
+from retrieval.search_settings import SPLIT_IDENTIFIERS, SearchSettings
 from svckit.config import Env, data_dir
 
 
@@ -54,6 +54,9 @@ class IndexSettings:
     # What a code node's vector is computed from (prepare.CODE_EMBED_TEXTS). Files already
     # indexed keep their vectors until they change; re-index from scratch to apply it.
     code_embed_text: str = DEFAULT_CODE_EMBED_TEXT
+    # Whether code tsvectors split identifiers (ParseConfig -> parse, config); search reads
+    # the same variable so queries are cut the way the index was.
+    split_identifiers: bool = True
 
     @classmethod
     def from_env(cls, env: Env) -> IndexSettings:
@@ -70,6 +73,7 @@ class IndexSettings:
             code_embed_text=env.choice(
                 "RETRIEVAL_CODE_EMBED_TEXT", DEFAULT_CODE_EMBED_TEXT, tuple(CODE_EMBED_TEXTS)
             ),
+            split_identifiers=env.bool(SPLIT_IDENTIFIERS, True),
         )
 
 

@@ -155,10 +155,19 @@ async def file_hashes(conn: asyncpg.Connection, repository_id: int) -> dict[str,
 
 
 async def write_files(
-    conn: asyncpg.Connection, repository_id: int, units: Sequence[WorkUnit]
+    conn: asyncpg.Connection,
+    repository_id: int,
+    units: Sequence[WorkUnit],
+    *,
+    split_identifiers: bool = True,
 ) -> None:
     """Replaces the rows of these files in one transaction: an interrupted run leaves each
-    file either fully old or fully new, and queries never see a half-written file."""
+    file either fully old or fully new, and queries never see a half-written file.
+    `split_identifiers` is how the code tsvectors are built (lexical.lexical_terms)."""
+
+    def lexical(text: str, max_chars: int | None = None) -> str:
+        return lexical_text(text, max_chars, split_identifiers)
+
     payloads: list[FilePayload] = [unit.payload for unit in units]
     paths = [p.path for p in payloads]
     node_total = sum(len(p.nodes) for p in payloads)
@@ -210,13 +219,13 @@ async def write_files(
                         payload.content_hash,
                         node.created_at,
                         node.last_changed_at,
-                        lexical_text(f"{node.qualified_name} {node.name}"),
-                        lexical_text(node.signature),
-                        lexical_text(node.docstring or ""),
-                        lexical_text(node.body, _TSV_BODY_CHARS),
+                        lexical(f"{node.qualified_name} {node.name}"),
+                        lexical(node.signature),
+                        lexical(node.docstring or ""),
+                        lexical(node.body, _TSV_BODY_CHARS),
                         _vector(unit, node.embed_index),
                         node.summary,
-                        lexical_text(node.summary or ""),
+                        lexical(node.summary or ""),
                         _vector(unit, node.summary_index),
                     )
                 )

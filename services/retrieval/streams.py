@@ -77,6 +77,7 @@ async def run_stream(
     query: str,
     vector: npt.NDArray[np.float32] | None,
     cap: int,
+    split_identifiers: bool = True,
 ) -> list[StreamHit]:
     """Runs one stream query on a connection of its own; raises on failure."""
     async with pool.acquire() as conn:
@@ -87,7 +88,11 @@ async def run_stream(
                 conn, task.store, task.unit, scope=scope, vector=vector, cap=cap
             )
         if task.stream == "lexical":
-            tsquery = code_tsquery(query) if task.store == "code" else doc_tsquery(query)
+            tsquery = (
+                code_tsquery(query, split_identifiers)
+                if task.store == "code"
+                else doc_tsquery(query)
+            )
             if not tsquery:
                 return []
             return await search_store.run_lexical(

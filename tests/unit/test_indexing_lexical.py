@@ -11,6 +11,10 @@ from retrieval.lexical import (
     query_terms,
     tsquery_source,
 )
+from retrieval.query_terms import code_tsquery
+from retrieval.search_settings import SearchSettings
+from retrieval.settings import IndexSettings
+from svckit.config import Env
 
 
 @pytest.mark.parametrize(
@@ -58,3 +62,19 @@ def test_tsquery_source_is_safe() -> None:
 
 def test_text_cap() -> None:
     assert lexical_text("alpha beta", max_chars=5) == "alpha"
+
+
+def test_without_identifier_splitting_terms_are_alphanumeric_runs() -> None:
+    text = "ParseConfig.load_file(HTTPServer2)"
+    assert lexical_terms(text, split=False) == ["parseconfig", "load", "file", "httpserver2"]
+    assert lexical_text(text, split=False) == "parseconfig load file httpserver2"
+    assert code_tsquery("ParseConfig loader", split=False) == "(parseconfig & loader)"
+    assert "parse" in code_tsquery("ParseConfig loader")
+
+
+def test_index_and_search_read_the_same_splitting_setting() -> None:
+    env = Env({"RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS": "false"})
+    assert IndexSettings.from_env(env).split_identifiers is False
+    assert SearchSettings.from_env(env).split_identifiers is False
+    assert IndexSettings.from_env(Env({})).split_identifiers is True
+    assert SearchSettings.from_env(Env({})).split_identifiers is True
