@@ -47,7 +47,9 @@ from bench.embedder import CACHE
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from commons.app import MIGRATIONS
+from commons.board import run_search
 from commons.embedding import embedding_text
+from commons.models import SearchHit
 from commons.query import like_pattern
 from commons.ranking import RankingWeights, Strategy
 from commons.store import CommonsStore, SearchParams, configure_two_stage, search_args, search_sql
@@ -107,8 +109,9 @@ async def load(url: str, n: int, clusters: int, spread: float, seed: int) -> Non
         author = await conn.fetchval(
             "INSERT INTO users (principal_id) VALUES ('bench') RETURNING id"
         )
-        # Loading into an indexed table would insert into the HNSW graph row by row.
+        # Loading into an indexed table would insert into the indexes row by row.
         await conn.execute("DROP INDEX posts_embedding_hnsw")
+        await conn.execute("DROP INDEX posts_haystack_trgm")
         start = time.perf_counter()
         for rows in synthetic_notes(n, clusters, spread, rng, chunk=20_000):
             await conn.copy_records_to_table(
@@ -133,6 +136,12 @@ async def load(url: str, n: int, clusters: int, spread: float, seed: int) -> Non
             "CREATE INDEX posts_embedding_hnsw ON posts USING hnsw (embedding vector_cosine_ops)"
         )
         print(f"built HNSW in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+        start = time.perf_counter()
+        await conn.execute(
+            "CREATE INDEX posts_haystack_trgm ON posts "
+            "USING gin (commons_haystack(title, body, tags) gin_trgm_ops)"
+        )
+        print(f"built the phrase index in {time.perf_counter() - start:.1f}s", file=sys.stderr)
         await conn.execute("VACUUM ANALYZE posts")
     finally:
         await conn.close()
@@ -176,7 +185,7 @@ async def search_size(
         pool = await create_pool(url, max_size=2)
         try:
             rows = await time_strategies(
-                pool, args, ks, queries(args.queries, clusters, args.spread, args.seed)
+                pool, args, ks, queries(args.queries, clusters, args.spread, args.seed), notes
             )
         finally:
             await pool.close()
@@ -191,6 +200,7 @@ async def time_strategies(
     args: argparse.Namespace,
     ks: list[int],
     workload: list[tuple[npt.NDArray[np.float32], int]],
+    notes: int,
 ) -> list[Row]:
     store = CommonsStore(pool)
     weights = RankingWeights()
@@ -214,68 +224,89 @@ async def time_strategies(
             await configure_two_stage(conn, ks[-1], filtered=False)
             p = params(vector, Strategy.TWO_STAGE, None)
             plan = await conn.fetch(
-                "EXPLAIN (ANALYZE, BUFFERS) " + search_sql(p.strategy, False), *search_args(p)
+                "EXPLAIN (ANALYZE, BUFFERS) " + search_sql(p.strategy, 0), *search_args(p)
             )
         print("\n".join(r[0] for r in plan), file=sys.stderr)
 
+    Search = Callable[[npt.NDArray[np.float32], str | None], Awaitable[list[SearchHit]]]
+
+    def plain(strategy: Strategy, k: int = 0) -> Search:
+        async def go(vector: npt.NDArray[np.float32], phrase: str | None) -> list[SearchHit]:
+            return await store.search(params(vector, strategy, phrase, k))
+
+        return go
+
+    async def board(vector: npt.NDArray[np.float32], phrase: str | None) -> list[SearchHit]:
+        # What the board does above its two-stage threshold: probe a phrase's selectivity,
+        # then the filtered scan or two-stage (with its fallback).
+        _, hits = await run_search(
+            store, params(vector, Strategy.TWO_STAGE, phrase), args.filter_first_max
+        )
+        return hits
+
+    stage = [(f"two-stage K={k}", plain(Strategy.TWO_STAGE, k)) for k in ks]
+    phrase_paths = [*stage, ("filtered", plain(Strategy.FILTERED)), ("board", board)]
+    rng = np.random.default_rng(args.seed + 2)
+    rare = {i: f"note {int(rng.integers(0, notes))} about" for i in range(len(workload))}
     rows: list[Row] = []
-    for label, phrase_of in (
-        ("unfiltered", lambda c: None),
-        ('with a "topic" phrase', lambda c: f"topic{c % TOPICS}"),
+    for label, phrase_of, paths in (
+        ("unfiltered", lambda i, c: None, stage),
+        ('"topic" phrase (1/20 of notes)', lambda i, c: f"topic{c % TOPICS}", phrase_paths),
+        ("rare phrase (1 note)", lambda i, c: rare[i], phrase_paths),
     ):
-        # Warm the caches for both paths before timing.
-        for vector, cluster in workload[:10]:
-            for strategy in (Strategy.EXACT, Strategy.TWO_STAGE):
-                await store.search(params(vector, strategy, phrase_of(cluster)))
-        exact_times: list[float] = []
-        stage_times: dict[int, list[float]] = {k: [] for k in ks}
-        recalls: dict[int, list[float]] = {k: [] for k in ks}
-        for vector, cluster in workload:
-            phrase = phrase_of(cluster)
-            start = time.perf_counter()
-            exact = [h.id for h in await store.search(params(vector, Strategy.EXACT, phrase))]
-            exact_times.append((time.perf_counter() - start) * 1000)
-            for k in ks:
+        candidates = [("exact", plain(Strategy.EXACT)), *paths]
+        # Warm the caches for every path before timing.
+        for i, (vector, cluster) in enumerate(workload[:10]):
+            for _, search in candidates:
+                await search(vector, phrase_of(i, cluster))
+        times: dict[str, list[float]] = {name: [] for name, _ in candidates}
+        recalls: dict[str, list[float]] = {name: [] for name, _ in candidates}
+        for i, (vector, cluster) in enumerate(workload):
+            phrase = phrase_of(i, cluster)
+            exact: set[uuid.UUID] = set()
+            for name, search in candidates:
                 start = time.perf_counter()
-                hits = await store.search(params(vector, Strategy.TWO_STAGE, phrase, k))
-                stage_times[k].append((time.perf_counter() - start) * 1000)
-                if exact:
-                    found = set(exact) & {h.id for h in hits}
-                    recalls[k].append(len(found) / len(exact))
-        rows.append(Row(f"exact, {label}", exact_times, None))
-        for k in ks:
-            rows.append(
-                Row(f"two-stage K={k}, {label}", stage_times[k], statistics.mean(recalls[k]))
-            )
+                hits = await search(vector, phrase)
+                times[name].append((time.perf_counter() - start) * 1000)
+                found = {h.id for h in hits}
+                if name == "exact":
+                    exact = found
+                elif exact:
+                    recalls[name].append(len(found & exact) / len(exact))
+        for name, _ in candidates:
+            recall = statistics.mean(recalls[name]) if recalls[name] else None
+            rows.append(Row(f"{name}, {label}", times[name], recall))
     return rows
 
 
-def print_search(notes: int, clusters: int, count: int, rows: list[Row], group: int) -> None:
+def print_search(notes: int, clusters: int, count: int, rows: list[Row]) -> None:
     print(
         f"\ncommons search: {notes:,} notes, {clusters:,} clusters, "
         f"{count} queries, top-10, query embedding excluded\n"
     )
-    header = f"{'strategy':<44} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8} {'recall@10':>10}"
+    header = f"{'strategy':<52} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8} {'recall@10':>10}"
     print(header)
     print("-" * len(header))
     for row in rows:
         recall = "" if row.recall is None else f"{row.recall:.3f}"
         print(
-            f"{row.name:<44} {pct(row.times, 0.5):>8.2f} {pct(row.times, 0.95):>8.2f} "
+            f"{row.name:<52} {pct(row.times, 0.5):>8.2f} {pct(row.times, 0.95):>8.2f} "
             f"{statistics.mean(row.times):>8.2f} {recall:>10}"
         )
-    for i in range(0, len(rows), group):
-        for row in rows[i + 1 : i + group]:
-            ratio = pct(rows[i].times, 0.5) / pct(row.times, 0.5)
-            print(f"p50 exact / {row.name}: {ratio:.1f}x")
+    exact = rows[0]
+    for row in rows:
+        if row.name.startswith("exact"):
+            exact = row
+            continue
+        print(f"p50 exact / {row.name}: {pct(exact.times, 0.5) / pct(row.times, 0.5):.1f}x")
     sys.stdout.flush()
 
 
-async def run_search(base: str, args: argparse.Namespace) -> None:
+async def search_benchmark(base: str, args: argparse.Namespace) -> None:
     ks = sorted(int(k) for k in str(args.k).split(","))
     for notes in sorted(int(n) for n in str(args.notes).split(",")):
         clusters, rows = await search_size(base, notes, args, ks)
-        print_search(notes, clusters, args.queries, rows, len(ks) + 1)
+        print_search(notes, clusters, args.queries, rows)
 
 
 # --- posting ---------------------------------------------------------------------------------
@@ -441,7 +472,7 @@ async def run(args: argparse.Namespace) -> None:
             base = embedded.start()
         try:
             if args.mode in ("search", "all"):
-                await run_search(base, args)
+                await search_benchmark(base, args)
             if args.mode in ("post", "all"):
                 await post_figures(base, args, Path(tmp))
         finally:
@@ -466,6 +497,12 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the bench databases")
     parser.add_argument("--posts", type=int, default=1000, help="notes posted (post mode)")
     parser.add_argument("--callers", type=int, default=16, help="concurrent posters")
+    parser.add_argument(
+        "--filter-first-max",
+        type=int,
+        default=20_000,
+        help="the board's COMMONS_FILTER_FIRST_MAX, for the board row",
+    )
     asyncio.run(run(parser.parse_args()))
 
 

@@ -88,6 +88,7 @@ async def start_commons(
             two_stage_threshold=settings.two_stage_threshold,
             two_stage_k=settings.two_stage_k,
             note_count_ttl_s=settings.note_count_ttl_s,
+            filter_first_max=settings.filter_first_max,
         ),
     )
     servicer = CommonsServicer(board)

@@ -38,6 +38,7 @@ class SearchConfig:
     two_stage_threshold: int
     two_stage_k: int
     note_count_ttl_s: float
+    filter_first_max: int  # phrases matching at most this many notes: the filtered strategy
 
 
 def _writer() -> str:
@@ -45,6 +46,30 @@ def _writer() -> str:
     if principal is None:
         raise Unauthenticated("writing to the commons needs an authenticated principal")
     return principal.id
+
+
+async def run_search(
+    store: CommonsStore, params: SearchParams, filter_first_max: int
+) -> tuple[Strategy, list[SearchHit]]:
+    """Runs a search planned with `params.strategy`, adjusted for quoted phrases; returns
+    the strategy that answered and the hits."""
+    strategy = params.strategy
+    # The HNSW scan must read about (notes / matching) rows per candidate it keeps; a
+    # selective phrase is answered faster, and exactly, from its own few notes.
+    if (
+        strategy is Strategy.TWO_STAGE
+        and params.patterns
+        and await store.count_matching(params.patterns, filter_first_max) <= filter_first_max
+    ):
+        strategy = Strategy.FILTERED
+    hits = await store.search(replace(params, strategy=strategy))
+    if strategy is Strategy.TWO_STAGE and params.patterns and len(hits) < params.limit:
+        # The iterative index scan can still stop (pgvector's hnsw.max_scan_tuples) before
+        # K notes pass the phrases, so a short list may be missing matches; the exact scan
+        # over the filtered notes is the correct answer.
+        strategy = Strategy.FILTERED
+        hits = await store.search(replace(params, strategy=strategy))
+    return strategy, hits
 
 
 class NotesBoard:
@@ -136,13 +161,7 @@ class NotesBoard:
             strategy=strategy,
             k=self._search.two_stage_k,
         )
-        hits = await self._store.search(params)
-        if strategy is Strategy.TWO_STAGE and params.patterns and len(hits) < params.limit:
-            # A very selective phrase can exhaust the iterative index scan (pgvector's
-            # hnsw.max_scan_tuples) before K notes pass it, so a short list may be missing
-            # matches; the exact scan over the filtered notes is the correct answer.
-            strategy = Strategy.EXACT
-            hits = await self._store.search(replace(params, strategy=strategy))
+        strategy, hits = await run_search(self._store, params, self._search.filter_first_max)
         principal = current_principal()
         self.log_tasks.spawn(
             self._log_search(query, principal.id if principal else None, strategy, hits),

@@ -23,6 +23,9 @@ class Strategy(StrEnum):
     EXACT = "exact"
     # Top-K by pure cosine distance through the index, then the blended re-rank of those K.
     TWO_STAGE = "two_stage"
+    # A selective quoted phrase on a big board: its few notes, found through the trigram
+    # index, scored exactly (the exact SQL with another plan).
+    FILTERED = "filtered"
 
 
 def blended_score(similarity: float, votes: int, weights: RankingWeights) -> float:

@@ -23,6 +23,7 @@ class CommonsSettings:
     two_stage_threshold: int  # embedded notes at or above which two-stage retrieval is used
     two_stage_k: int  # first-stage candidates taken through the HNSW index
     note_count_ttl_s: float  # how long the note-count estimate is trusted
+    filter_first_max: int  # two-stage regime: phrases this selective are scored exactly
     backfill_interval_s: float
     backfill_batch: int
     limits: Limits
@@ -52,6 +53,7 @@ class CommonsSettings:
             ),
             two_stage_k=env.int("COMMONS_TWO_STAGE_K", 400, min=10, max=1000),
             note_count_ttl_s=env.float("COMMONS_NOTE_COUNT_TTL_S", 60.0, min=0.0, max=86_400.0),
+            filter_first_max=env.int("COMMONS_FILTER_FIRST_MAX", 20_000, min=0, max=10_000_000),
             backfill_interval_s=env.float(
                 "COMMONS_BACKFILL_INTERVAL_S", 15.0, min=0.05, max=86_400.0
             ),

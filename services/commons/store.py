@@ -30,10 +30,16 @@ _POST_COLUMNS = """
 # Parameters: $1 query vector, $2 limit, $3 snippet length, $4 / $5 the weights; two-stage
 # adds $6 = K; the escaped phrase patterns come last, and only when there are phrases.
 _BLEND = "($4::float8 * (1 - {distance}) + $5::float8 * ln(1 + GREATEST(p.score, 0)))"
-# Title, body and tags as one haystack for the quoted-phrase filters.
-_PHRASE_FILTER = (
-    "AND (p.title || ' ' || p.body || ' ' || array_to_string(p.tags, ' ')) ILIKE ALL (${n}::text[])"
-)
+# Title, body and tags as one haystack for the quoted-phrase filters: the expression of the
+# trigram index posts_haystack_trgm (migration 0002), one ILIKE per phrase so each can use it.
+_HAYSTACK = "commons_haystack(p.title, p.body, p.tags)"
+
+
+def phrase_filter(first: int, count: int) -> str:
+    """`AND haystack ILIKE $first AND ...` for `count` patterns; empty for none."""
+    return "".join(f" AND {_HAYSTACK} ILIKE ${n}::text" for n in range(first, first + count))
+
+
 # Ranking happens on ids and scores only; bodies are read (and snipped) for the winners.
 _HITS = """
 SELECT p.id, u.contributor_no, p.title, left(p.body, $3) AS body,
@@ -95,18 +101,18 @@ class SearchParams:
     k: int
 
 
-def search_sql(strategy: Strategy, has_phrases: bool) -> str:
-    # The filter is left out entirely without phrases: even `ILIKE ALL ('{}')` would build
-    # (and detoast) every note's haystack.
+def search_sql(strategy: Strategy, phrases: int) -> str:
+    """The query for `strategy` with `phrases` quoted-phrase filters (the filtered strategy
+    is the exact scan; only its plan differs, see configure_filtered)."""
     if strategy is Strategy.TWO_STAGE:
         template, patterns_at = TWO_STAGE_SQL, 7
     else:
         template, patterns_at = EXACT_SQL, 6
-    return template.format(phrases=_PHRASE_FILTER.format(n=patterns_at) if has_phrases else "")
+    return template.format(phrases=phrase_filter(patterns_at, phrases))
 
 
 def search_args(params: SearchParams) -> list[object]:
-    """The arguments for search_sql(params.strategy, bool(params.patterns)), in order."""
+    """The arguments for search_sql(params.strategy, len(params.patterns)), in order."""
     args: list[object] = [
         params.vector,
         params.limit,
@@ -116,8 +122,7 @@ def search_args(params: SearchParams) -> list[object]:
     ]
     if params.strategy is Strategy.TWO_STAGE:
         args.append(params.k)
-    if params.patterns:
-        args.append(list(params.patterns))
+    args.extend(params.patterns)
     return args
 
 
@@ -320,11 +325,26 @@ class CommonsStore:
             estimate = await self._pool.fetchval("SELECT count(*) FROM posts")
         return int(estimate)
 
+    async def count_matching(self, patterns: Sequence[str], cap: int) -> int:
+        """How many searchable notes pass every phrase filter, counting no further than
+        cap + 1 (through the trigram index: cheap when few do)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await configure_filtered(conn)
+            count: int = await conn.fetchval(
+                "SELECT count(*) FROM (SELECT 1 FROM posts p WHERE p.embedding IS NOT NULL"
+                f"{phrase_filter(2, len(patterns))} LIMIT $1) s",
+                cap + 1,
+                *patterns,
+            )
+        return count
+
     async def search(self, params: SearchParams) -> list[SearchHit]:
-        sql = search_sql(params.strategy, bool(params.patterns))
+        sql = search_sql(params.strategy, len(params.patterns))
         async with self._pool.acquire() as conn, conn.transaction():
             if params.strategy is Strategy.TWO_STAGE:
                 await configure_two_stage(conn, params.k, filtered=bool(params.patterns))
+            elif params.strategy is Strategy.FILTERED:
+                await configure_filtered(conn)
             rows = await conn.fetch(sql, *search_args(params))
         return [
             SearchHit(
@@ -374,5 +394,13 @@ async def configure_two_stage(conn: asyncpg.Connection, k: int, *, filtered: boo
         # The planner guesses an ILIKE filter keeps almost nothing and would scan the whole
         # table instead (measured: as slow as the exact path); stage one must be the index.
         # Too selective a phrase then ends the iterative scan short, and the board falls
-        # back to the exact scan.
+        # back to the filtered scan. The board only takes this path when the phrases match
+        # many notes, so the trigram index must not be chosen either.
         await conn.execute("SET LOCAL enable_seqscan = off")
+        await conn.execute("SET LOCAL enable_bitmapscan = off")
+
+
+async def configure_filtered(conn: asyncpg.Connection) -> None:
+    """The phrases are known to be selective: find their notes through the trigram index
+    (the planner cannot tell from an ILIKE how few notes pass it)."""
+    await conn.execute("SET LOCAL enable_seqscan = off")

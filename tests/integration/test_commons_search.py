@@ -15,7 +15,7 @@ from pgvector.asyncpg import register_vector
 
 from cograph.commons.v1 import commons_pb2
 from commons.ranking import Strategy
-from commons.store import configure_two_stage, search_sql
+from commons.store import configure_filtered, configure_two_stage, search_sql
 from embedder.client import EmbedderClient
 from tests.integration.commons_fixtures import (
     Running,
@@ -219,8 +219,12 @@ async def test_two_stage_agrees_with_exact_and_uses_the_index(
     fresh_db_url: str, embedder_address: str
 ) -> None:
     """Threshold 0 forces two-stage; on a small board its top-10 equals the exact scan."""
+    # Phrases matching at most 8 notes are scored from their own notes (filtered).
     two_stage_settings = commons_settings(
-        fresh_db_url, embedder_address, COMMONS_TWO_STAGE_THRESHOLD="0"
+        fresh_db_url,
+        embedder_address,
+        COMMONS_TWO_STAGE_THRESHOLD="0",
+        COMMONS_FILTER_FIRST_MAX="8",
     )
     exact_settings = commons_settings(
         fresh_db_url, embedder_address, COMMONS_TWO_STAGE_THRESHOLD="1000000"
@@ -239,7 +243,8 @@ async def test_two_stage_agrees_with_exact_and_uses_the_index(
         await wait_for(lambda: _all_embedded(running, 30), 60, "all notes embedded")
         for i, post in enumerate(posts[:8]):
             await asyncio.gather(*(caller.vote(post.id, UP, as_=f"v{i}-{j}") for j in range(i)))
-        for query in ("cache invalidation", 'billing "case 1"', 'retry "%."'):
+        # "case 1" is in 11 notes and "%." in all 30 (two-stage); "case 4" in one (filtered).
+        for query in ("cache invalidation", 'billing "case 1"', 'retry "%."', 'deploy "case 4"'):
             two_stage = await caller.search(query)
             exact = await exact_replica.caller.search(query)
             assert len(exact.results) == 10 or query != "cache invalidation"
@@ -249,9 +254,15 @@ async def test_two_stage_agrees_with_exact_and_uses_the_index(
         strategies = await running.sql(
             "SELECT strategy, count(*) AS n FROM searches GROUP BY strategy ORDER BY strategy"
         )
-        assert [(r["strategy"], r["n"]) for r in strategies] == [("exact", 3), ("two_stage", 3)]
-        plan = await _explain_two_stage(running.database_url, filtered=True)
-        assert "posts_embedding_hnsw" in plan
+        assert [(r["strategy"], r["n"]) for r in strategies] == [
+            ("exact", 4),
+            ("filtered", 1),
+            ("two_stage", 3),
+        ]
+        plan = await _explain(running.database_url, Strategy.TWO_STAGE, ["%a%"])
+        assert "posts_embedding_hnsw" in plan and "posts_haystack_trgm" not in plan
+        plan = await _explain(running.database_url, Strategy.FILTERED, ["%case 4%"])
+        assert "posts_haystack_trgm" in plan
 
 
 async def _all_embedded(running: Running, n: int) -> bool:
@@ -259,26 +270,30 @@ async def _all_embedded(running: Running, n: int) -> bool:
     return bool(row["c"] == n)
 
 
-async def _explain_two_stage(database_url: str, *, filtered: bool) -> str:
+async def _explain(database_url: str, strategy: Strategy, patterns: list[str]) -> str:
     conn = await asyncpg.connect(database_url)
     try:
         await register_vector(conn)
         async with conn.transaction():
-            # A 30-row table is cheaper to scan than to probe; forbid the scan to see that the
-            # first stage *can* use the index (at scale the planner picks it by itself).
+            # A 30-row table is cheaper to scan than to probe; forbid the scan to see that
+            # each path *can* use its index (at scale the planner picks it by itself).
             await conn.execute("SET LOCAL enable_seqscan = off")
-            await configure_two_stage(conn, 100, filtered=filtered)
+            if strategy is Strategy.TWO_STAGE:
+                await configure_two_stage(conn, 100, filtered=bool(patterns))
+            else:
+                await configure_filtered(conn)
             vector = np.zeros(384, dtype=np.float32)
             vector[0] = 1.0
+            k = [100] if strategy is Strategy.TWO_STAGE else []
             rows = await conn.fetch(
-                "EXPLAIN " + search_sql(Strategy.TWO_STAGE, has_phrases=filtered),
+                "EXPLAIN " + search_sql(strategy, len(patterns)),
                 vector,
                 10,
                 1200,
                 1.0,
                 0.15,
-                100,
-                ["%a%"],
+                *k,
+                *patterns,
             )
         return "\n".join(r[0] for r in rows)
     finally:

@@ -47,11 +47,15 @@ def test_ef_search_covers_k_within_pgvector_bounds() -> None:
     assert ef_search_for(5000) == 1000
 
 
-def test_phrase_filter_only_when_there_are_phrases() -> None:
-    assert "ILIKE ALL" not in search_sql(Strategy.EXACT, has_phrases=False)
-    assert "ILIKE ALL" in search_sql(Strategy.EXACT, has_phrases=True)
-    two_stage = search_sql(Strategy.TWO_STAGE, has_phrases=True)
-    assert "ILIKE ALL" in two_stage
+def test_one_indexable_filter_per_phrase_and_none_without() -> None:
+    assert "ILIKE" not in search_sql(Strategy.EXACT, 0)
+    exact = search_sql(Strategy.EXACT, 2)
+    assert "commons_haystack(p.title, p.body, p.tags) ILIKE $6::text" in exact
+    assert "commons_haystack(p.title, p.body, p.tags) ILIKE $7::text" in exact
+    assert exact.count("ILIKE") == 2
+    assert search_sql(Strategy.FILTERED, 2) == exact
+    two_stage = search_sql(Strategy.TWO_STAGE, 1)
+    assert "ILIKE $7::text" in two_stage and two_stage.count("ILIKE") == 1
     assert "ORDER BY p.embedding <=> $1::vector" in two_stage
 
 
