@@ -7,7 +7,8 @@ is what makes concatenating stores and re-sorting on the fused score valid (spec
 
 One deliberate addition to plain RRF: an exact symbol match (the query *is* the node's
 name or qualified name, as the symbol stream reports it) is placed ahead of everything else,
-in fused order among themselves. The spec already treats "ParseConfig at position one" as
+one that agrees in case ahead of one that agrees only ignoring case, in fused order among
+themselves. The spec already treats "ParseConfig at position one" as
 the state a reranker must not disturb; with plain RRF a rank-1 symbol hit is worth only
 1/(k+1) and a node ranked second by two other streams overtakes it (the evaluation measured
 symbol-query MRR 0.88 for the symbol stream alone and 0.79 fused). Pinning exact matches
@@ -37,7 +38,9 @@ class StreamHit:
     unit: Unit
     id: int
     score: float
-    exact: bool = False  # the query equals this node's name or qualified name (symbol stream)
+    # The symbol stream's verdict: 2, the query is this node's name or qualified name as
+    # written; 1, the same ignoring case; 0, neither.
+    exact: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,7 @@ class Fused:
     id: int
     score: float
     provenance: list[Provenance] = field(default_factory=list)
-    exact: bool = False
+    exact: int = 0
 
     def raw(self, stream: StreamName) -> float | None:
         """The raw score of `stream`, or None when that stream did not find this unit."""
@@ -99,7 +102,7 @@ def fuse_store(
                 fused = found[key] = Fused(store, hit.unit, hit.id, 0.0)
                 contributions[key] = []
             fused.provenance.append(Provenance(name, rank, hit.score))
-            fused.exact = fused.exact or hit.exact
+            fused.exact = max(fused.exact, hit.exact)
             contributions[key].append(1.0 / (k + rank))
     for key, fused in found.items():
         # fsum is exactly rounded, so equal rank multisets give bit-equal scores whatever
@@ -120,5 +123,5 @@ def merge_stores(
     return sorted(items, key=_tie_key)
 
 
-def _tie_key(item: Fused) -> tuple[bool, float, int, int, int]:
-    return (not item.exact, -item.score, item.id, STORE_ORDER[item.store], UNIT_ORDER[item.unit])
+def _tie_key(item: Fused) -> tuple[int, float, int, int, int]:
+    return (-item.exact, -item.score, item.id, STORE_ORDER[item.store], UNIT_ORDER[item.unit])

@@ -23,7 +23,7 @@ from retrieval.fusion import StreamHit
 from retrieval.layers import Store, Unit
 
 SYMBOL_THRESHOLD = 0.3  # spec: pg_trgm similarity on qualified_name >= 0.3
-_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
+_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 
 # Per unit: the vector column, the tsvector column and its text-search configuration.
 _VECTOR_COLUMN: dict[Unit, str] = {"body": "embedding", "summary": "summary_embedding"}
@@ -119,30 +119,41 @@ def lexical_sql(
 
 
 def symbol_identifier(text: str) -> str | None:
-    """The query as a dotted identifier (`ParseConfig`, `billing.retry.Backoff`,
-    `Server::Handle`, `Server.Handle`), or None when it is not one (prose, signatures)."""
+    """The query as a dotted identifier, case kept (`ParseConfig`, `billing.retry.Backoff`,
+    `Server::Handle`, `Server.Handle`, `lru-cache.LRUCache.get`: package directories may
+    carry hyphens), or None when it is not one (prose, signatures)."""
     candidate = text.strip().replace("::", ".").replace("#", ".")
-    return candidate.lower() if _IDENTIFIER.fullmatch(candidate) else None
+    return candidate if _IDENTIFIER.fullmatch(candidate) else None
+
+
+def _names(ident: str, name: str, qualified: str) -> str:
+    """SQL: the node named `ident` by its name, its qualified name or a dotted suffix."""
+    return (
+        f"({name} = {ident} OR {qualified} = {ident} "
+        f"OR right({qualified}, length({ident}) + 1) = '.' || {ident})"
+    )
 
 
 def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     """Trigram similarity on qualified_name; `%` (with pg_trgm.similarity_threshold set to
     0.3 in the transaction) is what lets the planner use the trigram GIN index.
 
-    `exact` marks nodes the query names outright: its bare name, its qualified name, or a
-    dotted suffix of it (`Server.Handle` names `pkg.Server.Handle`). Those are candidates
-    whatever their similarity (a short bare name is far, in trigrams, from a long qualified
-    name), found through the lower(name) index, and lead the stream."""
+    `exact` marks nodes the query names outright -- its bare name, its qualified name, or a
+    dotted suffix of it (`Server.Handle` names `pkg.Server.Handle`): 2 when the case agrees
+    too, 1 when it agrees only ignoring case (`Color` the class over `color` the method).
+    Those are candidates whatever their similarity (a short bare name is far, in trigrams,
+    from a long qualified name), found through the lower(name) index, and lead the stream."""
     params = _Params()
     source, where = _source("code", scope, params)
     query = params.add(text)
     identifier = symbol_identifier(text)
-    ident = params.add(identifier)
-    last = params.add(identifier.rsplit(".", 1)[-1] if identifier else None)
+    raw = params.add(identifier)
+    ident = params.add(identifier.lower() if identifier else None)
+    last = params.add(identifier.rsplit(".", 1)[-1].lower() if identifier else None)
     exact = (
-        f"({ident}::text IS NOT NULL AND (lower(t.name) = {ident} "
-        f"OR lower(t.qualified_name) = {ident} "
-        f"OR right(lower(t.qualified_name), length({ident}) + 1) = '.' || {ident}))"
+        f"CASE WHEN {raw}::text IS NULL THEN 0 "
+        f"WHEN {_names(raw, 't.name', 't.qualified_name')} THEN 2 "
+        f"WHEN {_names(ident, 'lower(t.name)', 'lower(t.qualified_name)')} THEN 1 ELSE 0 END"
     )
     sql = (
         f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact "
@@ -192,9 +203,7 @@ async def run_symbol(
     async with conn.transaction():
         await conn.execute(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}")
         rows = await conn.fetch(sql, *args)
-    return [
-        StreamHit(unit, int(row["id"]), float(row["score"]), bool(row["exact"])) for row in rows
-    ]
+    return [StreamHit(unit, int(row["id"]), float(row["score"]), int(row["exact"])) for row in rows]
 
 
 async def hydrate(

@@ -65,7 +65,7 @@ def merge_units(lists: Sequence[Sequence[StreamHit]]) -> list[StreamHit]:
     (the units share a scale: both are cosines, or both ts_rank_cd), ties on id. Exact
     symbol matches keep the lead the symbol stream gave them."""
     merged = [hit for hits in lists for hit in hits]
-    merged.sort(key=lambda hit: (not hit.exact, -hit.score, hit.id, UNIT_ORDER[hit.unit]))
+    merged.sort(key=lambda hit: (-hit.exact, -hit.score, hit.id, UNIT_ORDER[hit.unit]))
     return merged
 
 

@@ -121,14 +121,14 @@ def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
         "vector": [StreamHit("body", 7, 0.9), StreamHit("body", 8, 0.8)],
         "lexical": [StreamHit("body", 7, 0.5), StreamHit("body", 8, 0.4)],
         "symbol": [
-            StreamHit("body", 9, 1.0, exact=True),
-            StreamHit("body", 8, 0.9, exact=True),
+            StreamHit("body", 9, 1.0, exact=2),
+            StreamHit("body", 8, 0.9, exact=2),
             StreamHit("body", 7, 0.4),
         ],
     }
     fused = fuse_store("code", streams, k=60, cap=300)
     assert [f.id for f in fused] == [8, 9, 7]
-    assert [f.exact for f in fused] == [True, True, False]
+    assert [f.exact for f in fused] == [2, 2, 0]
     merged = merge_stores([[f for f in fused if not f.exact], [f for f in fused if f.exact]])
     assert [f.id for f in merged] == [8, 9, 7]
 
@@ -148,3 +148,16 @@ def test_layer_weights_scale_fused_scores_before_the_merge() -> None:
     # An exact symbol match still leads whatever the weights.
     pinned = [[Fused("code", "body", 9, 0.01, exact=True)], *lists()]
     assert merge_stores(pinned, {"body": 0.01, "doc": 100})[0].id == 9
+
+
+def test_a_match_in_case_leads_one_that_ignores_case() -> None:
+    # Query `Color`: node 5 is the class Color (exact, case agrees), node 6 a method `color`
+    # (exact ignoring case) that the other streams like better.
+    streams: Streams = {
+        "vector": [StreamHit("body", 6, 0.9), StreamHit("body", 5, 0.5)],
+        "lexical": [StreamHit("body", 6, 0.5), StreamHit("body", 5, 0.4)],
+        "symbol": [StreamHit("body", 5, 1.0, exact=2), StreamHit("body", 6, 1.0, exact=1)],
+    }
+    fused = fuse_store("code", streams, k=10, cap=300)
+    assert [(f.id, f.exact) for f in fused] == [(5, 2), (6, 1)]
+    assert [f.id for f in merge_stores([fused])] == [5, 6]

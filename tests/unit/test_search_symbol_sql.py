@@ -1,0 +1,37 @@
+"""How a query is read as a symbol name for the symbol stream's exact matches."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.acl import Viewer
+from retrieval.search_store import Scope, symbol_identifier, symbol_sql
+
+
+@pytest.mark.parametrize(
+    ("query", "identifier"),
+    [
+        ("ParseConfig", "ParseConfig"),
+        ("  billing.retry.Backoff ", "billing.retry.Backoff"),
+        ("Server::Handle", "Server.Handle"),
+        ("Greeter#greet", "Greeter.greet"),
+        ("lru-cache.commonjs.LRUCache.get", "lru-cache.commonjs.LRUCache.get"),
+        ("$store", "$store"),
+        ("how does billing retry", None),
+        ("func (s *Server) Handle", None),
+        ("-flag", None),
+        ("a..b", None),
+    ],
+)
+def test_symbol_identifier(query: str, identifier: str | None) -> None:
+    assert symbol_identifier(query) == identifier
+
+
+def test_exact_tiers_and_name_candidates_in_the_sql() -> None:
+    sql, args = symbol_sql(Scope(Viewer("alice", False)), "Color", 300)
+    assert "THEN 2" in sql and "THEN 1" in sql and "ORDER BY exact DESC" in sql
+    assert "OR lower(t.name) = " in sql
+    # The case-kept identifier, the lowered one, and the lowered last segment.
+    assert args[-4:-1] == ["Color", "color", "color"]
+    _, prose = symbol_sql(Scope(Viewer("alice", False)), "how does it retry", 300)
+    assert prose[-4:-1] == [None, None, None]
