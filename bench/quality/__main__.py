@@ -2,7 +2,7 @@
 
     python -m bench.quality [--small] [--out DIR (bench/out/quality)] [--manifest PATH]
                             [--concurrency N] [--per-class N] [--keep] [--embed-text V]
-                            [--env RETRIEVAL_NAME=VALUE ...]
+                            [--env RETRIEVAL_NAME=VALUE ...] [--classes CLASS ...]
 
 Builds the query sets from packages installed on this machine (fixed seeds), indexes the
 copies into a fresh embedded PostgreSQL through the retrieval service (real embedder
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality import datasets, report
+from bench.quality.datasets import QUERY_CLASSES
 from bench.quality.replay import load_index
 from bench.quality.runner import FUSED, Outcome, Sweep, evaluate, missing_answers
 from bench.quality.stack import index_all, running_stack
@@ -50,6 +51,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], d
         queries = [q for q in data.queries if q not in set(missing)]
         if args.per_class:
             queries = [q for q in queries if int(q.id.rsplit("-", 1)[1]) < args.per_class]
+        if args.classes:
+            queries = [q for q in queries if q.klass in args.classes]
         t0 = time.perf_counter()
         outcomes = await evaluate(
             stack, queries, data.repositories, rows, sweep=Sweep(), concurrency=args.concurrency
@@ -81,6 +84,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="queries in flight")
     parser.add_argument("--per-class", type=int, default=0, help="only the first N of each class")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--classes",
+        nargs="+",
+        choices=QUERY_CLASSES,
+        help="only these query classes (after a change that only they can see)",
+    )
     parser.add_argument(
         "--embed-text",
         choices=sorted(CODE_EMBED_TEXTS),

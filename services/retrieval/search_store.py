@@ -146,13 +146,15 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     params = _Params()
     source, where = _source("code", scope, params)
     query = params.add(text)
+    # A name that is not an identifier (a computed member, `Minipass.[RESUME]`) is still
+    # named outright when the query is exactly it.
     identifier = symbol_identifier(text)
-    raw = params.add(identifier)
-    ident = params.add(identifier.lower() if identifier else None)
-    last = params.add(identifier.rsplit(".", 1)[-1].lower() if identifier else None)
+    named = identifier or text.strip()
+    raw = params.add(named)
+    ident = params.add(named.lower())
+    last = params.add((identifier.rsplit(".", 1)[-1] if identifier else named).lower())
     exact = (
-        f"CASE WHEN {raw}::text IS NULL THEN 0 "
-        f"WHEN {_names(raw, 't.name', 't.qualified_name')} THEN 2 "
+        f"CASE WHEN {_names(raw, 't.name', 't.qualified_name')} THEN 2 "
         f"WHEN {_names(ident, 'lower(t.name)', 'lower(t.qualified_name)')} THEN 1 ELSE 0 END"
     )
     sql = (

@@ -33,5 +33,6 @@ def test_exact_tiers_and_name_candidates_in_the_sql() -> None:
     assert "OR lower(t.name) = " in sql
     # The case-kept identifier, the lowered one, and the lowered last segment.
     assert args[-4:-1] == ["Color", "color", "color"]
-    _, prose = symbol_sql(Scope(Viewer("alice", False)), "how does it retry", 300)
-    assert prose[-4:-1] == [None, None, None]
+    # Not an identifier: only a node named exactly that (a computed member) matches.
+    _, computed = symbol_sql(Scope(Viewer("alice", False)), " Minipass.[RESUME] ", 300)
+    assert computed[-4:-1] == ["Minipass.[RESUME]", "minipass.[resume]", "minipass.[resume]"]
