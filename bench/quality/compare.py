@@ -6,7 +6,8 @@ nodes' vectors are computed from, RETRIEVAL_CODE_EMBED_TEXT), on the queries the
 Each DIR holds a run's queries.json (per-query ranks). The first run is the baseline. The
 table gives MRR@10 per class on the tuning half and on the held-out half; a variant is
 recommended only when it is the best on the tuning half and gains on the held-out half by
-report.MIN_GAIN without any class losing more than that (the rule the k/cap sweep uses).
+report.MIN_GAIN without any class losing more than that (report.held_out_rule, as for the
+k/cap and layer-weight sweeps).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality.datasets import QUERY_CLASSES
-from bench.quality.report import MIN_GAIN
+from bench.quality.report import held_out_rule
 
 Ranks = Mapping[str, dict[str, Any]]  # query id -> that query's record
 
@@ -59,12 +60,14 @@ def scores(runs: Mapping[str, Ranks], config: str) -> dict[str, dict[tuple[str, 
 def recommend(table: Mapping[str, Mapping[tuple[str, int], float]]) -> dict[str, Any]:
     baseline = next(iter(table))
     best = max(table, key=lambda label: table[label][("overall", 0)])
-    gain = table[best][("overall", 1)] - table[baseline][("overall", 1)]
     classes = [k for (k, half) in table[baseline] if half == 1 and k != "overall"]
-    worst = min(
-        ((table[best][(k, 1)] - table[baseline][(k, 1)], k) for k in classes), default=(0.0, "")
+    gain, worst, carries = held_out_rule(
+        table[best][("overall", 1)],
+        table[baseline][("overall", 1)],
+        {k: table[best][(k, 1)] for k in classes},
+        {k: table[baseline][(k, 1)] for k in classes},
     )
-    change = best != baseline and gain >= MIN_GAIN and worst[0] > -MIN_GAIN
+    change = best != baseline and carries
     return {
         "baseline": baseline,
         "best_on_tuning_half": best,

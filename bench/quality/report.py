@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,23 @@ def _halves(
     return score(rank_of(o) for o in tune), score(rank_of(o) for o in held), by_class
 
 
+def held_out_rule(
+    best: float,
+    default: float,
+    best_by_class: Mapping[str, float],
+    default_by_class: Mapping[str, float],
+) -> tuple[float, tuple[float, str], bool]:
+    """The rule every tuning choice follows: the held-out gain over the default, the worst
+    class change, and whether the candidate carries over (gains at least MIN_GAIN and no
+    class loses more than that)."""
+    gain = best - default
+    worst = min(
+        ((best_by_class[c] - default_by_class.get(c, 0.0), c) for c in best_by_class),
+        default=(0.0, ""),
+    )
+    return gain, worst, gain >= MIN_GAIN and worst[0] > -MIN_GAIN
+
+
 def _sweep_rank(point: tuple[int, int]) -> Callable[[Outcome], int | None]:
     def rank(outcome: Outcome) -> int | None:
         return outcome.sweep[point]
@@ -189,13 +206,13 @@ def recommend_weights(points: Sequence[WeightScores]) -> dict[str, Any]:
     if default is None:
         return {"change": False, "reason": "equal weights are not in the grid"}
     best = max(points, key=lambda p: (p.tune.mrr10, -abs(p.summary - 1) - abs(p.doc - 1)))
-    gain = best.held_out.mrr10 - default.held_out.mrr10
-    worst = min(
-        (best.held_out_by_class[c] - default.held_out_by_class.get(c, 0.0), c)
-        for c in best.held_out_by_class
+    gain, worst, carries = held_out_rule(
+        best.held_out.mrr10,
+        default.held_out.mrr10,
+        best.held_out_by_class,
+        default.held_out_by_class,
     )
-    change = (best.summary, best.doc) != (1.0, 1.0) and gain >= MIN_GAIN
-    change = change and worst[0] > -MIN_GAIN
+    change = (best.summary, best.doc) != (1.0, 1.0) and carries
     return {
         "change": change,
         "best_on_tuning_half": {"ast_summary": best.summary, "repo_doc": best.doc},
@@ -240,13 +257,13 @@ def recommend(points: Sequence[SweepPoint]) -> dict[str, Any]:
     best = max(points, key=lambda p: (p.tune.mrr10, -abs(p.k - DEFAULT_K), p.cap))
     if default is None:
         return {"change": False, "reason": "the defaults are not in the grid"}
-    gain = best.held_out.mrr10 - default.held_out.mrr10
-    worst_class = min(
-        (best.held_out_by_class[c] - default.held_out_by_class.get(c, 0.0), c)
-        for c in best.held_out_by_class
+    gain, worst_class, carries = held_out_rule(
+        best.held_out.mrr10,
+        default.held_out.mrr10,
+        best.held_out_by_class,
+        default.held_out_by_class,
     )
-    change = (best.k, best.cap) != (DEFAULT_K, DEFAULT_CAP) and gain >= MIN_GAIN
-    change = change and worst_class[0] > -MIN_GAIN
+    change = (best.k, best.cap) != (DEFAULT_K, DEFAULT_CAP) and carries
     return {
         "change": change,
         "best_on_tuning_half": {"rrf_k": best.k, "candidate_cap": best.cap},
