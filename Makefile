@@ -1,5 +1,5 @@
 # The two commands the README promises: `make up` runs Cograph, `make test` tests it.
-.PHONY: up test lint protos bench-embedder clean
+.PHONY: up test unit lint protos bench-embedder clean
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +9,12 @@ up:
 	$(VENV)/bin/cograph up
 
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15
+
+# The inner loop: pure-logic tests only (no database, no model), in seconds.
+unit:
+	@scripts/bootstrap.sh dev
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
 lint:
 	@scripts/bootstrap.sh dev
