@@ -263,6 +263,30 @@ EDGE_KIND_CONTAINS: EdgeKind.ValueType  # 5
 """from contains to (to's parent container is from)."""
 Global___EdgeKind: _TypeAlias = EdgeKind  # noqa: Y015
 
+class _AccessRole:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AccessRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AccessRole.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ACCESS_ROLE_UNSPECIFIED: _AccessRole.ValueType  # 0
+    """Not given: read."""
+    ACCESS_ROLE_READ: _AccessRole.ValueType  # 1
+    """Search, graph and read it."""
+    ACCESS_ROLE_WRITE: _AccessRole.ValueType  # 2
+    """Also re-index it and change its source."""
+
+class AccessRole(_AccessRole, metaclass=_AccessRoleEnumTypeWrapper):
+    """What a grant lets its principal do with one repository or collection."""
+
+ACCESS_ROLE_UNSPECIFIED: AccessRole.ValueType  # 0
+"""Not given: read."""
+ACCESS_ROLE_READ: AccessRole.ValueType  # 1
+"""Search, graph and read it."""
+ACCESS_ROLE_WRITE: AccessRole.ValueType  # 2
+"""Also re-index it and change its source."""
+Global___AccessRole: _TypeAlias = AccessRole  # noqa: Y015
+
 @_typing.final
 class IndexRepositoryRequest(_message.Message):
     """What to index: a local git repository, a plain directory, or a git URL."""
@@ -275,16 +299,16 @@ class IndexRepositoryRequest(_message.Message):
     PUBLIC_FIELD_NUMBER: _builtins.int
     GRANT_PRINCIPAL_IDS_FIELD_NUMBER: _builtins.int
     source: _builtins.str
-    """A local path (git working tree or plain directory) or a git URL (https, ssh, file)."""
+    """A git URL (https, ssh, git) or, under the local-source policy, a server path or file URL."""
     slug: _builtins.str
     """host/owner/name; derived from the remote (or the directory) when empty."""
     branch: _builtins.str
     """The branch to index; the checked-out or default branch when empty."""
     public: _builtins.bool
-    """Whether every principal may read the repository."""
+    """Whether every principal may read the repository (admin only)."""
     @_builtins.property
     def grant_principal_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Principals granted read access, in addition to the caller."""
+        """Principals granted read access (admin only)."""
 
     def __init__(
         self,
@@ -370,16 +394,16 @@ class IndexCollectionRequest(_message.Message):
     description: _builtins.str
     """What the collection holds, in a sentence; used for routing."""
     directory: _builtins.str
-    """A directory on the retrieval server's file system holding the markdown."""
+    """A directory on the retrieval server holding the markdown (under the local-source policy)."""
     public: _builtins.bool
-    """Whether every principal may read the collection."""
+    """Whether every principal may read the collection (admin only)."""
     @_builtins.property
     def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___Document]:
         """Uploaded documents; used when directory is empty."""
 
     @_builtins.property
     def grant_principal_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Principals granted read access, in addition to the caller."""
+        """Principals granted read access (admin only)."""
 
     def __init__(
         self,
@@ -1474,29 +1498,33 @@ Global___GraphResponse: _TypeAlias = GraphResponse  # noqa: Y015
 
 @_typing.final
 class GrantAccessRequest(_message.Message):
-    """Grants a principal read access."""
+    """Grants a principal read or write access (the grant's role is set to the one given)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     PRINCIPAL_ID_FIELD_NUMBER: _builtins.int
     REPOSITORY_FIELD_NUMBER: _builtins.int
     COLLECTION_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
     principal_id: _builtins.str
     """The principal (an API key's principal id)."""
     repository: _builtins.str
     """A repository slug."""
     collection: _builtins.str
     """A collection name."""
+    role: Global___AccessRole.ValueType
+    """The role to grant; read when unspecified."""
     def __init__(
         self,
         *,
         principal_id: _builtins.str = ...,
         repository: _builtins.str = ...,
         collection: _builtins.str = ...,
+        role: Global___AccessRole.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "repository", b"repository", "target", b"target"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "principal_id", b"principal_id", "repository", b"repository", "target", b"target"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "principal_id", b"principal_id", "repository", b"repository", "role", b"role", "target", b"target"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["repository", "collection"]  # noqa: Y015
     _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
@@ -1528,29 +1556,33 @@ Global___GrantAccessResponse: _TypeAlias = GrantAccessResponse  # noqa: Y015
 
 @_typing.final
 class RevokeAccessRequest(_message.Message):
-    """Revokes a principal's read access."""
+    """Revokes a principal's access, or only its write role."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     PRINCIPAL_ID_FIELD_NUMBER: _builtins.int
     REPOSITORY_FIELD_NUMBER: _builtins.int
     COLLECTION_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
     principal_id: _builtins.str
     """The principal."""
     repository: _builtins.str
     """A repository slug."""
     collection: _builtins.str
     """A collection name."""
+    role: Global___AccessRole.ValueType
+    """Write: a write grant becomes a read grant. Read or unspecified: the grant is removed."""
     def __init__(
         self,
         *,
         principal_id: _builtins.str = ...,
         repository: _builtins.str = ...,
         collection: _builtins.str = ...,
+        role: Global___AccessRole.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "repository", b"repository", "target", b"target"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "principal_id", b"principal_id", "repository", b"repository", "target", b"target"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "principal_id", b"principal_id", "repository", b"repository", "role", b"role", "target", b"target"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["repository", "collection"]  # noqa: Y015
     _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015

@@ -116,7 +116,7 @@ class RetrievalServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetJob(self, request, context):
-        """Reports an indexing job's state and progress.
+        """Reports an indexing job's state and progress to whoever started it or may read its target.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -137,7 +137,7 @@ class RetrievalServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteRepository(self, request, context):
-        """Removes a repository and everything indexed from it.
+        """Removes a repository and everything indexed from it (admin only).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -165,7 +165,7 @@ class RetrievalServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GrantAccess(self, request, context):
-        """Lets a principal read a private repository or collection (admin only).
+        """Lets a principal read (or also re-index) a repository or collection (admin only).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -38,13 +38,13 @@ class RetrievalServiceStub:
     IndexCollection: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.IndexCollectionRequest, _retrieval_pb2.IndexCollectionResponse]
     """Starts (or joins) a background job that indexes a markdown collection; returns at once."""
     GetJob: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GetJobRequest, _retrieval_pb2.GetJobResponse]
-    """Reports an indexing job's state and progress."""
+    """Reports an indexing job's state and progress to whoever started it or may read its target."""
     ListRepositories: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListRepositoriesRequest, _retrieval_pb2.ListRepositoriesResponse]
     """Lists the repositories the caller may read."""
     GetRepository: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GetRepositoryRequest, _retrieval_pb2.GetRepositoryResponse]
     """Describes one repository the caller may read."""
     DeleteRepository: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteRepositoryRequest, _retrieval_pb2.DeleteRepositoryResponse]
-    """Removes a repository and everything indexed from it."""
+    """Removes a repository and everything indexed from it (admin only)."""
     ListCollections: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListCollectionsRequest, _retrieval_pb2.ListCollectionsResponse]
     """Lists the collections the caller may read."""
     Search: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]
@@ -52,7 +52,7 @@ class RetrievalServiceStub:
     Graph: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GraphRequest, _retrieval_pb2.GraphResponse]
     """Finds a symbol's definition in one repository with its callers, callees and parent."""
     GrantAccess: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GrantAccessRequest, _retrieval_pb2.GrantAccessResponse]
-    """Lets a principal read a private repository or collection (admin only)."""
+    """Lets a principal read (or also re-index) a repository or collection (admin only)."""
     RevokeAccess: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.RevokeAccessRequest, _retrieval_pb2.RevokeAccessResponse]
     """Takes a principal's grant on a repository or collection away (admin only)."""
     SetVisibility: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.SetVisibilityRequest, _retrieval_pb2.SetVisibilityResponse]
@@ -68,13 +68,13 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     IndexCollection: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.IndexCollectionRequest, _retrieval_pb2.IndexCollectionResponse]  # type: ignore[assignment]
     """Starts (or joins) a background job that indexes a markdown collection; returns at once."""
     GetJob: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GetJobRequest, _retrieval_pb2.GetJobResponse]  # type: ignore[assignment]
-    """Reports an indexing job's state and progress."""
+    """Reports an indexing job's state and progress to whoever started it or may read its target."""
     ListRepositories: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListRepositoriesRequest, _retrieval_pb2.ListRepositoriesResponse]  # type: ignore[assignment]
     """Lists the repositories the caller may read."""
     GetRepository: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GetRepositoryRequest, _retrieval_pb2.GetRepositoryResponse]  # type: ignore[assignment]
     """Describes one repository the caller may read."""
     DeleteRepository: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteRepositoryRequest, _retrieval_pb2.DeleteRepositoryResponse]  # type: ignore[assignment]
-    """Removes a repository and everything indexed from it."""
+    """Removes a repository and everything indexed from it (admin only)."""
     ListCollections: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListCollectionsRequest, _retrieval_pb2.ListCollectionsResponse]  # type: ignore[assignment]
     """Lists the collections the caller may read."""
     Search: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]  # type: ignore[assignment]
@@ -82,7 +82,7 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     Graph: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GraphRequest, _retrieval_pb2.GraphResponse]  # type: ignore[assignment]
     """Finds a symbol's definition in one repository with its callers, callees and parent."""
     GrantAccess: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GrantAccessRequest, _retrieval_pb2.GrantAccessResponse]  # type: ignore[assignment]
-    """Lets a principal read a private repository or collection (admin only)."""
+    """Lets a principal read (or also re-index) a repository or collection (admin only)."""
     RevokeAccess: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.RevokeAccessRequest, _retrieval_pb2.RevokeAccessResponse]  # type: ignore[assignment]
     """Takes a principal's grant on a repository or collection away (admin only)."""
     SetVisibility: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.SetVisibilityRequest, _retrieval_pb2.SetVisibilityResponse]  # type: ignore[assignment]
@@ -113,7 +113,7 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _retrieval_pb2.GetJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.GetJobResponse, _abc.Awaitable[_retrieval_pb2.GetJobResponse]]:
-        """Reports an indexing job's state and progress."""
+        """Reports an indexing job's state and progress to whoever started it or may read its target."""
 
     @_abc_1.abstractmethod
     def ListRepositories(
@@ -137,7 +137,7 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _retrieval_pb2.DeleteRepositoryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.DeleteRepositoryResponse, _abc.Awaitable[_retrieval_pb2.DeleteRepositoryResponse]]:
-        """Removes a repository and everything indexed from it."""
+        """Removes a repository and everything indexed from it (admin only)."""
 
     @_abc_1.abstractmethod
     def ListCollections(
@@ -169,7 +169,7 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _retrieval_pb2.GrantAccessRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.GrantAccessResponse, _abc.Awaitable[_retrieval_pb2.GrantAccessResponse]]:
-        """Lets a principal read a private repository or collection (admin only)."""
+        """Lets a principal read (or also re-index) a repository or collection (admin only)."""
 
     @_abc_1.abstractmethod
     def RevokeAccess(
