@@ -1,0 +1,1 @@
+"""What callers of Cograph may send: the contract shared by the gateway and the services."""

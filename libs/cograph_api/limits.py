@@ -1,0 +1,76 @@
+"""Every request limit that crosses a process boundary, defined once.
+
+The gateway's request models (and so its OpenAPI schema), the MCP tool schemas and each
+service's own validation import these constants, so what a caller is told it may send is
+exactly what the service behind it accepts. Limits are constants, not settings: a
+deployment cannot silently make the published contract wrong. Lengths count Unicode code
+points (Python's len, JSON Schema's maxLength); bounds are inclusive.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+# ---- names shared by many requests -----------------------------------------------------
+
+# A repository slug, host/owner/name (search scope, index, access, repository routes).
+SLUG_MAX_CHARS: Final = 300
+# A collection name, a grant's principal id.
+NAME_MAX_CHARS: Final = 200
+# A git source (URL or server path) and a collection's server directory.
+SOURCE_MAX_CHARS: Final = 4096
+BRANCH_MAX_CHARS: Final = 255
+# Principals granted read access in one indexing request.
+GRANTS_MAX: Final = 1000
+# Opaque ids in paths: notes, jobs, keys.
+ID_MAX_CHARS: Final = 100
+
+# ---- code search (gateway /api/search, MCP cograph_search, retrieval Search) ------------
+
+SEARCH_QUERY_MAX_CHARS: Final = 4000
+TOP_K_MIN: Final = 1
+TOP_K_MAX: Final = 100
+TOP_K_DEFAULT: Final = 10
+# The snippet width callers may ask for (the specification's 80..4000, default 600).
+SNIPPET_CHARS_MIN: Final = 80
+SNIPPET_CHARS_MAX: Final = 4000
+SNIPPET_CHARS_DEFAULT: Final = 600
+Layer = Literal["code", "ast", "ast_summary", "repo_doc", "md_collection"]
+LAYERS: Final[tuple[Layer, ...]] = get_args(Layer)
+LAYERS_MAX: Final = len(LAYERS)
+# A symbol for the graph call (qualified or bare name).
+SYMBOL_MAX_CHARS: Final = 500
+
+# ---- routing (gateway /api/route, MCP cograph_route, router Route) ----------------------
+
+ROUTE_QUERY_MAX_CHARS: Final = 1000
+ROUTE_RESULTS_MIN: Final = 1
+ROUTE_RESULTS_MAX: Final = 20  # per pool: repositories, collections
+ROUTE_RESULTS_DEFAULT: Final = 3
+
+# ---- collections uploaded or read from the server (retrieval IndexCollection) -----------
+
+COLLECTION_DESCRIPTION_MAX_CHARS: Final = 4000
+DOCUMENT_PATH_MAX_CHARS: Final = 1024
+DOCUMENTS_MAX: Final = 100_000
+
+# ---- the commons (gateway /v1, MCP commons_*, commons service) --------------------------
+
+POST_TITLE_MAX_CHARS: Final = 200
+POST_BODY_MAX_CHARS: Final = 20_000
+POST_TAGS_MAX: Final = 10
+TAG_MAX_CHARS: Final = 32
+COMMENT_MAX_CHARS: Final = 5_000
+COMMONS_QUERY_MAX_CHARS: Final = 1_000
+
+# ---- API keys (gateway /api/keys) -------------------------------------------------------
+
+KEY_NAME_MAX_CHARS: Final = 100
+KEY_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@:\-]*$"
+
+# ---- HTTP ------------------------------------------------------------------------------
+
+# The default of GATEWAY_MAX_BODY_BYTES: larger bodies (declared or chunked) get 413. A
+# deployment may lower or raise it; it is the only limit here that is a setting, because
+# it bounds memory, not the meaning of a field.
+REQUEST_BODY_MAX_BYTES: Final = 16 * 1024 * 1024
