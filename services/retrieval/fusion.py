@@ -31,6 +31,11 @@ STREAM_NAMES: tuple[StreamName, ...] = ("vector", "lexical", "symbol")
 _STREAM_ORDER = {name: i for i, name in enumerate(STREAM_NAMES)}
 
 
+# Added per exact-match level to a pinned result's score. Above any weighted RRF score:
+# at most three streams of 1/(k+1) <= 1/2 each, times the largest layer weight (100).
+PIN_SCORE = 1000.0
+
+
 @dataclass(frozen=True, slots=True)
 class StreamHit:
     """One candidate of one stream: the unit it ranks, the row id and the raw score."""
@@ -115,11 +120,16 @@ def merge_stores(
     per_store: Sequence[Sequence[Fused]], weights: Mapping[Unit, float] | None = None
 ) -> list[Fused]:
     """Concatenates the stores' fused lists and re-sorts them on the fused score, each
-    score first multiplied by its unit's weight (RETRIEVAL_LAYER_WEIGHTS; 1 when absent)."""
+    score first multiplied by its unit's weight (RETRIEVAL_LAYER_WEIGHTS; 1 when absent).
+
+    An exact symbol match then gets PIN_SCORE times its `exact` level (2, or 1 ignoring
+    case) added to its score, so the score a caller sees agrees with the pinned order (a
+    client that re-sorts on score keeps the pinning)."""
     items = [item for items in per_store for item in items]
-    if weights:
-        for item in items:
+    for item in items:
+        if weights:
             item.score *= weights.get(item.unit, 1.0)
+        item.score += PIN_SCORE * item.exact
     return sorted(items, key=_tie_key)
 
 

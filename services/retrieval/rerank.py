@@ -1,8 +1,10 @@
 """Reranking: the gate (spec, exactly) and the providers.
 
 Gate: rerank only when it is enabled, the query is not blank, at least `threshold`
-candidates came back, and no exact symbol match already sits at the top -- for `ParseConfig`
-with ParseConfig first, a cross-encoder can only make things worse.
+candidates came back, and no exact symbol match is among the results -- fusion pins exact
+matches first, and for `ParseConfig` with ParseConfig first a cross-encoder can only make
+things worse. Exact means ignoring case and including dotted suffixes (`RetryPolicy.delay`),
+as the symbol stream decides it.
 
 Providers: `local_cross_encoder` asks the embedder service (which holds the CrossEncoder
 next to the embedding model); `cohere`, `voyage` and `jina` are HTTP clients of those
@@ -40,20 +42,26 @@ class Reranker(Protocol):
 
 
 def exact_symbol_match(query: str, qualified_name: str, name: str) -> bool:
-    """The query is the node's qualified name or its bare name (as typed, trimmed)."""
-    text = query.strip()
-    return bool(text) and text in (qualified_name, name)
+    """The query names the node outright: its qualified name, its bare name or a dotted
+    suffix of the qualified name (`RetryPolicy.delay`), ignoring case."""
+    text = query.strip().replace("::", ".").lower()
+    if not text:
+        return False
+    qualified = qualified_name.lower()
+    return text in (qualified, name.lower()) or qualified.endswith("." + text)
 
 
 def should_rerank(
-    settings: RerankSettings, query: str, candidates: int, top_is_exact_symbol: bool
+    settings: RerankSettings, query: str, candidates: int, exact_symbol_match: bool
 ) -> bool:
-    """The spec's gate (the caller also needs a working provider)."""
+    """The gate: enabled, a non-blank query, enough candidates, and no exact symbol match
+    among the results (fusion pins those first; a cross-encoder can only move them down).
+    The caller also needs a working provider."""
     return (
         settings.enabled
         and bool(query.strip())
         and candidates >= settings.threshold
-        and not top_is_exact_symbol
+        and not exact_symbol_match
     )
 
 

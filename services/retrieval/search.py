@@ -156,22 +156,26 @@ class SearchEngine:
         timings["fuse"] = _ms(phase)
 
         # The gate's cheap conditions first, so a search that will not be reranked hydrates
-        # only top_k rows; the exact-symbol condition needs the hydrated top row.
+        # only top_k rows. Exact matches are pinned first, so the first row tells whether
+        # the symbol stream found one; a match it could not see (the stream skipped) is
+        # checked on the hydrated window.
         reranker = self._reranker if not query.skip_rerank else None
         gate = self._settings.rerank
+        pinned = bool(rows) and rows[0].fused.exact > 0
         could_rerank = reranker is not None and should_rerank(
-            gate, query.text, len(rows), top_is_exact_symbol=False
+            gate, query.text, len(rows), exact_symbol_match=pinned
         )
         rerank_window = min(len(rows), gate.top_n) if could_rerank else 0
         phase = time.perf_counter()
         results = await self._hydrate(rows[: max(query.top_k, rerank_window)], query, scope)
         timings["hydrate"] = _ms(phase)
 
-        top = results[0] if results else None
-        exact_top = top is not None and exact_symbol_match(query.text, top.qualified_name, top.name)
-        if reranker is not None and should_rerank(
-            gate, query.text, len(rows), top_is_exact_symbol=exact_top
-        ):
+        named = any(
+            exact_symbol_match(query.text, hit.qualified_name, hit.name)
+            for hit in results[:rerank_window]
+            if hit.store == "code"
+        )
+        if reranker is not None and could_rerank and not named:
             phase = time.perf_counter()
             results = await self._rerank(reranker, query.text, results, rerank_window)
             timings["rerank"] = _ms(phase)
@@ -342,7 +346,13 @@ class SearchEngine:
         for hit, value in zip(head, scores, strict=True):
             hit.rerank_score = value
         order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
-        return [head[i] for i in order] + tail
+        reranked = [head[i] for i in order] + tail
+        # `score` must agree with the order a caller sees: a result the reranker moved
+        # carries the fused score of the place it took; rerank_score says why it moved.
+        places = sorted((hit.score for hit in head), reverse=True)
+        for hit, place in zip(reranked, places, strict=False):
+            hit.score = place
+        return reranked
 
 
 _MARKDOWN = (".md", ".markdown", ".mdx")
@@ -371,9 +381,9 @@ def _hit(row: _Row, record: asyncpg.Record, query: SearchQuery) -> SearchHit:
         name, kind = "", "section"
         language = "markdown" if record["path"].lower().endswith(_MARKDOWN) else "text"
         rerank_text = f"{qualified}\n{text}" if qualified else text
-    snippet = make_snippet(
-        text, query.text, query.snippet_chars, head=fused.streams == frozenset({"vector"})
-    )
+    # Centred on the first literal match whichever stream found the hit; a vector-only hit
+    # with no literal match falls back to the head.
+    snippet = make_snippet(text, query.text, query.snippet_chars)
     return SearchHit(
         id=chunk_id(fused.store, fused.id),
         layer=layer,

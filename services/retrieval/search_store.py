@@ -61,22 +61,21 @@ def _source(store: Store, scope: Scope, params: _Params) -> tuple[str, list[str]
         if scope.collection is not None:
             where.append(f"c.name = {params.add(scope.collection)}")
         source = "md_collection_chunks t JOIN collections c ON c.id = t.collection_id"
-        changed = created = "t.updated_at"
+        changed = "t.updated_at"
     else:
         where = [repository_readable("r", principal, admin)]
         if scope.repo is not None:
             where.append(f"r.slug = {params.add(scope.repo)}")
         table = "code_nodes" if store == "code" else "repo_docs"
         source = f"{table} t JOIN repositories r ON r.id = t.repository_id"
-        if store == "code":
-            # Nodes without history (plain directories) have neither; then they are
-            # unknown in time and a temporal filter leaves them out.
-            changed = "coalesce(t.last_changed_at, t.created_at)"
-            created = "coalesce(t.created_at, t.last_changed_at)"
-        else:
-            changed = created = "t.updated_at"
+        # Code nodes without history (plain directories) have neither time; then they
+        # are unknown in time and a temporal filter leaves them out.
+        code_changed = "coalesce(t.last_changed_at, t.created_at)"
+        changed = code_changed if store == "code" else "t.updated_at"
     if scope.as_of is not None:
-        where.append(f"{created} <= {params.add(scope.as_of)}")
+        # "Existed at as_of" means the version we hold had been written by then: a node
+        # changed after as_of shows text that did not exist at as_of, so it is left out.
+        where.append(f"{changed} <= {params.add(scope.as_of)}")
     if scope.since is not None:
         where.append(f"{changed} >= {params.add(scope.since)}")
     if scope.until is not None:

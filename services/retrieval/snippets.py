@@ -1,7 +1,7 @@
 """Snippets: bounded excerpts that make results cite-able within a token budget.
 
-Spec: centred on the first query-term match, head-anchored for vector-only hits (they have
-no literal match to centre on), `width` characters (default 600, 80..4000), truncation
+Centred on the first query-term match, head-anchored when the text has none (a vector-only
+hit often has no literal match), `width` characters (default 600, 80..4000), truncation
 always flagged. Matching is case-insensitive and identifier-aware: the query word
 `ParseConfig` also finds `parse_config`, `parse-config` and `parseconfig`.
 
@@ -66,17 +66,14 @@ def first_match(text: str, query: str) -> tuple[int, int] | None:
     return None
 
 
-def make_snippet(text: str, query: str, width: int, *, head: bool = False) -> Snippet:
-    """An excerpt of at most `width` characters.
-
-    `head` anchors at the start (vector-only hits); otherwise the excerpt is centred on
-    the first query-term match, falling back to the head when nothing matches literally.
-    """
+def make_snippet(text: str, query: str, width: int) -> Snippet:
+    """An excerpt of at most `width` characters, centred on the first query-term match,
+    falling back to the head when nothing matches literally."""
     if width < 1:
         raise ValueError("width must be positive")
     if len(text) <= width:
         return Snippet(text, False)
-    match = None if head else first_match(text, query)
+    match = first_match(text, query)
     if match is None:
         return Snippet(text[:width], True)
     start, end = match

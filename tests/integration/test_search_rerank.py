@@ -128,6 +128,9 @@ async def test_vendor_provider_reranks_and_failures_keep_the_fused_order(
                 r.id + str(r.layer) for r in fused.results[:10]
             }
             assert [r.id for r in reply.results[10:]] == [r.id for r in fused.results[10:]]
+            # The score agrees with the reranked order (a client may re-sort on it).
+            scores = [r.score for r in reply.results]
+            assert scores == sorted(scores, reverse=True)
             sent = fake.requests[-1]["body"]
             assert sent["query"] == query and len(sent["documents"]) == 10
             # Each score is the fake's overlap for the document sent at its fused position.
@@ -135,6 +138,16 @@ async def test_vendor_provider_reranks_and_failures_keep_the_fused_order(
             for result in head:
                 document = sent["documents"][sent_order.index((result.id, result.layer))]
                 assert result.rerank_score == pytest.approx(overlap(query, document))
+
+            # An exact symbol match anywhere -- any case, or a dotted suffix of the
+            # qualified name -- skips reranking: the pinned match stays first.
+            for named in ("parseconfig", "ParseConfig.validate"):
+                exact = await search_env.search(named, stub=stub, top_k=30)
+                assert exact.results[0].qualified_name.lower().endswith(named.lower())
+                assert not any(r.HasField("rerank_score") for r in exact.results)
+            calls = len(fake.requests)
+            await search_env.search("ParseConfig.validate", stub=stub, top_k=30)
+            assert len(fake.requests) == calls
 
             fake.fail_with = 500
             failed = await search_env.search(query, stub=stub, top_k=30)

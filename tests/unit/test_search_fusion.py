@@ -131,6 +131,8 @@ def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
     assert [f.exact for f in fused] == [2, 2, 0]
     merged = merge_stores([[f for f in fused if not f.exact], [f for f in fused if f.exact]])
     assert [f.id for f in merged] == [8, 9, 7]
+    # Node 7 fused higher than node 9 on RRF alone; the pin shows in the score too.
+    assert merged[0].score > merged[1].score > merged[2].score
 
 
 def test_layer_weights_scale_fused_scores_before_the_merge() -> None:
@@ -145,9 +147,13 @@ def test_layer_weights_scale_fused_scores_before_the_merge() -> None:
     weighted = merge_stores(lists(), {"doc": 1.5, "summary": 0.5})
     assert [f.id for f in weighted] == [3, 1, 2]
     assert [f.score for f in weighted] == pytest.approx([0.12, 0.10, 0.045])
-    # An exact symbol match still leads whatever the weights.
+    # An exact symbol match still leads whatever the weights, and its score says so: the
+    # returned scores never rise down the list.
     pinned = [[Fused("code", "body", 9, 0.01, exact=True)], *lists()]
-    assert merge_stores(pinned, {"body": 0.01, "doc": 100})[0].id == 9
+    merged = merge_stores(pinned, {"body": 0.01, "doc": 100})
+    assert merged[0].id == 9
+    scores = [f.score for f in merged]
+    assert scores == sorted(scores, reverse=True)
 
 
 def test_a_match_in_case_leads_one_that_ignores_case() -> None:

@@ -30,14 +30,18 @@ def test_gate_follows_the_spec() -> None:
     assert not should_rerank(replace(ON, enabled=False), "billing retry", 500, False)
     assert not should_rerank(ON, "   ", 500, False)  # blank query
     assert not should_rerank(ON, "billing retry", 49, False)  # below the threshold
-    assert not should_rerank(ON, "ParseConfig", 500, True)  # exact symbol on top
+    assert not should_rerank(ON, "ParseConfig", 500, True)  # an exact symbol match
     assert should_rerank(replace(ON, threshold=0), "x", 0, False)
 
 
 def test_exact_symbol_match_is_name_or_qualified_name() -> None:
     assert exact_symbol_match("ParseConfig", "pkg.config.ParseConfig", "ParseConfig")
     assert exact_symbol_match(" pkg.config.ParseConfig ", "pkg.config.ParseConfig", "ParseConfig")
-    assert not exact_symbol_match("parseconfig", "pkg.config.ParseConfig", "ParseConfig")
+    # Case does not matter, and a dotted suffix names the node as the symbol stream says.
+    assert exact_symbol_match("parseconfig", "pkg.config.ParseConfig", "ParseConfig")
+    assert exact_symbol_match("RetryPolicy.delay", "billing.RetryPolicy.delay", "delay")
+    assert exact_symbol_match("config::ParseConfig", "pkg.config.ParseConfig", "ParseConfig")
+    assert not exact_symbol_match("Policy.delay", "billing.RetryPolicy.delay", "delay")
     assert not exact_symbol_match("ParseConfig load", "pkg.config.ParseConfig", "ParseConfig")
     assert not exact_symbol_match("", "", "")
 
