@@ -1,17 +1,111 @@
-"""The asyncpg pool, with pgvector's codec registered on every connection."""
+"""The asyncpg pool, with pgvector's codec registered on every connection, and the deadlines
+every database call runs under.
+
+A frozen or unreachable server must never hang a request. Each pool therefore bounds:
+connecting (COGRAPH_DB_CONNECT_TIMEOUT_S), waiting for a pooled connection
+(COGRAPH_DB_ACQUIRE_TIMEOUT_S), and each statement, twice: the server cancels it
+(`statement_timeout`) and the client stops waiting for it (asyncpg's command_timeout, a
+little later, because a stopped server cannot cancel anything). Indexing writes and links
+large batches, so the indexer's pool gets its own, longer statement budget
+(COGRAPH_DB_INDEX_STATEMENT_TIMEOUT_S). An acquisition that times out raises
+`DatabaseUnavailable`; svckit.errors maps it, and asyncpg's own timeout and connection
+errors, to UNAVAILABLE.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 import asyncpg
 from pgvector.asyncpg import register_vector
 
+from svckit.config import Env
+from svckit.errors import DatabaseUnavailable
 from svckit.migrations import ADVISORY_LOCK_KEY
 
+log = logging.getLogger(__name__)
+
 REQUIRED_EXTENSIONS = ("vector", "pg_trgm")
+# The client waits this much longer than the server's statement_timeout, so that on a
+# healthy server the server's cancellation (a clear error) always wins the race.
+_CLIENT_MARGIN_S = 1.0
+
+
+@dataclass(frozen=True)
+class DbTimeouts:
+    """How long any database operation may take, read once from the environment."""
+
+    connect_s: float = 5.0  # opening a connection, TLS and startup included
+    acquire_s: float = 5.0  # waiting for a pooled connection (connecting included)
+    # Request-path statements take milliseconds; 8 s leaves room for a cold cache on a big
+    # index while a request on a frozen server still fails within about 9 s (statement plus
+    # the client's margin), well inside the gateway's 15 s promise.
+    statement_s: float = 8.0
+    # Indexing copies and links whole batches (HNSW maintenance included): minutes, not ms.
+    index_statement_s: float = 600.0
+
+    @classmethod
+    def from_env(cls, env: Env | None = None) -> DbTimeouts:
+        env = env or Env()
+        return cls(
+            connect_s=env.float("COGRAPH_DB_CONNECT_TIMEOUT_S", cls.connect_s, min=0.1, max=300),
+            acquire_s=env.float("COGRAPH_DB_ACQUIRE_TIMEOUT_S", cls.acquire_s, min=0.1, max=300),
+            statement_s=env.float(
+                "COGRAPH_DB_STATEMENT_TIMEOUT_S", cls.statement_s, min=0.1, max=3600
+            ),
+            index_statement_s=env.float(
+                "COGRAPH_DB_INDEX_STATEMENT_TIMEOUT_S", cls.index_statement_s, min=1, max=86_400
+            ),
+        )
+
+    def for_indexing(self) -> DbTimeouts:
+        """The indexer's budget: long statements, and as long to wait for a connection, since
+        the connection it waits for may be busy with one of those statements."""
+        return replace(
+            self,
+            statement_s=self.index_statement_s,
+            acquire_s=max(self.acquire_s, self.index_statement_s),
+        )
 
 
 class MissingExtensionError(RuntimeError):
     """The database lacks an extension Cograph needs and we may not create it."""
+
+
+class BoundedPool(asyncpg.Pool):
+    """asyncpg's pool with a deadline on every acquisition that does not name its own.
+
+    A timed-out acquisition raises DatabaseUnavailable rather than a bare TimeoutError, so
+    that the caller's error says what was waited for.
+    """
+
+    acquire_timeout_s: float = DbTimeouts.acquire_s
+
+    # PoolAcquireContext (`async with pool.acquire()` and `await pool.acquire()` alike)
+    # goes through _acquire, so this is the one place that sees every acquisition.
+    async def _acquire(self, timeout: float | None) -> Any:
+        budget = self.acquire_timeout_s if timeout is None else timeout
+        try:
+            return await super()._acquire(budget)
+        except TimeoutError:
+            raise DatabaseUnavailable(
+                f"the database gave no connection within {budget:g} s"
+            ) from None
+
+    async def release(self, connection: Any, *, timeout: float | None = None) -> None:
+        con = getattr(connection, "_con", None)
+        protocol = getattr(con, "_protocol", None)
+        # A statement on this connection ran past command_timeout and asyncpg is still
+        # cancelling it. On a frozen server the cancellation never completes, and asyncpg
+        # would wait for it (up to the acquire timeout) before handing the error back,
+        # doubling the caller's wait. Dropping the connection costs one reconnect.
+        if con is not None and protocol is not None and protocol._is_cancelling():
+            con.terminate()
+        await super().release(connection, timeout=timeout)
 
 
 async def ensure_extensions(dsn: str) -> None:
@@ -19,7 +113,7 @@ async def ensure_extensions(dsn: str) -> None:
 
     Runs before the pool exists because register_vector needs the vector type to exist.
     """
-    conn = await asyncpg.connect(dsn)
+    conn = await asyncpg.connect(dsn, timeout=DbTimeouts.from_env().connect_s)
     try:
         # Serialised with the migrations' lock: two pods starting on a fresh database would
         # otherwise both try CREATE EXTENSION and one would fail on the catalog's unique key.
@@ -44,11 +138,54 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
 
 
-async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=_init_connection
+async def create_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    timeouts: DbTimeouts | None = None,
+    server_settings: Mapping[str, str] | None = None,
+    vector: bool = True,
+) -> asyncpg.Pool:
+    """A BoundedPool whose connections carry the deadlines of `timeouts` (default: from
+    the environment, so a bad value stops the service at start-up).
+
+    `statement_timeout` goes in the startup packet rather than a SET: the pool's reset on
+    release (RESET ALL) returns a session to its startup values, so it survives reuse.
+    """
+    limits = timeouts or DbTimeouts.from_env()
+    settings = {
+        "statement_timeout": str(max(1, round(limits.statement_s * 1000))),
+        **(server_settings or {}),
+    }
+    pool = BoundedPool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        max_queries=50_000,
+        max_inactive_connection_lifetime=300.0,
+        connect=None,
+        setup=None,
+        init=_init_connection if vector else None,
+        reset=None,
+        loop=None,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
+        timeout=limits.connect_s,
+        command_timeout=limits.statement_s + _CLIENT_MARGIN_S,
+        server_settings=settings,
     )
-    assert pool is not None
+    pool.acquire_timeout_s = limits.acquire_s
+    # The first connections are opened here; a server that does not answer must not hang
+    # the service's start-up either.
+    try:
+        await asyncio.wait_for(pool, timeout=limits.connect_s + limits.acquire_s)
+    except TimeoutError:
+        pool.terminate()
+        raise DatabaseUnavailable(
+            f"the database did not accept connections within {limits.connect_s:g} s"
+        ) from None
+    log.debug("pool ready", extra={"statement_timeout_s": limits.statement_s})
     return pool
 
 

@@ -42,7 +42,7 @@ from retrieval.search_settings import SearchSettings
 from retrieval.search_store import Scope, hydrate
 from retrieval.snippets import make_snippet
 from retrieval.streams import StreamTask, merge_units, plan_streams, run_stream
-from svckit.errors import NotFound
+from svckit.errors import NotFound, database_outage
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +242,10 @@ class SearchEngine:
                 split_identifiers=self._settings.split_identifiers,
             )
         except Exception as err:  # CancelledError is a BaseException: it propagates
+            if database_outage(err) is not None:
+                # Without its database a search has no answer, not a degraded one: fail the
+                # request (UNAVAILABLE) instead of returning an empty list marked degraded.
+                raise
             log.warning("search stream failed", extra={"stream": task.label, "error": str(err)})
             failed.add(task.stream)
             return []
