@@ -58,14 +58,8 @@ class CommonsSettings:
                 "COMMONS_BACKFILL_INTERVAL_S", 15.0, min=0.05, max=86_400.0
             ),
             backfill_batch=env.int("COMMONS_BACKFILL_BATCH", 32, min=1, max=256),
-            limits=Limits(
-                title_chars=env.int("COMMONS_MAX_TITLE_CHARS", 200, min=1, max=10_000),
-                body_chars=env.int("COMMONS_MAX_BODY_CHARS", 20_000, min=1, max=1_000_000),
-                tags=env.int("COMMONS_MAX_TAGS", 10, min=0, max=100),
-                tag_chars=env.int("COMMONS_MAX_TAG_CHARS", 32, min=1, max=200),
-                comment_chars=env.int("COMMONS_MAX_COMMENT_CHARS", 5_000, min=1, max=1_000_000),
-                query_chars=env.int("COMMONS_MAX_QUERY_CHARS", 1_000, min=1, max=16_000),
-            ),
+            # Request limits are the published contract (cograph_api.limits), not settings.
+            limits=Limits(),
             db_pool_max=env.int("COMMONS_DB_POOL_MAX", 10, min=2, max=200),
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),

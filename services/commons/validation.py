@@ -1,21 +1,27 @@
-"""Input limits for notes, comments and queries; errors name the field and the limit."""
+"""Input limits for notes, comments and queries; errors name the field and the limit.
+
+The sizes are cograph_api.limits' constants, the ones the gateway publishes in its OpenAPI
+and MCP schemas; they are not settings, so the published contract cannot drift from what
+this service accepts.
+"""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 
+from cograph_api import limits as L
 from svckit.errors import InvalidArgument
 
 
 @dataclass(frozen=True)
 class Limits:
-    title_chars: int = 200
-    body_chars: int = 20_000
-    tags: int = 10
-    tag_chars: int = 32
-    comment_chars: int = 5_000
-    query_chars: int = 1_000
+    title_chars: int = L.POST_TITLE_MAX_CHARS
+    body_chars: int = L.POST_BODY_MAX_CHARS
+    tags: int = L.POST_TAGS_MAX
+    tag_chars: int = L.TAG_MAX_CHARS
+    comment_chars: int = L.COMMENT_MAX_CHARS
+    query_chars: int = L.COMMONS_QUERY_MAX_CHARS
 
 
 @dataclass(frozen=True)

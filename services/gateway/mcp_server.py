@@ -1,6 +1,7 @@
 """The MCP server: Cograph's tools for agents, over streamable HTTP (/mcp) and stdio.
 
-Tools are thin: each validates its arguments with the same limits as REST and calls a
+Tools are thin: each validates its arguments with the limits REST and the services use
+(cograph_api.limits, in the argument models and the published JSON schemas) and calls a
 `CographApi` -- the in-gateway GatewayApi for /mcp (acting for the key's principal), or a
 RestClient to the gateway for `cograph mcp` over stdio (acting for COGRAPH_API_KEY).
 Failures come back as tool results with is_error set and the REST error body, so an agent
@@ -20,6 +21,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cograph_api import limits as L
 from gateway import models
 from gateway.api import CographApi, Json
 from gateway.auth import principal_of
@@ -42,7 +44,8 @@ INSTRUCTIONS = (
 # ---- argument models (the REST limits, plus MCP-friendly defaults) ----
 
 _STRICT = ConfigDict(extra="forbid")
-MCP_TOP_K_DEFAULT = 8
+MCP_TOP_K_DEFAULT = 8  # smaller than REST's default: an agent's context is the budget
+PostId = Annotated[str, Field(min_length=1, max_length=L.ID_MAX_CHARS)]
 
 
 class SearchArgs(BaseModel):
@@ -50,8 +53,8 @@ class SearchArgs(BaseModel):
     query: models.Query
     repo: models.Slug | None = None
     collection: models.Name | None = None
-    layers: list[models.Layer] | None = Field(None, max_length=5)
-    top_k: models.StrictInt = Field(MCP_TOP_K_DEFAULT, ge=1, le=50)
+    layers: list[models.Layer] | None = Field(None, max_length=L.LAYERS_MAX)
+    top_k: models.StrictInt = Field(MCP_TOP_K_DEFAULT, ge=L.TOP_K_MIN, le=L.TOP_K_MAX)
     snippet_chars: models.StrictInt = Field(
         models.SNIPPET_DEFAULT, ge=models.SNIPPET_MIN, le=models.SNIPPET_MAX
     )
@@ -63,14 +66,18 @@ class SearchArgs(BaseModel):
 
 class RouteArgs(BaseModel):
     model_config = _STRICT
-    query: models.Query
-    max_repositories: models.StrictInt = Field(3, ge=1, le=20)
-    max_collections: models.StrictInt = Field(3, ge=1, le=20)
+    query: models.RouteQuery
+    max_repositories: models.StrictInt = Field(
+        L.ROUTE_RESULTS_DEFAULT, ge=L.ROUTE_RESULTS_MIN, le=L.ROUTE_RESULTS_MAX
+    )
+    max_collections: models.StrictInt = Field(
+        L.ROUTE_RESULTS_DEFAULT, ge=L.ROUTE_RESULTS_MIN, le=L.ROUTE_RESULTS_MAX
+    )
 
 
 class GraphArgs(BaseModel):
     model_config = _STRICT
-    symbol: Annotated[str, Field(min_length=1, max_length=500)]
+    symbol: models.Symbol
     repo: models.Slug
 
 
@@ -81,25 +88,25 @@ class StatusArgs(BaseModel):
 
 class CommonsSearchArgs(BaseModel):
     model_config = _STRICT
-    query: models.Query
+    query: models.CommonsQuery
 
 
 class CommonsGetArgs(BaseModel):
     model_config = _STRICT
-    post_id: Annotated[str, Field(min_length=1, max_length=100)]
+    post_id: PostId
     include_comments: models.StrictBool = True
 
 
 class CommonsPostArgs(BaseModel):
     model_config = _STRICT
-    title: Annotated[str, Field(min_length=1, max_length=10_000)]
-    body: Annotated[str, Field(min_length=1, max_length=1_000_000)]
-    tags: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list, max_length=100)
+    title: models.PostTitle
+    body: models.PostBody
+    tags: list[models.Tag] = Field(default_factory=list, max_length=L.POST_TAGS_MAX)
 
 
 class CommonsVoteArgs(BaseModel):
     model_config = _STRICT
-    post_id: Annotated[str, Field(min_length=1, max_length=100)]
+    post_id: PostId
     direction: Literal["up", "down", "none"]
 
 
@@ -120,18 +127,25 @@ def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
-_QUERY = {"type": "string", "minLength": 1, "maxLength": 4000}
+_QUERY = {"type": "string", "minLength": 1, "maxLength": L.SEARCH_QUERY_MAX_CHARS}
 _SLUG = {
     "type": "string",
     "minLength": 1,
-    "maxLength": 300,
+    "maxLength": L.SLUG_MAX_CHARS,
     "description": "Repository slug host/owner/name, e.g. github.com/acme/billing.",
 }
 _POST_ID = {
     "type": "string",
     "minLength": 1,
-    "maxLength": 100,
+    "maxLength": L.ID_MAX_CHARS,
     "description": "The note's id (a UUID) from commons_search or commons_post.",
+}
+
+_ROUTE_RESULTS = {
+    "type": "integer",
+    "minimum": L.ROUTE_RESULTS_MIN,
+    "maximum": L.ROUTE_RESULTS_MAX,
+    "default": L.ROUTE_RESULTS_DEFAULT,
 }
 
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -150,12 +164,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "collection": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 200,
+                "maxLength": L.NAME_MAX_CHARS,
                 "description": "Search this markdown collection instead of code.",
             },
             "layers": {
                 "type": "array",
-                "maxItems": 5,
+                "maxItems": L.LAYERS_MAX,
                 "uniqueItems": True,
                 "items": {"type": "string", "enum": list(models.LAYERS)},
                 "description": "code (bodies), ast (signatures only), ast_summary "
@@ -164,8 +178,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
             "top_k": {
                 "type": "integer",
-                "minimum": 1,
-                "maximum": 50,
+                "minimum": L.TOP_K_MIN,
+                "maximum": L.TOP_K_MAX,
                 "default": MCP_TOP_K_DEFAULT,
                 "description": "Results to return; the main token lever.",
             },
@@ -190,9 +204,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "cograph_route": _obj(
         {
-            "query": {**_QUERY, "description": "The question or task, in words."},
-            "max_repositories": {"type": "integer", "minimum": 1, "maximum": 20, "default": 3},
-            "max_collections": {"type": "integer", "minimum": 1, "maximum": 20, "default": 3},
+            "query": {
+                **_QUERY,
+                "maxLength": L.ROUTE_QUERY_MAX_CHARS,
+                "description": "The question or task, in words.",
+            },
+            "max_repositories": _ROUTE_RESULTS,
+            "max_collections": _ROUTE_RESULTS,
         },
         ["query"],
     ),
@@ -201,7 +219,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "symbol": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 500,
+                "maxLength": L.SYMBOL_MAX_CHARS,
                 "description": "A function, method or class name, qualified or not "
                 "(billing.retry_charge, Server.Handle).",
             },
@@ -216,7 +234,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         {
             "query": {
                 **_QUERY,
-                "maxLength": 1000,
+                "maxLength": L.COMMONS_QUERY_MAX_CHARS,
                 "description": "What you are about to do or "
                 'the problem you hit. "Quoted phrases" must appear literally in a note.',
             }
@@ -239,20 +257,25 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "title": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 200,
+                "maxLength": L.POST_TITLE_MAX_CHARS,
                 "description": "One line stating the lesson, e.g. 'Sign-up lives in "
                 "auth/signup.tsx, never add registration'.",
             },
             "body": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 20000,
+                "maxLength": L.POST_BODY_MAX_CHARS,
                 "description": "What you found, why it matters, and where (paths).",
             },
             "tags": {
                 "type": "array",
-                "maxItems": 10,
-                "items": {"type": "string", "minLength": 1, "maxLength": 32, "pattern": r"^\S+$"},
+                "maxItems": L.POST_TAGS_MAX,
+                "items": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": L.TAG_MAX_CHARS,
+                    "pattern": r"^\S+$",
+                },
                 "description": "Short lower-case tags without spaces.",
             },
         },

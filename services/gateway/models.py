@@ -1,8 +1,10 @@
 """Request bodies and their limits, checked before any backend is called.
 
-The limits here are coarse guards (types, ranges, sizes); each service still enforces its
-own precise rules and its INVALID_ARGUMENT comes back as a 400 naming the field. Unknown
-fields are rejected so a typo'd option never silently does nothing.
+Every size and range comes from cograph_api.limits, the constants the services enforce too,
+so the OpenAPI schema never promises more than a service accepts. Services still check
+their own rules (blank after trimming, tag syntax...) and their INVALID_ARGUMENT comes back
+as a 400 naming the field. Unknown fields are rejected so a typo'd option never silently
+does nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from cograph_api import limits as L
 from gateway.errors import invalid
 
 
@@ -41,16 +44,30 @@ def _not_blank(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_clean)]
-Query = Annotated[str, StringConstraints(min_length=1, max_length=4000), AfterValidator(_clean)]
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_clean)]
-Slug = Annotated[str, StringConstraints(min_length=1, max_length=300), AfterValidator(_clean)]
-Layer = Literal["code", "ast", "ast_summary", "repo_doc", "md_collection"]
+
+
+def _len(max_chars: int, min_chars: int = 1) -> StringConstraints:
+    return StringConstraints(min_length=min_chars, max_length=max_chars)
+
+
+_CLEAN = AfterValidator(_clean)
+Query = Annotated[str, _len(L.SEARCH_QUERY_MAX_CHARS), _CLEAN]
+RouteQuery = Annotated[str, _len(L.ROUTE_QUERY_MAX_CHARS), _CLEAN]
+CommonsQuery = Annotated[str, _len(L.COMMONS_QUERY_MAX_CHARS), _CLEAN]
+Name = Annotated[str, _len(L.NAME_MAX_CHARS), _CLEAN]
+Slug = Annotated[str, _len(L.SLUG_MAX_CHARS), _CLEAN]
+Symbol = Annotated[str, _len(L.SYMBOL_MAX_CHARS), _CLEAN]
+PostTitle = Annotated[str, _len(L.POST_TITLE_MAX_CHARS), _CLEAN]
+PostBody = Annotated[str, _len(L.POST_BODY_MAX_CHARS), _CLEAN]
+Tag = Annotated[str, _len(L.TAG_MAX_CHARS), _CLEAN]
+Layer = L.Layer
 StrictInt = Annotated[int, Field(strict=True)]
 StrictBool = Annotated[bool, Field(strict=True)]
 
-LAYERS: tuple[str, ...] = ("code", "ast", "ast_summary", "repo_doc", "md_collection")
-SNIPPET_MIN, SNIPPET_MAX, SNIPPET_DEFAULT = 80, 4000, 600
-TOP_K_MAX = 100
+LAYERS: tuple[str, ...] = L.LAYERS
+SNIPPET_MIN, SNIPPET_MAX = L.SNIPPET_CHARS_MIN, L.SNIPPET_CHARS_MAX
+SNIPPET_DEFAULT = L.SNIPPET_CHARS_DEFAULT
+TOP_K_MAX = L.TOP_K_MAX
 
 
 class Body(BaseModel):
@@ -67,11 +84,13 @@ class SearchRequest(Body):
     collection: Name | None = Field(None, description="Search one markdown collection instead.")
     layers: list[Layer] | None = Field(
         None,
-        max_length=5,
+        max_length=L.LAYERS_MAX,
         description="Result layers; default code, ast_summary and repo_doc "
         "(md_collection with collection).",
     )
-    top_k: StrictInt | None = Field(None, ge=1, le=TOP_K_MAX, description="Results to return.")
+    top_k: StrictInt | None = Field(
+        None, ge=L.TOP_K_MIN, le=L.TOP_K_MAX, description="Results to return."
+    )
     snippet_chars: StrictInt | None = Field(
         None, ge=SNIPPET_MIN, le=SNIPPET_MAX, description="Snippet width in characters."
     )
@@ -87,29 +106,29 @@ class GraphRequest(Body):
     """A symbol's definitions in one repository with callers, callees and parents."""
 
     repo: Slug
-    symbol: Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_clean)]
+    symbol: Symbol
 
 
 class RouteRequest(Body):
     """Which repositories and collections a question belongs to (spec: Source routing)."""
 
-    query: Annotated[Query, AfterValidator(_not_blank)]
-    max_repositories: StrictInt | None = Field(None, ge=1, le=20)
-    max_collections: StrictInt | None = Field(None, ge=1, le=20)
+    query: Annotated[RouteQuery, AfterValidator(_not_blank)]
+    max_repositories: StrictInt | None = Field(None, ge=L.ROUTE_RESULTS_MIN, le=L.ROUTE_RESULTS_MAX)
+    max_collections: StrictInt | None = Field(None, ge=L.ROUTE_RESULTS_MIN, le=L.ROUTE_RESULTS_MAX)
 
 
 class IndexRepositoryRequest(Body):
     """Index a local path or git URL as a background job."""
 
-    source: Annotated[str, StringConstraints(min_length=1, max_length=4096), AfterValidator(_clean)]
+    source: Annotated[str, _len(L.SOURCE_MAX_CHARS), _CLEAN]
     slug: Slug | None = None
-    branch: Annotated[str, StringConstraints(max_length=255), AfterValidator(_clean)] | None = None
+    branch: Annotated[str, _len(L.BRANCH_MAX_CHARS, 0), _CLEAN] | None = None
     public: StrictBool = False
-    grant_principal_ids: list[Name] = Field(default_factory=list, max_length=1000)
+    grant_principal_ids: list[Name] = Field(default_factory=list, max_length=L.GRANTS_MAX)
 
 
 class DocumentIn(Body):
-    path: Annotated[str, StringConstraints(min_length=1, max_length=1024), AfterValidator(_clean)]
+    path: Annotated[str, _len(L.DOCUMENT_PATH_MAX_CHARS), _CLEAN]
     content: Text
 
 
@@ -117,21 +136,17 @@ class IndexCollectionRequest(Body):
     """Index a markdown collection from a server directory or from uploaded documents."""
 
     name: Name
-    description: Annotated[str, StringConstraints(max_length=4000), AfterValidator(_clean)] = ""
-    directory: Annotated[str, StringConstraints(max_length=4096), AfterValidator(_clean)] | None = (
-        None
-    )
-    documents: list[DocumentIn] = Field(default_factory=list, max_length=100_000)
+    description: Annotated[str, _len(L.COLLECTION_DESCRIPTION_MAX_CHARS, 0), _CLEAN] = ""
+    directory: Annotated[str, _len(L.SOURCE_MAX_CHARS, 0), _CLEAN] | None = None
+    documents: list[DocumentIn] = Field(default_factory=list, max_length=L.DOCUMENTS_MAX)
     public: StrictBool = False
-    grant_principal_ids: list[Name] = Field(default_factory=list, max_length=1000)
+    grant_principal_ids: list[Name] = Field(default_factory=list, max_length=L.GRANTS_MAX)
 
 
 class NewPost(Body):
-    title: Annotated[str, StringConstraints(max_length=10_000), AfterValidator(_clean)]
-    body: Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_clean)]
-    tags: list[Annotated[str, StringConstraints(max_length=200), AfterValidator(_clean)]] = Field(
-        default_factory=list, max_length=100
-    )
+    title: PostTitle = Field(description="One line stating the lesson.")
+    body: PostBody
+    tags: list[Tag] = Field(default_factory=list, max_length=L.POST_TAGS_MAX)
 
 
 class Vote(Body):
@@ -141,12 +156,12 @@ class Vote(Body):
 
 
 class NewComment(Body):
-    body: Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_clean)]
+    body: Annotated[str, _len(L.COMMENT_MAX_CHARS), _CLEAN]
 
 
 KeyName = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._@:\-]*$"),
+    StringConstraints(min_length=1, max_length=L.KEY_NAME_MAX_CHARS, pattern=L.KEY_NAME_PATTERN),
 ]
 
 
@@ -158,8 +173,8 @@ class NewKey(Body):
         None, description="Who the key acts for; defaults to the name."
     )
     admin: StrictBool = Field(False, description="Admins read everything and manage keys.")
-    grant_repositories: list[Slug] = Field(default_factory=list, max_length=1000)
-    grant_collections: list[Name] = Field(default_factory=list, max_length=1000)
+    grant_repositories: list[Slug] = Field(default_factory=list, max_length=L.GRANTS_MAX)
+    grant_collections: list[Name] = Field(default_factory=list, max_length=L.GRANTS_MAX)
 
 
 class AccessTarget(Body):

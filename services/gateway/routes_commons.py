@@ -6,11 +6,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
+from cograph_api import limits
 from gateway import models
 from gateway.api import GatewayApi
 from gateway.responses import errors
 
-PostId = Annotated[str, Path(min_length=1, max_length=100, description="The note's UUID.")]
+PostId = Annotated[
+    str, Path(min_length=1, max_length=limits.ID_MAX_CHARS, description="The note's UUID.")
+]
 
 
 def commons_router(api: GatewayApi) -> APIRouter:
@@ -60,7 +63,7 @@ def commons_router(api: GatewayApi) -> APIRouter:
             str,
             Query(
                 min_length=1,
-                max_length=4000,
+                max_length=limits.COMMONS_QUERY_MAX_CHARS,
                 description='The query; "quoted phrases" must appear literally.',
             ),
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cograph_api.limits import REQUEST_BODY_MAX_BYTES
 from svckit.config import Env
 
 # The gRPC services the gateway fronts, by env prefix. A backend whose <NAME>_ADDR is unset
@@ -44,7 +45,7 @@ class GatewaySettings:
             health_timeout_s=env.float("GATEWAY_HEALTH_TIMEOUT_S", 2.0, min=0.05, max=60.0),
             allow_anonymous=env.bool("GATEWAY_ALLOW_ANONYMOUS", False),
             max_body_bytes=env.int(
-                "GATEWAY_MAX_BODY_BYTES", 16 * 1024 * 1024, min=1024, max=1024 * 1024 * 1024
+                "GATEWAY_MAX_BODY_BYTES", REQUEST_BODY_MAX_BYTES, min=1024, max=1024 * 1024 * 1024
             ),
             last_used_resolution_s=env.float(
                 "GATEWAY_KEY_LAST_USED_RESOLUTION_S", 60.0, min=0.0, max=86_400.0

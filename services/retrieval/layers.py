@@ -16,13 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from cograph_api import limits
 from svckit.errors import InvalidArgument
 
-Layer = Literal["code", "ast", "ast_summary", "repo_doc", "md_collection"]
+# The layer names are part of the request contract, so they are defined with the limits.
+Layer = limits.Layer
 Store = Literal["code", "repo_docs", "md_collections"]
 Unit = Literal["body", "summary", "doc"]
 
-LAYERS: tuple[Layer, ...] = ("code", "ast", "ast_summary", "repo_doc", "md_collection")
+LAYERS: tuple[Layer, ...] = limits.LAYERS
 STORES: tuple[Store, ...] = ("code", "repo_docs", "md_collections")
 BROAD: frozenset[Layer] = frozenset({"code", "ast_summary", "repo_doc"})
 COLLECTION: frozenset[Layer] = frozenset({"md_collection"})

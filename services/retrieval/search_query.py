@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from cograph_api import limits
 from retrieval.fusion import STREAM_NAMES, StreamName
 from retrieval.layers import Layer, resolve_layers
 from retrieval.search_settings import (
@@ -20,8 +21,6 @@ from retrieval.search_settings import (
     SearchSettings,
 )
 from svckit.errors import InvalidArgument
-
-_MAX_NAME = 400
 
 
 @dataclass(frozen=True)
@@ -60,15 +59,23 @@ def build_query(
     query = text.strip()
     if not query:
         raise InvalidArgument("query must not be blank")
-    if len(query) > settings.max_query_chars:
-        raise InvalidArgument(f"query is longer than {settings.max_query_chars} characters")
+    if len(query) > limits.SEARCH_QUERY_MAX_CHARS:
+        raise InvalidArgument(
+            f"query: must be at most {limits.SEARCH_QUERY_MAX_CHARS} characters (got {len(query)})"
+        )
     repo_slug = repo.strip().lower() or None
     collection_name = collection.strip() or None
     if repo_slug and collection_name:
         raise InvalidArgument("give repo or collection, not both")
-    for value in (repo_slug, collection_name):
-        if value is not None and len(value) > _MAX_NAME:
-            raise InvalidArgument(f"repo and collection are at most {_MAX_NAME} characters")
+    for field, value, most in (
+        ("repo", repo_slug, limits.SLUG_MAX_CHARS),
+        ("collection", collection_name, limits.NAME_MAX_CHARS),
+    ):
+        if value is not None and len(value) > most:
+            raise InvalidArgument(f"{field}: must be at most {most} characters")
+    names = list(layers)
+    if len(names) > limits.LAYERS_MAX:
+        raise InvalidArgument(f"layers: at most {limits.LAYERS_MAX} layers (got {len(names)})")
     k = settings.default_top_k if top_k is None else top_k
     if not TOP_K_MIN <= k <= TOP_K_MAX:
         raise InvalidArgument(f"top_k must be between {TOP_K_MIN} and {TOP_K_MAX}, got {k}")
@@ -89,7 +96,7 @@ def build_query(
         text=query,
         repo=repo_slug,
         collection=collection_name,
-        layers=resolve_layers(layers, collection_name is not None),
+        layers=resolve_layers(names, collection_name is not None),
         top_k=k,
         snippet_chars=width,
         include_graph=include_graph,

@@ -1,7 +1,8 @@
 """Search configuration: fusion, candidate caps, request limits, reranking providers.
 
-Request limits that are part of the contract (top_k 1..100, snippet_chars 80..4000) are
-constants here, not settings, so a deployment cannot silently change what callers may send.
+Request limits that are part of the contract (query length, top_k, snippet_chars) are
+cograph_api.limits' constants, not settings, so a deployment cannot silently change what
+callers may send; only the defaults within them are settings.
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from cograph_api import limits
 from retrieval.layers import Unit, parse_layer_weights
 from svckit.config import ConfigError, Env
 
-TOP_K_MIN, TOP_K_MAX = 1, 100
-SNIPPET_MIN, SNIPPET_MAX = 80, 4000
+TOP_K_MIN, TOP_K_MAX = limits.TOP_K_MIN, limits.TOP_K_MAX
+SNIPPET_MIN, SNIPPET_MAX = limits.SNIPPET_CHARS_MIN, limits.SNIPPET_CHARS_MAX
 GRAPH_NODE_CAP = 20  # spec: the graph pivot is capped at 20 nodes
 # pgvector caps hnsw.ef_search at 1000, and the vector stream needs ef_search >= the cap.
 CANDIDATE_CAP_MAX = 1000
@@ -68,7 +70,6 @@ class SearchSettings:
     streams_concurrent: bool  # false runs streams one after another (benchmarking)
     default_top_k: int
     default_snippet_chars: int
-    max_query_chars: int
     pool_size: int  # connections; a concurrent search holds one per stream and store
     rerank: RerankSettings
     # Multipliers on fused scores by layer before stores are merged; empty: all 1.
@@ -83,11 +84,15 @@ class SearchSettings:
             rrf_k=env.int("RETRIEVAL_RRF_K", DEFAULT_RRF_K, min=1, max=100_000),
             candidate_cap=env.int("RETRIEVAL_CANDIDATE_CAP", 300, min=1, max=CANDIDATE_CAP_MAX),
             streams_concurrent=env.bool("RETRIEVAL_STREAMS_CONCURRENT", True),
-            default_top_k=env.int("RETRIEVAL_TOP_K", 10, min=TOP_K_MIN, max=TOP_K_MAX),
-            default_snippet_chars=env.int(
-                "RETRIEVAL_SNIPPET_CHARS", 600, min=SNIPPET_MIN, max=SNIPPET_MAX
+            default_top_k=env.int(
+                "RETRIEVAL_TOP_K", limits.TOP_K_DEFAULT, min=TOP_K_MIN, max=TOP_K_MAX
             ),
-            max_query_chars=env.int("RETRIEVAL_MAX_QUERY_CHARS", 4000, min=16, max=100_000),
+            default_snippet_chars=env.int(
+                "RETRIEVAL_SNIPPET_CHARS",
+                limits.SNIPPET_CHARS_DEFAULT,
+                min=SNIPPET_MIN,
+                max=SNIPPET_MAX,
+            ),
             pool_size=env.int("RETRIEVAL_DB_POOL_SIZE", 20, min=2, max=500),
             rerank=RerankSettings.from_env(env),
             layer_weights=_layer_weights(env),

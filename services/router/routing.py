@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cograph_api.limits import ROUTE_RESULTS_MIN
 from retrieval.acl import Viewer
 from router.rationale import describe, describe_collection
 from router.scoring import score
@@ -51,7 +52,9 @@ def validate(
     if not query.strip():
         raise InvalidArgument("query must not be blank")
     if len(query) > limits.max_query_chars:
-        raise InvalidArgument(f"query is longer than {limits.max_query_chars} characters")
+        raise InvalidArgument(
+            f"query: must be at most {limits.max_query_chars} characters (got {len(query)})"
+        )
     counts = []
     for name, value, default in (
         ("max_repositories", max_repositories, limits.default_repositories),
@@ -59,8 +62,10 @@ def validate(
     ):
         if value is None:
             counts.append(default)
-        elif not 1 <= value <= limits.max_results:
-            raise InvalidArgument(f"{name} must be between 1 and {limits.max_results}")
+        elif not ROUTE_RESULTS_MIN <= value <= limits.max_results:
+            raise InvalidArgument(
+                f"{name}: must be between {ROUTE_RESULTS_MIN} and {limits.max_results}"
+            )
         else:
             counts.append(value)
     return RouteQuery(query_terms(query, limits.max_query_terms), counts[0], counts[1])

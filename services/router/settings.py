@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cograph_api import limits
 from router.routing import RouteLimits
 from svckit.config import Env
 
-MAX_RESULTS = 20  # per pool; the limits' upper bound, from the issue
+MAX_RESULTS = limits.ROUTE_RESULTS_MAX  # per pool; part of the published contract
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,20 @@ class RouterSettings:
             statement_timeout_ms=env.int("ROUTER_STATEMENT_TIMEOUT_MS", 5000, min=10, max=600_000),
             limits=RouteLimits(
                 default_repositories=env.int(
-                    "ROUTER_DEFAULT_REPOSITORIES", 3, min=1, max=MAX_RESULTS
+                    "ROUTER_DEFAULT_REPOSITORIES",
+                    limits.ROUTE_RESULTS_DEFAULT,
+                    min=limits.ROUTE_RESULTS_MIN,
+                    max=MAX_RESULTS,
                 ),
                 default_collections=env.int(
-                    "ROUTER_DEFAULT_COLLECTIONS", 3, min=1, max=MAX_RESULTS
+                    "ROUTER_DEFAULT_COLLECTIONS",
+                    limits.ROUTE_RESULTS_DEFAULT,
+                    min=limits.ROUTE_RESULTS_MIN,
+                    max=MAX_RESULTS,
                 ),
                 max_results=MAX_RESULTS,
-                max_query_chars=env.int("ROUTER_MAX_QUERY_CHARS", 1000, min=10, max=100_000),
+                # Not a setting: the gateway publishes this limit (cograph_api.limits).
+                max_query_chars=limits.ROUTE_QUERY_MAX_CHARS,
                 max_query_terms=env.int("ROUTER_MAX_QUERY_TERMS", 32, min=1, max=256),
                 weak_threshold=env.float("ROUTER_WEAK_THRESHOLD", 0.2, min=0.0, max=1.0),
             ),

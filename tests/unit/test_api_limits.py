@@ -1,0 +1,254 @@
+"""The published limits (the gateway's OpenAPI schema and the MCP tool schemas) against what
+each service actually enforces.
+
+For every bounded field the schema's maxLength / maxItems / minimum / maximum is read from
+the schema the gateway serves, then the service's own validation is called just inside and
+just outside that bound: the inside value must pass and the outside one must be refused. A
+limit changed on one side only fails here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from cograph_api import limits
+from commons.settings import CommonsSettings
+from commons.validation import validate_comment, validate_post, validate_query
+from gateway import mcp_server
+from gateway.api import GatewayApi
+from gateway.backends import Backends
+from gateway.keys_store import KeysStore
+from gateway.routes_commons import commons_router
+from gateway.routes_keys import keys_router
+from gateway.routes_retrieval import retrieval_router
+from gateway.settings import GatewaySettings
+from retrieval.search_query import build_query
+from retrieval.search_settings import SearchSettings
+from router.routing import validate as validate_route
+from router.settings import RouterSettings
+from svckit.config import Env
+from svckit.errors import InvalidArgument
+
+Schema = dict[str, Any]
+Check = Callable[[Any], object]
+
+
+@pytest.fixture(scope="module")
+def environ(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    # What a service needs to build its settings; the limits themselves take no setting.
+    secret = tmp_path_factory.mktemp("secret") / "internal"
+    secret.write_text("s" * 64)
+    return {"COGRAPH_DATABASE_URL": "postgresql://x/y", "COGRAPH_INTERNAL_SECRET_FILE": str(secret)}
+
+
+@pytest.fixture(scope="module")
+def openapi() -> Schema:
+    api = GatewayApi(cast(Backends, None))
+    app = FastAPI()
+    app.include_router(retrieval_router(api))
+    app.include_router(commons_router(api))
+    app.include_router(keys_router(cast(KeysStore, None), api))
+    return app.openapi()
+
+
+def _resolve(spec: Schema, schema: Schema) -> Schema:
+    while "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema = spec["components"]["schemas"][name]
+    for option in schema.get("anyOf", []):
+        if option.get("type") != "null":
+            return _resolve(spec, option)
+    return schema
+
+
+def _body_field(spec: Schema, path: str, field: str) -> Schema:
+    body = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    return _resolve(spec, _resolve(spec, body)["properties"][field])
+
+
+def _query_param(spec: Schema, path: str, name: str) -> Schema:
+    params = spec["paths"][path]["get"]["parameters"]
+    return _resolve(spec, next(p for p in params if p["name"] == name)["schema"])
+
+
+def _passes(check: Check, value: Any) -> None:
+    check(value)  # raises InvalidArgument if the service refuses it
+
+
+def _refused(check: Check, value: Any) -> None:
+    with pytest.raises(InvalidArgument):
+        check(value)
+
+
+def _string_edge(check: Check, most: int) -> None:
+    _passes(check, "x" * most)
+    _refused(check, "x" * (most + 1))
+
+
+def _int_edges(check: Check, schema: Schema) -> None:
+    _passes(check, schema["minimum"])
+    _passes(check, schema["maximum"])
+    _refused(check, schema["minimum"] - 1)
+    _refused(check, schema["maximum"] + 1)
+
+
+def test_search_schema_is_what_retrieval_enforces(openapi: Schema) -> None:
+    settings = SearchSettings.from_env(Env({}))
+    query = _body_field(openapi, "/api/search", "query")
+    assert query["maxLength"] == limits.SEARCH_QUERY_MAX_CHARS
+    _string_edge(lambda v: build_query(settings, text=v), query["maxLength"])
+
+    top_k = _body_field(openapi, "/api/search", "top_k")
+    assert (top_k["minimum"], top_k["maximum"]) == (limits.TOP_K_MIN, limits.TOP_K_MAX)
+    _int_edges(lambda v: build_query(settings, text="q", top_k=v), top_k)
+
+    snippet = _body_field(openapi, "/api/search", "snippet_chars")
+    assert (snippet["minimum"], snippet["maximum"]) == (
+        limits.SNIPPET_CHARS_MIN,
+        limits.SNIPPET_CHARS_MAX,
+    )
+    _int_edges(lambda v: build_query(settings, text="q", snippet_chars=v), snippet)
+
+    repo = _body_field(openapi, "/api/search", "repo")
+    _string_edge(lambda v: build_query(settings, text="q", repo=v), repo["maxLength"])
+    collection = _body_field(openapi, "/api/search", "collection")
+    _string_edge(
+        lambda v: build_query(settings, text="q", collection=v, layers=["md_collection"]),
+        collection["maxLength"],
+    )
+
+    layers = _body_field(openapi, "/api/search", "layers")
+    assert tuple(layers["items"]["enum"]) == limits.LAYERS
+    _passes(lambda v: build_query(settings, text="q", layers=v), ["code"] * layers["maxItems"])
+    _refused(
+        lambda v: build_query(settings, text="q", layers=v), ["code"] * (layers["maxItems"] + 1)
+    )
+    for layer in layers["items"]["enum"]:
+        collection_name = "c" if layer == "md_collection" else ""
+        build_query(settings, text="q", layers=[layer], collection=collection_name)
+
+
+def test_route_schema_is_what_the_router_enforces(openapi: Schema, environ: dict[str, str]) -> None:
+    enforced = RouterSettings.from_env(Env(environ)).limits
+    query = _body_field(openapi, "/api/route", "query")
+    assert query["maxLength"] == limits.ROUTE_QUERY_MAX_CHARS
+    _string_edge(lambda v: validate_route(enforced, v, None, None), query["maxLength"])
+    for field in ("max_repositories", "max_collections"):
+        bound = _body_field(openapi, "/api/route", field)
+
+        def check(value: int, field: str = field) -> object:
+            counts = {"max_repositories": None, "max_collections": None, field: value}
+            return validate_route(
+                enforced, "q", counts["max_repositories"], counts["max_collections"]
+            )
+
+        _int_edges(check, bound)
+
+
+def test_commons_schema_is_what_the_commons_enforces(
+    openapi: Schema, environ: dict[str, str]
+) -> None:
+    enforced = CommonsSettings.from_env(Env(environ)).limits
+    title = _body_field(openapi, "/v1/posts", "title")
+    body = _body_field(openapi, "/v1/posts", "body")
+    tags = _body_field(openapi, "/v1/posts", "tags")
+    assert title["maxLength"] == limits.POST_TITLE_MAX_CHARS
+    assert body["maxLength"] == limits.POST_BODY_MAX_CHARS
+    _string_edge(lambda v: validate_post(v, "b", [], enforced), title["maxLength"])
+    _string_edge(lambda v: validate_post("t", v, [], enforced), body["maxLength"])
+    _string_edge(lambda v: validate_post("t", "b", [v], enforced), tags["items"]["maxLength"])
+    many = [f"t{i}" for i in range(tags["maxItems"] + 1)]
+    _passes(lambda v: validate_post("t", "b", v, enforced), many[:-1])
+    _refused(lambda v: validate_post("t", "b", v, enforced), many)
+
+    comment = _body_field(openapi, "/v1/posts/{post_id}/comments", "body")
+    assert comment["maxLength"] == limits.COMMENT_MAX_CHARS
+    _string_edge(lambda v: validate_comment(v, enforced), comment["maxLength"])
+
+    q = _query_param(openapi, "/v1/search", "q")
+    assert q["maxLength"] == limits.COMMONS_QUERY_MAX_CHARS
+    _string_edge(lambda v: validate_query(v, enforced), q["maxLength"])
+
+
+def test_mcp_schemas_publish_the_same_limits(openapi: Schema) -> None:
+    tools = mcp_server.SCHEMAS
+    rest_search = {f: _body_field(openapi, "/api/search", f) for f in ("query", "repo", "layers")}
+    search = tools["cograph_search"]["properties"]
+    assert search["query"]["maxLength"] == rest_search["query"]["maxLength"]
+    assert search["repo"]["maxLength"] == rest_search["repo"]["maxLength"]
+    assert search["layers"]["maxItems"] == rest_search["layers"]["maxItems"]
+    assert tuple(search["layers"]["items"]["enum"]) == limits.LAYERS
+    for field in ("top_k", "snippet_chars"):
+        rest = _body_field(openapi, "/api/search", field)
+        assert (search[field]["minimum"], search[field]["maximum"]) == (
+            rest["minimum"],
+            rest["maximum"],
+        )
+    route = tools["cograph_route"]["properties"]
+    assert route["query"]["maxLength"] == _body_field(openapi, "/api/route", "query")["maxLength"]
+    for field in ("max_repositories", "max_collections"):
+        assert route[field]["maximum"] == _body_field(openapi, "/api/route", field)["maximum"]
+    graph = tools["cograph_graph"]["properties"]
+    assert graph["symbol"]["maxLength"] == _body_field(openapi, "/api/graph", "symbol")["maxLength"]
+    post = tools["commons_post"]["properties"]
+    for field in ("title", "body"):
+        assert post[field]["maxLength"] == _body_field(openapi, "/v1/posts", field)["maxLength"]
+    rest_tags = _body_field(openapi, "/v1/posts", "tags")
+    assert post["tags"]["maxItems"] == rest_tags["maxItems"]
+    assert post["tags"]["items"]["maxLength"] == rest_tags["items"]["maxLength"]
+    q = _query_param(openapi, "/v1/search", "q")
+    assert tools["commons_search"]["properties"]["query"]["maxLength"] == q["maxLength"]
+
+
+@pytest.mark.parametrize("name", sorted(mcp_server.SCHEMAS))
+def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
+    """The tool's pydantic model refuses exactly what its published JSON schema refuses."""
+    models: dict[str, type[BaseModel]] = {
+        "cograph_search": mcp_server.SearchArgs,
+        "cograph_route": mcp_server.RouteArgs,
+        "cograph_graph": mcp_server.GraphArgs,
+        "cograph_status": mcp_server.StatusArgs,
+        "commons_search": mcp_server.CommonsSearchArgs,
+        "commons_get": mcp_server.CommonsGetArgs,
+        "commons_post": mcp_server.CommonsPostArgs,
+        "commons_vote": mcp_server.CommonsVoteArgs,
+    }
+    model = models[name]
+    minimal = {
+        "query": "q",
+        "symbol": "s",
+        "repo": "h/o/n",
+        "post_id": "p",
+        "title": "t",
+        "body": "b",
+        "direction": "up",
+    }
+    schema = mcp_server.SCHEMAS[name]
+    base = {f: minimal[f] for f in schema["required"]}
+    for field, prop in schema["properties"].items():
+        if "maxLength" in prop:
+            most = prop["maxLength"]
+            model.model_validate({**base, field: "x" * most})
+            with pytest.raises(ValueError):
+                model.model_validate({**base, field: "x" * (most + 1)})
+        if "maximum" in prop:
+            model.model_validate({**base, field: prop["maximum"]})
+            with pytest.raises(ValueError):
+                model.model_validate({**base, field: prop["maximum"] + 1})
+        if "maxItems" in prop and "enum" not in prop["items"]:
+            item = "x"
+            model.model_validate({**base, field: [f"{item}{i}" for i in range(prop["maxItems"])]})
+            with pytest.raises(ValueError):
+                model.model_validate(
+                    {**base, field: [f"{item}{i}" for i in range(prop["maxItems"] + 1)]}
+                )
+
+
+def test_body_limit_default_is_the_shared_constant(environ: dict[str, str]) -> None:
+    settings = GatewaySettings.from_env(Env(environ))
+    assert settings.max_body_bytes == limits.REQUEST_BODY_MAX_BYTES
