@@ -38,12 +38,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
-import grpc
 import numpy as np
 import numpy.typing as npt
 
 from bench.corpus import code_chunks
 from bench.embedder import CACHE
+from bench.internal_auth import signed_channel, with_secret
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from commons.app import MIGRATIONS
@@ -322,7 +322,9 @@ def note_texts(count: int, seed: int) -> list[tuple[str, str]]:
 
 
 def start_process(module: str, env: dict[str, str], ready: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen([sys.executable, "-m", module], env={**os.environ, **env})
+    process = subprocess.Popen(
+        [sys.executable, "-m", module], env=with_secret({**os.environ, **env})
+    )
     deadline = time.monotonic() + 180
     while not ready.exists() or not ready.read_text().strip():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -403,8 +405,8 @@ async def post_figures(base: str, args: argparse.Namespace, workdir: Path) -> No
         )
         metadata = ((PRINCIPAL_HEADER, "bench"), (ADMIN_HEADER, "0"))
         async with (
-            grpc.aio.insecure_channel(f"127.0.0.1:{commons_ready.read_text().strip()}") as cc,
-            grpc.aio.insecure_channel(embedder_addr) as ec,
+            signed_channel(f"127.0.0.1:{commons_ready.read_text().strip()}") as cc,
+            signed_channel(embedder_addr) as ec,
         ):
             stub = commons_pb2_grpc.CommonsServiceStub(cc)
             embed = embedder_pb2_grpc.EmbedderServiceStub(ec)

@@ -20,9 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import grpc
-
 from bench.corpus import QUERIES, code_chunks
+from bench.internal_auth import signed_channel, with_secret
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from embedder.backends import load_backend
 
@@ -50,14 +49,16 @@ def raw_figures(backend_name: str, texts: list[str], batch_size: int) -> tuple[f
 
 def start_service(backend_name: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     ready = workdir / f"{backend_name}.port"
-    env = {
-        **os.environ,
-        "EMBEDDER_LISTEN": "127.0.0.1:0",
-        "EMBEDDER_READY_FILE": str(ready),
-        "EMBEDDER_BACKEND": backend_name,
-        "EMBEDDER_CACHE_DIR": str(CACHE),
-        "COGRAPH_LOG_LEVEL": "WARNING",
-    }
+    env = with_secret(
+        {
+            **os.environ,
+            "EMBEDDER_LISTEN": "127.0.0.1:0",
+            "EMBEDDER_READY_FILE": str(ready),
+            "EMBEDDER_BACKEND": backend_name,
+            "EMBEDDER_CACHE_DIR": str(CACHE),
+            "COGRAPH_LOG_LEVEL": "WARNING",
+        }
+    )
     process = subprocess.Popen([sys.executable, "-m", "embedder"], env=env)
     deadline = time.monotonic() + 180
     while not ready.exists():
@@ -70,7 +71,7 @@ def start_service(backend_name: str, workdir: Path) -> tuple[subprocess.Popen[by
 async def service_figures(
     address: str, texts: list[str], callers: int
 ) -> tuple[float, float, float]:
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with signed_channel(address) as channel:
         stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
         await stub.Embed(embedder_pb2.EmbedRequest(texts=texts[:8]), timeout=60)
         queue = list(texts)

@@ -23,13 +23,13 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.internal_auth import signed_channel, with_secret
 from embedder.client import EmbedderClient
 from retrieval.app import MIGRATIONS
 from retrieval.indexer import Indexer, RepositoryRequest
 from retrieval.jobs import Job
 from retrieval.settings import IndexSettings
 from retrieval.summaries import ExtractiveSummarizer
-from svckit.clients import dial
 from svckit.config import Env
 from svckit.db import create_database, create_pool, drop_database
 from svckit.embedded import EmbeddedPostgres
@@ -47,13 +47,15 @@ def package_dir(name: str) -> Path:
 
 def start_embedder(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     ready = workdir / "embedder.port"
-    env = {
-        **os.environ,
-        "EMBEDDER_LISTEN": "127.0.0.1:0",
-        "EMBEDDER_READY_FILE": str(ready),
-        "EMBEDDER_CACHE_DIR": str(CACHE),
-        "COGRAPH_LOG_LEVEL": "WARNING",
-    }
+    env = with_secret(
+        {
+            **os.environ,
+            "EMBEDDER_LISTEN": "127.0.0.1:0",
+            "EMBEDDER_READY_FILE": str(ready),
+            "EMBEDDER_CACHE_DIR": str(CACHE),
+            "COGRAPH_LOG_LEVEL": "WARNING",
+        }
+    )
     process = subprocess.Popen([sys.executable, "-m", "embedder"], env=env)
     deadline = time.monotonic() + 300
     while not ready.exists():
@@ -72,7 +74,7 @@ async def run(source: Path, workers: int, workdir: Path) -> None:
     database = f"bench_index_{uuid.uuid4().hex[:8]}"
     url = await create_database(root_url, database)
     process, address = start_embedder(workdir)
-    channel = dial(address)
+    channel = signed_channel(address)
     try:
         await migrate(url, "retrieval", MIGRATIONS)
         pool = await create_pool(url, max_size=8)

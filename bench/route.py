@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
-import grpc
 
+from bench.internal_auth import signed_channel, with_secret
 from cograph.router.v1 import router_pb2, router_pb2_grpc
 from retrieval.acl import Viewer
 from router.app import MIGRATIONS, RouterApp, start_router
@@ -236,11 +236,11 @@ async def run(url: str, sizes: list[int], collections: int, iterations: int) -> 
     conn = await asyncpg.connect(url)
     await load_collections(conn, vocab, collections)
     settings = RouterSettings.from_env(
-        Env({"ROUTER_LISTEN": "127.0.0.1:0", "ROUTER_DATABASE_URL": url})
+        Env(with_secret({"ROUTER_LISTEN": "127.0.0.1:0", "ROUTER_DATABASE_URL": url}))
     )
     app: RouterApp = await start_router(settings)
     viewer = Viewer(PRINCIPAL, False)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
+    channel = signed_channel(f"127.0.0.1:{app.port}")
     stub = router_pb2_grpc.RouterServiceStub(channel)
     metadata = (("x-cograph-principal", PRINCIPAL), ("x-cograph-admin", "0"))
 

@@ -51,10 +51,10 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import grpc
 import numpy as np
 import numpy.typing as npt
 
+from bench.internal_auth import signed_channel, with_secret
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from embedder.app import EmbedderApp, start_embedder
@@ -67,7 +67,6 @@ from retrieval.lexical import lexical_text
 from retrieval.search_store import Scope
 from retrieval.settings import RetrievalSettings
 from retrieval.summaries import SummaryInput, extractive_summary
-from svckit.clients import dial
 from svckit.config import Env
 from svckit.db import create_database, drop_database
 from svckit.embedded import EmbeddedPostgres
@@ -464,18 +463,20 @@ async def retrieval_server(
 ) -> AsyncIterator[tuple[RetrievalApp, retrieval_pb2_grpc.RetrievalServiceAsyncStub]]:
     settings = RetrievalSettings.from_env(
         Env(
-            {
-                "COGRAPH_DATABASE_URL": db_url,
-                "COGRAPH_DATA_DIR": str(workdir / "data"),
-                "RETRIEVAL_LISTEN": "127.0.0.1:0",
-                "EMBEDDER_ADDR": embedder_addr,
-                "RETRIEVAL_STREAMS_CONCURRENT": "true" if concurrent else "false",
-            }
+            with_secret(
+                {
+                    "COGRAPH_DATABASE_URL": db_url,
+                    "COGRAPH_DATA_DIR": str(workdir / "data"),
+                    "RETRIEVAL_LISTEN": "127.0.0.1:0",
+                    "EMBEDDER_ADDR": embedder_addr,
+                    "RETRIEVAL_STREAMS_CONCURRENT": "true" if concurrent else "false",
+                }
+            )
         )
     )
     app = await start_retrieval(settings)
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+        async with signed_channel(f"127.0.0.1:{app.port}") as channel:
             yield app, retrieval_pb2_grpc.RetrievalServiceStub(channel)
     finally:
         await app.stop()
@@ -517,7 +518,7 @@ async def database() -> AsyncIterator[str]:
 @asynccontextmanager
 async def embedder() -> AsyncIterator[EmbedderApp]:
     settings = EmbedderSettings.from_env(
-        Env({"EMBEDDER_LISTEN": "127.0.0.1:0", "EMBEDDER_CACHE_DIR": str(MODEL_CACHE)})
+        Env(with_secret({"EMBEDDER_LISTEN": "127.0.0.1:0", "EMBEDDER_CACHE_DIR": str(MODEL_CACHE)}))
     )
     app = await start_embedder(settings)
     try:
@@ -551,7 +552,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with database() as db_url, embedder() as embedder_app:
         await migrate(db_url, "retrieval", MIGRATIONS)
         embedder_addr = f"127.0.0.1:{embedder_app.port}"
-        channel = dial(embedder_addr)
+        channel = signed_channel(embedder_addr)
         client = EmbedderClient(channel, timeout_s=2.0)
         clock = time.perf_counter()
         real = min(args.real, len(nodes))

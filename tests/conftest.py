@@ -17,10 +17,10 @@ import pytest_asyncio
 from embedder.app import EmbedderApp, start_embedder
 from embedder.client import EmbedderClient
 from embedder.settings import EmbedderSettings
-from svckit.clients import dial
 from svckit.config import Env
 from svckit.db import create_database, drop_database
 from svckit.embedded import EmbeddedPostgres
+from tests.internal_auth import signed_channel, with_secret
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Kept between runs so the ONNX export happens once per machine, not once per test session.
@@ -66,7 +66,7 @@ def embedder_settings(**overrides: str) -> EmbedderSettings:
         "EMBEDDER_CACHE_DIR": str(MODEL_CACHE),
         **overrides,
     }
-    return EmbedderSettings.from_env(Env(environ))
+    return EmbedderSettings.from_env(Env(with_secret(environ)))
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -86,7 +86,7 @@ def embedder_address(embedder_app: EmbedderApp) -> str:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def embedder_client(embedder_address: str) -> AsyncIterator[EmbedderClient]:
-    channel = dial(embedder_address)
+    channel = signed_channel(embedder_address)
     try:
         yield EmbedderClient(channel, timeout_s=10.0)
     finally:

@@ -21,12 +21,12 @@ import asyncpg
 import grpc
 
 from bench.index import start_embedder
+from bench.internal_auth import signed_channel, with_secret
 from bench.quality.datasets import RepoCopy
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from embedder.client import EmbedderClient
 from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
-from svckit.clients import dial
 from svckit.config import Env
 from svckit.db import create_database, drop_database
 from svckit.embedded import EmbeddedPostgres
@@ -74,10 +74,10 @@ async def running_stack(
             "EMBEDDER_TIMEOUT_S": "30",
             **(extra_env or {}),
         }
-        settings = RetrievalSettings.from_env(Env(env))
+        settings = RetrievalSettings.from_env(Env(with_secret(env)))
         app = await start_retrieval(settings)
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
-        embed_channel = dial(address)
+        channel = signed_channel(f"127.0.0.1:{app.port}")
+        embed_channel = signed_channel(address)
         channels += [channel, embed_channel]
         embedder = EmbedderClient(embed_channel, timeout_s=30.0)
         await embedder.embed(["warm up"])

@@ -2,7 +2,8 @@
 retrieval service over gRPC, follow it with progress bars, and print a summary.
 
 The CLI talks to retrieval directly (RETRIEVAL_ADDR, default 127.0.0.1:50052) as an
-operator, so it sends admin principal metadata; the gateway is the door for agents.
+operator, so it sends admin principal metadata, signed with the internal secret
+(cograph_cli.internal_secret); the gateway is the door for agents.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tqdm import tqdm
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
+from cograph_cli.internal_secret import operator_channel
 
 DEFAULT_ADDR = "127.0.0.1:50052"
 _POLL_S = 0.5
@@ -100,7 +102,7 @@ async def _start_and_follow(
     request: pb.IndexRepositoryRequest | pb.IndexCollectionRequest, progress: bool
 ) -> int:
     address = _address()
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with operator_channel(address) as channel:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
         try:
             if isinstance(request, pb.IndexRepositoryRequest):

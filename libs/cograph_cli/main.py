@@ -8,6 +8,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from svckit.config import ConfigError
+
 # Top-level command -> the module that registers it. Each module exposes
 # register(subparsers) and sets `handler(args) -> int` on its parsers. Only the module a
 # command needs is imported: some pull in heavy dependencies (the MCP server, tqdm, …), and
@@ -43,7 +45,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in arguments if not a.startswith("-")), None)
     args = build_parser(command).parse_args(arguments)
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except ConfigError as err:
+        # A missing or bad setting (e.g. no internal secret) is the operator's to fix: say
+        # which variable, without a traceback.
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return code
 
 

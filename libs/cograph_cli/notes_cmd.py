@@ -2,7 +2,7 @@
 
 The commons service is addressed by COMMONS_ADDR (default 127.0.0.1:50054). Writes act for
 the principal in COGRAPH_PRINCIPAL (default: the local user's name), sent as the same
-metadata the gateway sets after checking an API key.
+metadata the gateway sets after checking an API key, signed with the internal secret.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph_cli.internal_secret import operator_channel
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 
 DEFAULT_ADDR = "127.0.0.1:50054"
@@ -82,7 +83,7 @@ def _metadata() -> Metadata:
 def _run(call: Call) -> Any:
     async def go() -> Any:
         address = os.environ.get("COMMONS_ADDR") or DEFAULT_ADDR
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with operator_channel(address) as channel:
             stub: Any = commons_pb2_grpc.CommonsServiceStub(channel)
             return await call(stub, _metadata())
 

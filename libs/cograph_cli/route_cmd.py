@@ -2,8 +2,8 @@
 
 The router is addressed by ROUTER_ADDR (default 127.0.0.1:50053). The call acts for the
 principal in COGRAPH_PRINCIPAL (default: the local user's name), sent as the same metadata
-the gateway sets after checking an API key, so the answer only names sources that principal
-may read. `--json` prints the REST body of POST /api/route.
+the gateway sets after checking an API key and signed with the internal secret, so the
+answer only names sources that principal may read. `--json` prints the REST body of POST /api/route.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from cograph.router.v1 import router_pb2, router_pb2_grpc
+from cograph_cli.internal_secret import operator_channel
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 
 DEFAULT_ADDR = "127.0.0.1:50053"
@@ -64,7 +65,7 @@ async def _call(request: router_pb2.RouteRequest) -> router_pb2.RouteResponse:
     address = os.environ.get("ROUTER_ADDR") or DEFAULT_ADDR
     principal = os.environ.get("COGRAPH_PRINCIPAL") or getpass.getuser()
     metadata = ((PRINCIPAL_HEADER, principal), (ADMIN_HEADER, "0"))
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with operator_channel(address) as channel:
         stub = router_pb2_grpc.RouterServiceStub(channel)
         reply: router_pb2.RouteResponse = await stub.Route(
             request, metadata=metadata, timeout=TIMEOUT_S

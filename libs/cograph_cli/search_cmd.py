@@ -1,9 +1,9 @@
 """`cograph search QUERY`: hybrid search on the retrieval service over gRPC.
 
 Like `cograph index`, it talks to retrieval directly (RETRIEVAL_ADDR, default
-127.0.0.1:50052) as an operator, with admin principal metadata; the gateway is the door
-for agents. `--json` prints the REST response body (DESIGN.md): snake_case proto field
-names, enums as their short lower-case names, absent optional scores as null.
+127.0.0.1:50052) as an operator, with admin principal metadata signed with the internal
+secret; the gateway is the door for agents. `--json` prints the REST response body:
+snake_case proto field names, enums as their short lower-case names, absent optional scores as null.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
+from cograph_cli.internal_secret import operator_channel
 
 DEFAULT_ADDR = "127.0.0.1:50052"
 LAYERS = ("code", "ast", "ast_summary", "repo_doc", "md_collection")
@@ -113,7 +114,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 async def _search(request: pb.SearchRequest, as_json: bool, out: TextIO) -> int:
     address = _address()
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with operator_channel(address) as channel:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
         try:
             reply = await stub.Search(request, metadata=_metadata(), timeout=60)

@@ -13,10 +13,17 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
 
+from cograph_cli.internal_secret import ensure_secret_file
 from cograph_cli.migrate_cmd import migrate_all
 from cograph_cli.services import SERVICES, ServiceSpec
 from cograph_cli.supervisor import ChildDied, Supervisor
-from svckit.config import Env, data_dir
+from svckit.config import (
+    INTERNAL_SECRET_FILE_VAR,
+    INTERNAL_SECRET_VAR,
+    Env,
+    data_dir,
+    internal_secret,
+)
 from svckit.db import ensure_extensions
 from svckit.embedded import EmbeddedPostgres
 
@@ -53,6 +60,18 @@ async def _bootstrap_admin_key(dsn: str, root: Path, specs: list[ServiceSpec]) -
     return await ensure_admin_key(dsn, root)
 
 
+def _internal_secret_env(environ: Mapping[str, str], root: Path) -> dict[str, str]:
+    """What tells every child the secret internal calls are signed with: the one configured
+    (children inherit the variable), else the data directory's, created on the first run."""
+    if environ.get(INTERNAL_SECRET_FILE_VAR) or environ.get(INTERNAL_SECRET_VAR):
+        secret_env: dict[str, str] = {}
+    else:
+        secret_env = {INTERNAL_SECRET_FILE_VAR: str(ensure_secret_file(root))}
+    # A missing, short or unreadable secret stops us here, before anything starts.
+    internal_secret(Env({**environ, **secret_env}))
+    return secret_env
+
+
 def _install_stop_signals(stop: asyncio.Event) -> Callable[[], None]:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -69,6 +88,7 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     env = Env(environ)
     root = data_dir(env)
     root.mkdir(parents=True, exist_ok=True)
+    secret_env = _internal_secret_env(environ, root)
     stop = asyncio.Event()
     remove_signals = _install_stop_signals(stop)
     embedded: EmbeddedPostgres | None = None
@@ -90,7 +110,11 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         ports = {spec.name: _port_for(spec, i, args.port_base) for i, spec in enumerate(specs)}
         # Fixed ports are known up front, so peers can be wired before anyone starts; with
         # OS-picked ports (tests) services start in order and each learns its peers' ports.
-        peer_env: dict[str, str] = {"COGRAPH_DATABASE_URL": dsn, "COGRAPH_DATA_DIR": str(root)}
+        peer_env: dict[str, str] = {
+            "COGRAPH_DATABASE_URL": dsn,
+            "COGRAPH_DATA_DIR": str(root),
+            **secret_env,
+        }
         for spec in specs:
             if ports[spec.name]:
                 peer_env[f"{spec.env_prefix}_ADDR"] = f"{args.host}:{ports[spec.name]}"

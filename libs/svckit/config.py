@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from svckit.internal_auth import MIN_SECRET_BYTES
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -123,3 +125,70 @@ class Env:
 def data_dir(env: Env) -> Path:
     """COGRAPH_DATA_DIR, default ./.cograph, as an absolute path."""
     return env.path("COGRAPH_DATA_DIR", Path(".cograph")).resolve()
+
+
+INTERNAL_SECRET_FILE_VAR = "COGRAPH_INTERNAL_SECRET_FILE"
+INTERNAL_SECRET_VAR = "COGRAPH_INTERNAL_SECRET"
+# Where `cograph up` keeps the secret, and where operator commands look when neither
+# variable is set.
+INTERNAL_SECRET_FILE_NAME = "internal.secret"
+
+
+def _read_secret_file(variable: str, path: Path) -> bytes:
+    try:
+        return path.read_bytes().strip()
+    except OSError as err:
+        raise ConfigError(f"{variable}: cannot read {path}: {err.strerror or err}") from None
+
+
+def _checked_secret(origin: str, secret: bytes) -> bytes:
+    if len(secret) < MIN_SECRET_BYTES:
+        raise ConfigError(
+            f"{origin}: the internal secret must be at least {MIN_SECRET_BYTES} bytes, "
+            f"got {len(secret)}"
+        )
+    return secret
+
+
+def internal_secret(env: Env) -> bytes:
+    """The secret that signs and verifies calls between services; required, no default.
+
+    COGRAPH_INTERNAL_SECRET_FILE names a file holding it (a Kubernetes Secret mount, or the
+    one `cograph up` writes); COGRAPH_INTERNAL_SECRET holds the value itself. Surrounding
+    whitespace (a file's trailing newline) is not part of it.
+    """
+    file_value = env.optional_str(INTERNAL_SECRET_FILE_VAR)
+    value = env.optional_str(INTERNAL_SECRET_VAR)
+    if file_value and value:
+        raise ConfigError(
+            f"{INTERNAL_SECRET_FILE_VAR} and {INTERNAL_SECRET_VAR} are both set; set one"
+        )
+    if file_value:
+        path = Path(file_value).expanduser()
+        return _checked_secret(
+            f"{INTERNAL_SECRET_FILE_VAR} ({path})",
+            _read_secret_file(INTERNAL_SECRET_FILE_VAR, path),
+        )
+    if value:
+        return _checked_secret(INTERNAL_SECRET_VAR, value.strip().encode())
+    raise ConfigError(
+        f"{INTERNAL_SECRET_FILE_VAR} (or {INTERNAL_SECRET_VAR}) is required but not set: "
+        "the secret that signs calls between services"
+    )
+
+
+def operator_internal_secret(env: Env) -> bytes:
+    """The secret for a command run on a machine where `cograph up` runs the services.
+
+    The variables win, as for a service; without them the file `cograph up` keeps in the
+    data directory is read.
+    """
+    if env.optional_str(INTERNAL_SECRET_FILE_VAR) or env.optional_str(INTERNAL_SECRET_VAR):
+        return internal_secret(env)
+    path = data_dir(env) / INTERNAL_SECRET_FILE_NAME
+    if not path.exists():
+        raise ConfigError(
+            f"{INTERNAL_SECRET_FILE_VAR} is not set and {path} does not exist: run "
+            f"`cograph up` once (it creates the file) or set {INTERNAL_SECRET_FILE_VAR}"
+        )
+    return _checked_secret(str(path), _read_secret_file(INTERNAL_SECRET_FILE_VAR, path))

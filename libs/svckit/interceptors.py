@@ -1,90 +1,191 @@
-"""Server-side request context, access logging and domain-error mapping for grpc.aio."""
+"""Server side of every call: authentication of the caller, request context, access logging
+and domain-error mapping, for grpc.aio."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
 
 from svckit import requestctx
-from svckit.errors import REASON_METADATA_KEY, DomainError
+from svckit.errors import (
+    DATABASE_UNAVAILABLE,
+    REASON_METADATA_KEY,
+    DomainError,
+    database_outage,
+)
+from svckit.internal_auth import AUTH_HEADER, Claims, InvalidToken, TokenVerifier
 
 log = logging.getLogger("svckit.access")
 
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
 
+# Kubernetes gRPC probes and grpcurl send no metadata; health and the schema (reflection)
+# reveal nothing a caller could misuse, so they need no token. Everything else does.
+UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
-def _metadata_value(details: grpc.HandlerCallDetails, key: str) -> str | None:
-    for item_key, value in details.invocation_metadata or ():
-        if item_key == key:
-            return value if isinstance(value, str) else value.decode()
-    return None
+_CLAIM_HEADERS = frozenset(
+    {
+        requestctx.REQUEST_ID_HEADER,
+        requestctx.PRINCIPAL_HEADER,
+        requestctx.ADMIN_HEADER,
+        AUTH_HEADER,
+    }
+)
+
+
+def _claim_values(metadata: Sequence[tuple[str, Any]]) -> dict[str, str]:
+    """The request id, principal, admin and token headers; each at most once, since a proxy
+    that kept the last of two copies would act on a value the token never covered."""
+    values: dict[str, str] = {}
+    for key, value in metadata:
+        if key in _CLAIM_HEADERS:
+            if key in values:
+                raise InvalidToken(f"{key} sent more than once")
+            values[key] = value if isinstance(value, str) else bytes(value).decode()
+    return values
+
+
+def verified_claims(verifier: TokenVerifier, metadata: Sequence[tuple[str, Any]]) -> Claims:
+    """The claims a call's metadata makes, once its token has been checked against them."""
+    values = _claim_values(metadata)
+    principal = values.get(requestctx.PRINCIPAL_HEADER, "")
+    claims = Claims(
+        principal=principal,
+        # The same reading as the signer's: without a principal the flag means nothing.
+        admin=values.get(requestctx.ADMIN_HEADER) == "1" and bool(principal),
+        request_id=values.get(requestctx.REQUEST_ID_HEADER, ""),
+    )
+    verifier.verify(values.get(AUTH_HEADER), claims)
+    return claims
+
+
+def _refusal(method: str, reason: str, request_id: str) -> Callable[..., Awaitable[None]]:
+    message = f"unauthenticated internal call: {reason}"
+
+    # One coroutine serves every handler kind: grpc.aio accepts a coroutine for streaming
+    # methods too, and it never reads the request.
+    async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        log.warning(
+            "unauthenticated rpc",
+            extra={
+                "request_id": request_id,
+                "method": method,
+                "code": grpc.StatusCode.UNAUTHENTICATED.name,
+                "reason": reason,
+                "peer": context.peer(),
+            },
+        )
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    return refuse
+
+
+def _refusal_handler(
+    handler: grpc.RpcMethodHandler, method: str, reason: str, request_id: str
+) -> grpc.RpcMethodHandler:
+    """A handler of the same kind that answers UNAUTHENTICATED. No deserializer: bytes from
+    an unauthenticated caller are never parsed."""
+    refuse: Any = _refusal(method, reason, request_id)
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(refuse)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(refuse)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(refuse)
+    return grpc.unary_unary_rpc_method_handler(refuse)
 
 
 class ContextInterceptor(grpc.aio.ServerInterceptor):
-    """Sets request id and principal from metadata, logs one line per call, maps errors.
+    """Refuses unsigned or forged calls with UNAUTHENTICATED; sets request id and principal
+    from the verified metadata, logs one line per call, maps errors.
 
-    Health and reflection calls are not logged: probes would drown out real traffic.
+    Health and reflection calls are neither authenticated nor logged: probes carry no
+    token, and would drown out real traffic.
     """
+
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self._verifier = verifier
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
         # grpc returns None here for unknown methods, whatever the stubs say.
         handler: grpc.RpcMethodHandler | None = await continuation(handler_call_details)
-        if handler is None or handler.request_streaming:
+        if handler is None:
             return handler  # type: ignore[return-value]
         method = handler_call_details.method
-        quiet = method.startswith(("/grpc.health.", "/grpc.reflection."))
-        request_id = _metadata_value(handler_call_details, requestctx.REQUEST_ID_HEADER)
-        principal_id = _metadata_value(handler_call_details, requestctx.PRINCIPAL_HEADER)
-        admin = _metadata_value(handler_call_details, requestctx.ADMIN_HEADER) == "1"
-        principal = requestctx.Principal(principal_id, admin) if principal_id else None
+        quiet = method.startswith(UNAUTHENTICATED_PREFIXES)
+        metadata: Sequence[tuple[str, Any]] = tuple(handler_call_details.invocation_metadata or ())
+        principal: requestctx.Principal | None = None
+        request_id: str | None = None
+        if not quiet:
+            try:
+                claims = verified_claims(self._verifier, metadata)
+            except InvalidToken as err:
+                given = next(
+                    (v for k, v in metadata if k == requestctx.REQUEST_ID_HEADER and v), None
+                )
+                rid = given if isinstance(given, str) else requestctx.new_request_id()
+                return _refusal_handler(handler, method, str(err), rid)
+            request_id = claims.request_id
+            if claims.principal:
+                principal = requestctx.Principal(claims.principal, claims.admin)
+        # No service defines a streaming method; the health watch and reflection streams,
+        # exempt above, run without request context.
+        if handler.request_streaming or handler.response_streaming:
+            return handler
 
-        if handler.unary_unary is not None:
-            # grpc-stubs types the handler for the sync API; under grpc.aio it is a coroutine.
-            inner_uu: Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
-            inner_uu = handler.unary_unary  # type: ignore[assignment]
+        # grpc-stubs types the handler for the sync API; under grpc.aio it is a coroutine.
+        inner_uu: Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+        inner_uu = handler.unary_unary  # type: ignore[assignment]
 
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-                rid = request_id or requestctx.new_request_id()
-                tokens = (requestctx.set_request_id(rid), requestctx.set_principal(principal))
-                start = time.perf_counter()
-                code = grpc.StatusCode.OK
-                try:
-                    return await inner_uu(request, context)
-                except DomainError as err:
-                    code = err.code
-                    if err.reason:
-                        context.set_trailing_metadata(((REASON_METADATA_KEY, err.reason),))
-                    await context.abort(err.code, err.message)
-                except grpc.aio.AbortError:
-                    code = context.code() or grpc.StatusCode.UNKNOWN
-                    raise
-                except Exception:
-                    code = grpc.StatusCode.INTERNAL
-                    log.exception("unhandled error", extra={"method": method})
-                    await context.abort(grpc.StatusCode.INTERNAL, "internal error")
-                finally:
-                    if not quiet:
-                        log.info(
-                            "rpc",
-                            extra={
-                                "request_id": rid,
-                                "method": method,
-                                "code": code.name,
-                                "ms": round((time.perf_counter() - start) * 1000, 2),
-                            },
-                        )
-                    requestctx.reset_principal(tokens[1])
-                    requestctx.reset_request_id(tokens[0])
+        async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            rid = request_id or requestctx.new_request_id()
+            tokens = (requestctx.set_request_id(rid), requestctx.set_principal(principal))
+            start = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                return await inner_uu(request, context)
+            except DomainError as err:
+                code = err.code
+                if err.reason:
+                    context.set_trailing_metadata(((REASON_METADATA_KEY, err.reason),))
+                await context.abort(err.code, err.message)
+            except grpc.aio.AbortError:
+                code = context.code() or grpc.StatusCode.UNKNOWN
+                raise
+            except Exception as err:
+                # A database outage (timeout, lost connection) is UNAVAILABLE with a clear
+                # message, not an internal error: the caller may retry once it is back.
+                outage = database_outage(err)
+                if outage is not None:
+                    code = outage.code
+                    log.warning("database unavailable", extra={"method": method, "error": str(err)})
+                    context.set_trailing_metadata(((REASON_METADATA_KEY, DATABASE_UNAVAILABLE),))
+                    await context.abort(outage.code, outage.message)
+                code = grpc.StatusCode.INTERNAL
+                log.exception("unhandled error", extra={"method": method})
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+            finally:
+                if not quiet:
+                    log.info(
+                        "rpc",
+                        extra={
+                            "request_id": rid,
+                            "method": method,
+                            "code": code.name,
+                            "ms": round((time.perf_counter() - start) * 1000, 2),
+                        },
+                    )
+                requestctx.reset_principal(tokens[1])
+                requestctx.reset_request_id(tokens[0])
 
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        return grpc.unary_unary_rpc_method_handler(
+            unary_unary,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )

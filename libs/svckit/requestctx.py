@@ -1,6 +1,7 @@
 """Per-request context carried across await points and across services.
 
-The request id and the caller's principal travel in gRPC metadata; contextvars make them
+The request id and the caller's principal travel in gRPC metadata, signed by the caller
+(svckit.clients) and verified by the callee (svckit.interceptors); contextvars make them
 visible to logging and to the SQL layer without threading them through every call.
 """
 
@@ -56,16 +57,3 @@ def set_principal(value: Principal | None) -> contextvars.Token[Principal | None
 
 def reset_principal(token: contextvars.Token[Principal | None]) -> None:
     _principal.reset(token)
-
-
-def outgoing_metadata() -> list[tuple[str, str]]:
-    """Metadata a client call should carry so the next service sees the same context."""
-    metadata: list[tuple[str, str]] = []
-    request_id = current_request_id()
-    if request_id:
-        metadata.append((REQUEST_ID_HEADER, request_id))
-    principal = current_principal()
-    if principal is not None:
-        metadata.append((PRINCIPAL_HEADER, principal.id))
-        metadata.append((ADMIN_HEADER, "1" if principal.admin else "0"))
-    return metadata

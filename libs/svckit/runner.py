@@ -6,13 +6,14 @@ Every service's `__main__` is this sequence with its own settings and compositio
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from svckit.config import Env
+from svckit.config import ConfigError, Env
 from svckit.logs import configure_logging
 from svckit.server import wait_for_signal, write_ready_file
 from svckit.telemetry import setup_tracing
@@ -58,4 +59,9 @@ def run(
     load: Callable[[Env], S],
     start: Callable[[S, TracerProvider], Awaitable[RunningService]],
 ) -> None:
-    asyncio.run(serve(name, load, start))
+    try:
+        asyncio.run(serve(name, load, start))
+    except ConfigError as err:
+        # A bad setting is the operator's to fix: one line naming the variable, exit 2.
+        print(f"{name}: configuration error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -1,8 +1,9 @@
 """gRPC server bootstrap shared by every service.
 
 A service's composition root builds its servicers, then hands them to `GrpcHost`, which adds
-health (NOT_SERVING until the service says it is ready), reflection, tracing and request
-context, binds the port (0 picks a free one) and shuts down gracefully on SIGTERM/SIGINT.
+health (NOT_SERVING until the service says it is ready), reflection, tracing, the check of
+every call's internal token and request context, binds the port (0 picks a free one) and
+shuts down gracefully on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace import TracerProvider
 
 from svckit.interceptors import ContextInterceptor
+from svckit.internal_auth import TokenVerifier
 from svckit.telemetry import server_interceptors
 
 log = logging.getLogger(__name__)
@@ -40,13 +42,18 @@ class GrpcHost:
     tracer_provider: TracerProvider | None = None
     grace_s: float = 5.0
     port: int = 0
+    # Required: a host that authenticates nobody cannot be built by forgetting an argument.
+    verifier: TokenVerifier = field(kw_only=True)
     _server: grpc.aio.Server | None = field(default=None, init=False)
     _health: HealthServicer | None = field(default=None, init=False)
 
     async def start(self) -> int:
         """Starts serving (health NOT_SERVING) and returns the bound port."""
         server = grpc.aio.server(
-            interceptors=[*server_interceptors(self.tracer_provider), ContextInterceptor()],
+            interceptors=[
+                *server_interceptors(self.tracer_provider),
+                ContextInterceptor(self.verifier),
+            ],
             options=[
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),
                 ("grpc.max_send_message_length", 64 * 1024 * 1024),

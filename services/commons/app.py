@@ -20,6 +20,7 @@ from commons.store import CommonsStore
 from embedder.client import EmbedderClient
 from svckit.clients import dial
 from svckit.db import create_pool, ensure_extensions
+from svckit.internal_auth import TokenSigner, TokenVerifier
 from svckit.migrations import migrate
 from svckit.server import GrpcHost
 
@@ -67,6 +68,8 @@ async def start_commons(
     if embedder_channel is None:
         owned = embedder_channel = dial(
             settings.embedder_addr,
+            # The backfill signs as nobody: it runs outside any request.
+            signer=TokenSigner(settings.internal_secret),
             default_timeout_s=settings.embed_write_timeout_s,
             tracer_provider=tracer_provider,
         )
@@ -96,7 +99,13 @@ async def start_commons(
     def register(server: grpc.aio.Server) -> None:
         commons_pb2_grpc.add_CommonsServiceServicer_to_server(servicer, server)
 
-    host = GrpcHost([SERVICE_NAME], [register], settings.address, tracer_provider)
+    host = GrpcHost(
+        [SERVICE_NAME],
+        [register],
+        settings.address,
+        tracer_provider,
+        verifier=TokenVerifier(settings.internal_secret),
+    )
     try:
         await host.start()
     except Exception:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from commons.ranking import RankingWeights
 from commons.validation import Limits
-from svckit.config import Env
+from svckit.config import Env, internal_secret
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class CommonsSettings:
     db_pool_max: int
     ready_file: Path | None
     log_level: str
+    # Signs and verifies calls between services (svckit.internal_auth); never logged.
+    internal_secret: bytes = field(repr=False)
 
     @classmethod
     def from_env(cls, env: Env) -> CommonsSettings:
@@ -63,4 +65,5 @@ class CommonsSettings:
             db_pool_max=env.int("COMMONS_DB_POOL_MAX", 10, min=2, max=200),
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+            internal_secret=internal_secret(env),
         )

@@ -17,6 +17,7 @@ from embedder.cross_encoder import load_cross_encoder
 from embedder.limits import EmbedLimits
 from embedder.servicer import EmbedderServicer
 from embedder.settings import EmbedderSettings
+from svckit.internal_auth import TokenVerifier
 from svckit.server import GrpcHost
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,13 @@ async def start_embedder(
     def register(server: grpc.aio.Server) -> None:
         embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(_Deferred(servicer_slot), server)
 
-    host = GrpcHost([SERVICE_NAME], [register], settings.address, tracer_provider)
+    host = GrpcHost(
+        [SERVICE_NAME],
+        [register],
+        settings.address,
+        tracer_provider,
+        verifier=TokenVerifier(settings.internal_secret),
+    )
     await host.start()
     backend = await loop.run_in_executor(
         None,

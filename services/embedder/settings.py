@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from svckit.config import Env, data_dir
+from svckit.config import Env, data_dir, internal_secret
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class EmbedderSettings:
     threads: int  # inference threads; 0 lets the runtime use every core it sees
     ready_file: Path | None
     log_level: str
+    # Signs and verifies calls between services (svckit.internal_auth); never logged.
+    internal_secret: bytes = field(repr=False)
 
     @classmethod
     def from_env(cls, env: Env) -> EmbedderSettings:
@@ -41,4 +43,5 @@ class EmbedderSettings:
             threads=env.int("EMBEDDER_THREADS", 0, min=0, max=256),
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+            internal_secret=internal_secret(env),
         )

@@ -31,6 +31,7 @@ from gateway.routes_keys import keys_router
 from gateway.routes_retrieval import retrieval_router
 from gateway.settings import GatewaySettings
 from svckit.db import create_pool
+from svckit.internal_auth import TokenSigner
 from svckit.migrations import migrate
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,7 @@ async def start_gateway(
             settings.backend_addrs,
             timeout_s=settings.backend_timeout_s,
             health_timeout_s=settings.health_timeout_s,
+            signer=TokenSigner(settings.internal_secret),
             tracer_provider=tracer_provider,
         )
     app = build_app(settings, backends, pool, keys)

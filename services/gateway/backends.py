@@ -16,6 +16,7 @@ from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph.router.v1 import router_pb2_grpc
 from gateway.errors import not_deployed
 from svckit.clients import dial
+from svckit.internal_auth import TokenSigner
 
 
 @dataclass
@@ -32,10 +33,15 @@ class Backends:
         *,
         timeout_s: float,
         health_timeout_s: float,
+        signer: TokenSigner,
         tracer_provider: TracerProvider | None = None,
     ) -> Backends:
+        # Every call is signed with the principal the auth middleware put in the request
+        # context; backends refuse calls that are not.
         channels = {
-            name: dial(addr, default_timeout_s=timeout_s, tracer_provider=tracer_provider)
+            name: dial(
+                addr, signer=signer, default_timeout_s=timeout_s, tracer_provider=tracer_provider
+            )
             for name, addr in addrs.items()
         }
         return cls(channels, health_timeout_s)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cograph_api.limits import REQUEST_BODY_MAX_BYTES
-from svckit.config import Env
+from svckit.config import Env, internal_secret
 
 # The gRPC services the gateway fronts, by env prefix. A backend whose <NAME>_ADDR is unset
 # is "not deployed": its routes answer 503 and /readyz does not wait for it, so a checkout
@@ -27,6 +27,8 @@ class GatewaySettings:
     last_used_resolution_s: float  # how stale a key's last_used_at may get before a write
     mcp_enabled: bool
     log_level: str
+    # Signs and verifies calls between services (svckit.internal_auth); never logged.
+    internal_secret: bytes = field(repr=False)
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -52,6 +54,7 @@ class GatewaySettings:
             ),
             mcp_enabled=env.bool("GATEWAY_MCP_ENABLED", True),
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+            internal_secret=internal_secret(env),
         )
 
     @property

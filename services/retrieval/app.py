@@ -23,6 +23,7 @@ from retrieval.settings import RetrievalSettings, SummarizerSettings
 from retrieval.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
 from svckit.clients import dial
 from svckit.db import create_pool, ensure_extensions
+from svckit.internal_auth import TokenSigner, TokenVerifier
 from svckit.migrations import migrate
 from svckit.server import GrpcHost
 
@@ -86,7 +87,11 @@ async def start_retrieval(
     channel: grpc.aio.Channel | None = None
     needs_channel = embedder is None or settings.search.rerank.provider == "local_cross_encoder"
     if needs_channel:
-        channel = dial(settings.embedder_addr, tracer_provider=tracer_provider)
+        channel = dial(
+            settings.embedder_addr,
+            signer=TokenSigner(settings.internal_secret),
+            tracer_provider=tracer_provider,
+        )
     if embedder is None:
         assert channel is not None
         embedder = EmbedderClient(channel, settings.embedder_timeout_s)
@@ -107,7 +112,13 @@ async def start_retrieval(
     def register(server: grpc.aio.Server) -> None:
         retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(servicer, server)
 
-    host = GrpcHost([SERVICE_NAME], [register], settings.address, tracer_provider)
+    host = GrpcHost(
+        [SERVICE_NAME],
+        [register],
+        settings.address,
+        tracer_provider,
+        verifier=TokenVerifier(settings.internal_secret),
+    )
     await host.start()
     await host.set_serving()
     log.info(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
 from retrieval.search_settings import SPLIT_IDENTIFIERS, SearchSettings
-from svckit.config import Env, data_dir
+from svckit.config import Env, data_dir, internal_secret
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,8 @@ class RetrievalSettings:
     index: IndexSettings
     summarizer: SummarizerSettings
     log_level: str
+    # Signs and verifies calls between services (svckit.internal_auth); never logged.
+    internal_secret: bytes = field(repr=False)
     search: SearchSettings
     head_check_timeout_s: float  # looking up a source's current head (freshness)
     head_cache_s: float  # how long a looked-up head is trusted
@@ -105,6 +107,7 @@ class RetrievalSettings:
             index=IndexSettings.from_env(env),
             summarizer=SummarizerSettings.from_env(env),
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+            internal_secret=internal_secret(env),
             search=SearchSettings.from_env(env),
             head_check_timeout_s=env.float(
                 "RETRIEVAL_HEAD_CHECK_TIMEOUT_S", 5.0, min=0.1, max=120.0

@@ -15,6 +15,7 @@ from router.routing import Router
 from router.servicer import RouterServicer
 from router.settings import RouterSettings
 from router.store import RouterStore
+from svckit.internal_auth import TokenVerifier
 from svckit.server import GrpcHost
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,13 @@ async def start_router(
     def register(server: grpc.aio.Server) -> None:
         router_pb2_grpc.add_RouterServiceServicer_to_server(servicer, server)
 
-    host = GrpcHost([SERVICE_NAME], [register], settings.address, tracer_provider)
+    host = GrpcHost(
+        [SERVICE_NAME],
+        [register],
+        settings.address,
+        tracer_provider,
+        verifier=TokenVerifier(settings.internal_secret),
+    )
     try:
         await host.start()
     except BaseException:

@@ -11,12 +11,12 @@ retrieval's tables; never by the router itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cograph_api import limits
 from router.routing import RouteLimits
-from svckit.config import Env
+from svckit.config import Env, internal_secret
 
 MAX_RESULTS = limits.ROUTE_RESULTS_MAX  # per pool; part of the published contract
 
@@ -30,6 +30,8 @@ class RouterSettings:
     limits: RouteLimits
     ready_file: Path | None
     log_level: str
+    # Signs and verifies calls between services (svckit.internal_auth); never logged.
+    internal_secret: bytes = field(repr=False)
 
     @classmethod
     def from_env(cls, env: Env) -> RouterSettings:
@@ -61,4 +63,5 @@ class RouterSettings:
             ),
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
+            internal_secret=internal_secret(env),
         )

@@ -20,6 +20,7 @@ from commons.app import CommonsApp, start_commons
 from commons.settings import CommonsSettings
 from svckit.config import Env
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
+from tests.internal_auth import signed_channel, with_secret
 
 # Fast reconnects, so a test does not wait out gRPC's default backoff (up to 120 s) after
 # an outage it caused itself.
@@ -40,7 +41,7 @@ def commons_settings(database_url: str, embedder_addr: str, **overrides: str) ->
         "COMMONS_BACKFILL_INTERVAL_S": "0.5",
         **overrides,
     }
-    return CommonsSettings.from_env(Env(environ))
+    return CommonsSettings.from_env(Env(with_secret(environ)))
 
 
 def free_port() -> int:
@@ -149,7 +150,7 @@ async def running_commons(
     settings: CommonsSettings, embedder_channel: grpc.aio.Channel | None = None
 ) -> AsyncIterator[Running]:
     app = await start_commons(settings, embedder_channel=embedder_channel)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
+    channel = signed_channel(f"127.0.0.1:{app.port}")
     try:
         caller = Caller(commons_pb2_grpc.CommonsServiceStub(channel))
         yield Running(app, caller, settings.database_url)

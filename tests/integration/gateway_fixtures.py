@@ -29,6 +29,7 @@ from svckit.config import Env
 from svckit.migrations import migrate
 from tests.conftest import fresh_database as conftest_fresh_database
 from tests.integration.commons_fixtures import commons_settings
+from tests.internal_auth import with_secret
 
 
 @contextlib.asynccontextmanager
@@ -45,7 +46,7 @@ def gateway_settings(database_url: str, addrs: dict[str, str], **overrides: str)
         **{f"{name.upper()}_ADDR": addr for name, addr in addrs.items()},
         **overrides,
     }
-    return GatewaySettings.from_env(Env(environ))
+    return GatewaySettings.from_env(Env(with_secret(environ)))
 
 
 @dataclass
@@ -94,14 +95,16 @@ async def gateway_stack(
             retrieval = await start_retrieval(
                 RetrievalSettings.from_env(
                     Env(
-                        {
-                            "COGRAPH_DATABASE_URL": url,
-                            "COGRAPH_DATA_DIR": str(data_dir / "retrieval"),
-                            "RETRIEVAL_LISTEN": "127.0.0.1:0",
-                            "EMBEDDER_ADDR": embedder_address,
-                            # Freshness looks at the source's head on every call.
-                            "RETRIEVAL_HEAD_CACHE_S": "0",
-                        }
+                        with_secret(
+                            {
+                                "COGRAPH_DATABASE_URL": url,
+                                "COGRAPH_DATA_DIR": str(data_dir / "retrieval"),
+                                "RETRIEVAL_LISTEN": "127.0.0.1:0",
+                                "EMBEDDER_ADDR": embedder_address,
+                                # Freshness looks at the source's head on every call.
+                                "RETRIEVAL_HEAD_CACHE_S": "0",
+                            }
+                        )
                     )
                 )
             )
@@ -114,7 +117,7 @@ async def gateway_stack(
                 await migrate(url, "router", router_migrations)
             router = await start_router(
                 RouterSettings.from_env(
-                    Env({"ROUTER_LISTEN": "127.0.0.1:0", "ROUTER_DATABASE_URL": url})
+                    Env(with_secret({"ROUTER_LISTEN": "127.0.0.1:0", "ROUTER_DATABASE_URL": url}))
                 )
             )
             stack.push_async_callback(router.stop)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
-import grpc
 import pytest
 import pytest_asyncio
 
@@ -23,6 +22,7 @@ from retrieval.settings import RetrievalSettings
 from svckit.config import Env
 from svckit.db import create_database, drop_database
 from tests.integration.test_indexing_fixtures import commit_all, make_repo, write
+from tests.internal_auth import signed_channel, with_secret
 
 ADMIN = (("x-cograph-principal", "root"), ("x-cograph-admin", "1"))
 ALICE = (("x-cograph-principal", "alice"), ("x-cograph-admin", "0"))
@@ -111,13 +111,15 @@ def retrieval_settings(
 ) -> RetrievalSettings:
     return RetrievalSettings.from_env(
         Env(
-            {
-                "COGRAPH_DATABASE_URL": db_url,
-                "COGRAPH_DATA_DIR": str(data_dir),
-                "RETRIEVAL_LISTEN": "127.0.0.1:0",
-                "EMBEDDER_ADDR": embedder_addr,
-                **extra,
-            }
+            with_secret(
+                {
+                    "COGRAPH_DATABASE_URL": db_url,
+                    "COGRAPH_DATA_DIR": str(data_dir),
+                    "RETRIEVAL_LISTEN": "127.0.0.1:0",
+                    "EMBEDDER_ADDR": embedder_addr,
+                    **extra,
+                }
+            )
         )
     )
 
@@ -129,7 +131,7 @@ async def serving(
     """Another retrieval server on the same database (other settings), with a stub."""
     app = await start_retrieval(retrieval_settings(db_url, data_dir, embedder_addr, **extra))
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+        async with signed_channel(f"127.0.0.1:{app.port}") as channel:
             yield app, retrieval_pb2_grpc.RetrievalServiceStub(channel)
     finally:
         await app.stop()

@@ -12,6 +12,7 @@ import pytest_asyncio
 
 from cograph_cli import notes_cmd
 from tests.integration.commons_fixtures import Running, commons_settings, running_commons
+from tests.internal_auth import use_test_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -40,6 +41,7 @@ async def test_post_vote_comment_search_show_delete(
 ) -> None:
     monkeypatch.setenv("COMMONS_ADDR", f"127.0.0.1:{commons.app.port}")
     monkeypatch.setenv("COGRAPH_PRINCIPAL", "cli-agent")
+    use_test_secret(monkeypatch)
     code, out = await _cli(
         [
             "notes",

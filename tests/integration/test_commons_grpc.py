@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph.commons.v1 import commons_pb2
 from tests.integration.commons_fixtures import Running, commons_settings, running_commons
+from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -23,7 +24,7 @@ async def commons(fresh_db_url: str, embedder_address: str) -> AsyncIterator[Run
 
 
 async def test_health_is_serving(commons: Running) -> None:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{commons.app.port}") as channel:
+    async with signed_channel(f"127.0.0.1:{commons.app.port}") as channel:
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(
             health_pb2.HealthCheckRequest(service="cograph.commons.v1.CommonsService"), timeout=5

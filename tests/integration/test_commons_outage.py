@@ -20,6 +20,7 @@ from tests.integration.commons_fixtures import (
     slow_embedder,
     wait_for,
 )
+from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -69,7 +70,7 @@ async def test_notes_posted_during_an_outage_become_searchable_after_it(
     host, port = embedder_address.rsplit(":", 1)
     proxy = TcpProxy(host, int(port))
     await proxy.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}", options=FAST_RECONNECT)
+    channel = signed_channel(f"127.0.0.1:{proxy.port}", options=FAST_RECONNECT)
     settings = commons_settings(
         fresh_db_url,
         f"127.0.0.1:{proxy.port}",

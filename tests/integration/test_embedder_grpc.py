@@ -12,9 +12,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from embedder.app import start_embedder
 from embedder.client import EmbedderClient, EmbedderUnavailable
-from svckit.clients import dial
 from svckit.errors import InvalidArgument
 from tests.conftest import embedder_settings
+from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -63,7 +63,7 @@ async def test_concurrent_callers_get_their_own_vectors(embedder_client: Embedde
 async def test_bad_batches_are_invalid_argument(
     embedder_address: str, texts: list[str], needle: str
 ) -> None:
-    async with grpc.aio.insecure_channel(embedder_address) as channel:
+    async with signed_channel(embedder_address) as channel:
         stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await stub.Embed(embedder_pb2.EmbedRequest(texts=texts), timeout=10)
@@ -85,7 +85,7 @@ async def test_client_maps_invalid_argument(embedder_client: EmbedderClient) -> 
 
 async def test_deadline_shorter_than_the_work(embedder_address: str) -> None:
     texts = [f"a long text about parsing configuration number {i} " * 40 for i in range(256)]
-    async with grpc.aio.insecure_channel(embedder_address) as channel:
+    async with signed_channel(embedder_address) as channel:
         stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await stub.Embed(embedder_pb2.EmbedRequest(texts=texts), timeout=0.05)
@@ -93,7 +93,7 @@ async def test_deadline_shorter_than_the_work(embedder_address: str) -> None:
 
 
 async def test_client_raises_unavailable_when_nothing_listens() -> None:
-    channel = dial("127.0.0.1:1")
+    channel = signed_channel("127.0.0.1:1")
     try:
         with pytest.raises(EmbedderUnavailable):
             await EmbedderClient(channel, timeout_s=0.5).embed(["hello"])
@@ -111,7 +111,7 @@ async def test_info_describes_model(embedder_client: EmbedderClient) -> None:
 
 async def test_health_serving_then_not_serving_on_shutdown() -> None:
     app = await start_embedder(embedder_settings())
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+    async with signed_channel(f"127.0.0.1:{app.port}") as channel:
         health = health_pb2_grpc.HealthStub(channel)
         name = "cograph.embedder.v1.EmbedderService"
         reply = await health.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)

@@ -19,6 +19,7 @@ from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
 from tests.integration.test_indexing_fixtures import MAR, commit_all, git, make_repo, write
+from tests.internal_auth import signed_channel, use_test_secret, with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -33,14 +34,16 @@ async def retrieval_app(
 ) -> AsyncIterator[RetrievalApp]:
     settings = RetrievalSettings.from_env(
         Env(
-            {
-                "COGRAPH_DATABASE_URL": fresh_db_url,
-                "COGRAPH_DATA_DIR": str(tmp_path / "data"),
-                "RETRIEVAL_LISTEN": "127.0.0.1:0",
-                "EMBEDDER_ADDR": embedder_address,
-                "RETRIEVAL_MAX_FILE_BYTES": "8000",
-                "RETRIEVAL_HEAD_CACHE_S": "0",
-            }
+            with_secret(
+                {
+                    "COGRAPH_DATABASE_URL": fresh_db_url,
+                    "COGRAPH_DATA_DIR": str(tmp_path / "data"),
+                    "RETRIEVAL_LISTEN": "127.0.0.1:0",
+                    "EMBEDDER_ADDR": embedder_address,
+                    "RETRIEVAL_MAX_FILE_BYTES": "8000",
+                    "RETRIEVAL_HEAD_CACHE_S": "0",
+                }
+            )
         )
     )
     app = await start_retrieval(settings)
@@ -54,7 +57,7 @@ async def retrieval_app(
 async def stub(
     retrieval_app: RetrievalApp,
 ) -> AsyncIterator[retrieval_pb2_grpc.RetrievalServiceAsyncStub]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{retrieval_app.port}") as channel:
+    async with signed_channel(f"127.0.0.1:{retrieval_app.port}") as channel:
         yield retrieval_pb2_grpc.RetrievalServiceStub(channel)
 
 
@@ -71,7 +74,7 @@ async def _wait(
 
 
 async def test_health_is_serving(retrieval_app: RetrievalApp) -> None:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{retrieval_app.port}") as channel:
+    async with signed_channel(f"127.0.0.1:{retrieval_app.port}") as channel:
         reply = await health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service="cograph.retrieval.v1.RetrievalService"),
             timeout=5,
@@ -284,6 +287,7 @@ async def test_cli_index_and_collection_add(
     import argparse
 
     monkeypatch.setenv("RETRIEVAL_ADDR", f"127.0.0.1:{retrieval_app.port}")
+    use_test_secret(monkeypatch)
     parser = argparse.ArgumentParser(prog="cograph")
     index_cmd.register(parser.add_subparsers(dest="command", required=True))
     root = make_repo(tmp_path / "cli-demo")

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.internal_auth import with_secret
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUDGET_S = 180
 
@@ -23,7 +25,7 @@ BUDGET_S = 180
 @pytest.mark.slow
 @pytest.mark.timeout(BUDGET_S + 60)
 def test_small_mode_fused_is_not_below_any_single_stream(tmp_path: Path) -> None:
-    env = {**os.environ, "COGRAPH_LOG_LEVEL": "WARNING"}
+    env = with_secret({**os.environ, "COGRAPH_LOG_LEVEL": "WARNING"})
     external = os.environ.get("COGRAPH_TEST_DATABASE_URL")
     if external:  # the same switch the other integration tests honour
         env["COGRAPH_DATABASE_URL"] = external

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.internal_auth import signed_metadata
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 GRPCURL = shutil.which("grpcurl", path=str(Path(sys.executable).parent)) or "grpcurl"
@@ -37,8 +39,11 @@ async def test_grpcurl_lists_services(embedder_address: str) -> None:
 async def test_grpcurl_describes_and_calls_embed(embedder_address: str) -> None:
     described = await _grpcurl(embedder_address, "describe", "cograph.embedder.v1.EmbedderService")
     assert "rpc Embed" in described and "rpc Info" in described
+    # Reflection needs no token; a call does, passed as headers like any other client's.
+    headers = [arg for key, value in signed_metadata() for arg in ("-H", f"{key}: {value}")]
     reply = json.loads(
         await _grpcurl(
+            *headers,
             "-d",
             '{"texts": ["hello from grpcurl"]}',
             embedder_address,

@@ -49,6 +49,7 @@ from router.routing import Routing
 from router.settings import RouterSettings
 from svckit.config import Env
 from svckit.migrations import migrate
+from tests.internal_auth import signed_channel, use_test_secret, with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -173,7 +174,7 @@ async def load_fixture(url: str) -> None:
 
 def router_settings(url: str, **overrides: str) -> RouterSettings:
     return RouterSettings.from_env(
-        Env({"ROUTER_LISTEN": "127.0.0.1:0", "ROUTER_DATABASE_URL": url, **overrides})
+        Env(with_secret({"ROUTER_LISTEN": "127.0.0.1:0", "ROUTER_DATABASE_URL": url, **overrides}))
     )
 
 
@@ -478,7 +479,7 @@ def _metadata(principal: str | None, admin: bool = False) -> tuple[tuple[str, st
 async def _call(
     app: RouterApp, request: router_pb2.RouteRequest, principal: str | None = None
 ) -> router_pb2.RouteResponse:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+    async with signed_channel(f"127.0.0.1:{app.port}") as channel:
         stub = router_pb2_grpc.RouterServiceStub(channel)
         reply: router_pb2.RouteResponse = await stub.Route(
             request, metadata=_metadata(principal), timeout=10
@@ -487,7 +488,7 @@ async def _call(
 
 
 async def test_health_and_route_over_grpc(router_app: RouterApp) -> None:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{router_app.port}") as channel:
+    async with signed_channel(f"127.0.0.1:{router_app.port}") as channel:
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(
             health_pb2.HealthCheckRequest(service="cograph.router.v1.RouterService"), timeout=5
@@ -550,6 +551,7 @@ async def test_cli_route_json_is_the_rest_body(
 ) -> None:
     monkeypatch.setenv("ROUTER_ADDR", f"127.0.0.1:{router_app.port}")
     monkeypatch.setenv("COGRAPH_PRINCIPAL", "alice")
+    use_test_secret(monkeypatch)
     parser = argparse.ArgumentParser()
     route_cmd.register(parser.add_subparsers())
     args = parser.parse_args(["route", "ledger", "--json", "--max-collections", "1"])

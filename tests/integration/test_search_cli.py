@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.integration.search_fixtures import DEMO, SearchEnv, search_env
+from tests.internal_auth import with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 __all__ = ["search_env"]
@@ -22,7 +23,7 @@ async def _cograph(env: SearchEnv, *args: str) -> tuple[int, str, str]:
         "cograph_cli",
         "search",
         *args,
-        env={**os.environ, "RETRIEVAL_ADDR": f"127.0.0.1:{env.app.port}"},
+        env=with_secret({**os.environ, "RETRIEVAL_ADDR": f"127.0.0.1:{env.app.port}"}),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -14,6 +14,7 @@ from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from embedder.app import EmbedderApp, start_embedder
 from tests.conftest import embedder_settings
 from tests.integration.search_fixtures import DEMO, SearchEnv, search_env, serving
+from tests.internal_auth import signed_channel
 from tests.rerank_fakes import API_KEY, fake_vendor, overlap
 from tests.tiny_cross_encoder import build_tiny_cross_encoder
 
@@ -36,7 +37,7 @@ async def reranking_embedder(
 
 
 async def test_embedder_rerank_rpc(reranking_embedder: EmbedderApp, embedder_address: str) -> None:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{reranking_embedder.port}") as channel:
+    async with signed_channel(f"127.0.0.1:{reranking_embedder.port}") as channel:
         stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
         info = await stub.Info(embedder_pb2.InfoRequest(), timeout=5)
         assert info.reranker == "tiny-cross-encoder"
@@ -58,7 +59,7 @@ async def test_embedder_rerank_rpc(reranking_embedder: EmbedderApp, embedder_add
                 await stub.Rerank(bad, timeout=10)
             assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     # The default embedder has no cross-encoder.
-    async with grpc.aio.insecure_channel(embedder_address) as channel:
+    async with signed_channel(embedder_address) as channel:
         stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
         assert (await stub.Info(embedder_pb2.InfoRequest(), timeout=5)).reranker == ""
         with pytest.raises(grpc.aio.AioRpcError) as caught:

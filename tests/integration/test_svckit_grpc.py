@@ -16,6 +16,7 @@ from svckit import requestctx
 from svckit.clients import dial
 from svckit.logs import JsonFormatter
 from tests.conftest import embedder_settings
+from tests.internal_auth import SIGNER
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -25,7 +26,7 @@ async def test_request_id_and_trace_cross_the_wire(caplog: pytest.LogCaptureFixt
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     app = await start_embedder(embedder_settings(), provider)
-    channel = dial(f"127.0.0.1:{app.port}", tracer_provider=provider)
+    channel = dial(f"127.0.0.1:{app.port}", signer=SIGNER, tracer_provider=provider)
     token = requestctx.set_request_id("req-abc-123")
     try:
         with caplog.at_level(logging.INFO, logger="svckit.access"):

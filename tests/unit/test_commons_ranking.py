@@ -17,6 +17,7 @@ from commons.ranking import (
 from commons.settings import CommonsSettings
 from commons.store import search_sql
 from svckit.config import ConfigError, Env
+from tests.internal_auth import with_secret
 
 W = RankingWeights()
 
@@ -65,7 +66,9 @@ def test_embedding_text_joins_title_and_body_and_truncates() -> None:
 
 
 def test_settings_defaults_and_fail_fast() -> None:
-    settings = CommonsSettings.from_env(Env({"COGRAPH_DATABASE_URL": "postgresql://x/y"}))
+    settings = CommonsSettings.from_env(
+        Env(with_secret({"COGRAPH_DATABASE_URL": "postgresql://x/y"}))
+    )
     assert settings.address == "127.0.0.1:50054"
     assert settings.embedder_addr == "127.0.0.1:50051"
     assert settings.embedder_timeout_s == 2.0
@@ -75,4 +78,6 @@ def test_settings_defaults_and_fail_fast() -> None:
     with pytest.raises(ConfigError, match="COGRAPH_DATABASE_URL"):
         CommonsSettings.from_env(Env({}))
     with pytest.raises(ConfigError, match="SEARCH_LIMIT"):
-        CommonsSettings.from_env(Env({"COGRAPH_DATABASE_URL": "x", "SEARCH_LIMIT": "0"}))
+        CommonsSettings.from_env(
+            Env(with_secret({"COGRAPH_DATABASE_URL": "x", "SEARCH_LIMIT": "0"}))
+        )

@@ -26,6 +26,8 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml  # type: ignore[import-untyped]
 
+from tests.internal_auth import with_secret
+
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 BASE = K8S / "base"
@@ -509,7 +511,9 @@ def test_embedder_threads_match_its_cpu_limit() -> None:
     assert limit.is_integer() and limit >= 1, "a whole number of cores, so threads can match"
     assert int(entry["value"]) == int(limit), "EMBEDDER_THREADS and limits.cpu move together"
     settings = importlib.import_module("embedder.settings")
-    env = importlib.import_module("svckit.config").Env({"EMBEDDER_THREADS": entry["value"]})
+    env = importlib.import_module("svckit.config").Env(
+        with_secret({"EMBEDDER_THREADS": entry["value"]})
+    )
     assert settings.EmbedderSettings.from_env(env).threads == int(limit)
 
 
@@ -579,7 +583,7 @@ def test_router_may_use_a_read_only_role() -> None:
     # is absent, as with the local overlay's Secret.
     router_settings = importlib.import_module("router.settings").RouterSettings
     env_type = importlib.import_module("svckit.config").Env
-    shared = {"COGRAPH_DATABASE_URL": "postgresql://writer@db/cograph"}
+    shared = with_secret({"COGRAPH_DATABASE_URL": "postgresql://writer@db/cograph"})
     read_only = {**shared, "ROUTER_DATABASE_URL": "postgresql://reader@db/cograph"}
     assert (
         router_settings.from_env(env_type(read_only)).database_url
@@ -603,6 +607,9 @@ def test_gateway_reads_the_database_and_its_backends() -> None:
     seen = dict(_objects("ConfigMap")[CONFIG_MAP]["data"])
     seen.update({k: str(v["value"]) for k, v in env.items() if "value" in v})
     seen["COGRAPH_DATABASE_URL"] = "postgresql://gateway@db/cograph"
+    # The internal secret's file exists only in the pod; the test secret stands in for it.
+    seen.pop("COGRAPH_INTERNAL_SECRET_FILE", None)
+    seen = with_secret(seen)
     module = importlib.import_module("gateway.settings")
     settings = module.GatewaySettings.from_env(importlib.import_module("svckit.config").Env(seen))
     assert settings.allow_anonymous is False, "key-less requests stay refused unless opted in"

@@ -8,16 +8,23 @@ from router.routing import validate
 from router.settings import RouterSettings
 from svckit.config import ConfigError, Env
 from svckit.errors import InvalidArgument
+from tests.internal_auth import with_secret
 
 
 def test_defaults_and_database_url_fallback() -> None:
-    settings = RouterSettings.from_env(Env({"COGRAPH_DATABASE_URL": "postgresql://shared/db"}))
+    settings = RouterSettings.from_env(
+        Env(with_secret({"COGRAPH_DATABASE_URL": "postgresql://shared/db"}))
+    )
     assert settings.address == "127.0.0.1:50053"
     assert settings.database_url == "postgresql://shared/db"
     assert (settings.limits.default_repositories, settings.limits.default_collections) == (3, 3)
     assert settings.limits.max_results == 20
     own = RouterSettings.from_env(
-        Env({"COGRAPH_DATABASE_URL": "postgresql://shared/db", "ROUTER_DATABASE_URL": "pg://ro"})
+        Env(
+            with_secret(
+                {"COGRAPH_DATABASE_URL": "postgresql://shared/db", "ROUTER_DATABASE_URL": "pg://ro"}
+            )
+        )
     )
     assert own.database_url == "pg://ro"
 
@@ -30,12 +37,12 @@ def test_a_database_url_is_required() -> None:
 def test_out_of_range_defaults_fail_fast() -> None:
     with pytest.raises(ConfigError, match="ROUTER_DEFAULT_REPOSITORIES"):
         RouterSettings.from_env(
-            Env({"COGRAPH_DATABASE_URL": "x", "ROUTER_DEFAULT_REPOSITORIES": "21"})
+            Env(with_secret({"COGRAPH_DATABASE_URL": "x", "ROUTER_DEFAULT_REPOSITORIES": "21"}))
         )
 
 
 def test_validation_edges() -> None:
-    limits = RouterSettings.from_env(Env({"COGRAPH_DATABASE_URL": "x"})).limits
+    limits = RouterSettings.from_env(Env(with_secret({"COGRAPH_DATABASE_URL": "x"}))).limits
     request = validate(limits, "billing", None, None)
     assert (request.max_repositories, request.max_collections) == (3, 3)
     assert validate(limits, "b" * 1000, 1, 20).max_collections == 20
