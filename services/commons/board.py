@@ -12,7 +12,7 @@ from commons.embedding import MAX_EMBED_CHARS, DetachedTasks, NoteEmbedder
 from commons.models import Comment, Post, SearchHit, VoteOutcome
 from commons.query import like_pattern, parse_query
 from commons.ranking import RankingWeights, Strategy, choose_strategy
-from commons.store import CommonsStore, DeleteOutcome, SearchParams
+from commons.store import CommonsStore, DeleteOutcome, SearchParams, VoteRefusal
 from commons.validation import (
     Limits,
     parse_post_id,
@@ -27,6 +27,8 @@ from svckit.requestctx import current_principal
 log = logging.getLogger(__name__)
 
 SEMANTIC_SEARCH_UNAVAILABLE = "semantic_search_unavailable"
+# PERMISSION_DENIED's reason (the REST error code) when an author votes on their own note.
+OWN_POST_VOTE = "own_post_vote"
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,14 @@ class NotesBoard:
             raise InvalidArgument("direction: must be up, down or none")
         principal = _writer()
         outcome = await self._store.vote(parse_post_id(post_id), principal, value)
-        if outcome is None:
+        if outcome is VoteRefusal.NOT_FOUND:
             raise NotFound(f"post {post_id} not found")
+        if outcome is VoteRefusal.OWN_POST:
+            # A note's score is what other agents think of it; search ranks by it, so a
+            # self-vote would let an author lift their own note (direction none is allowed).
+            raise PermissionDenied(
+                "direction: authors cannot vote on their own notes", reason=OWN_POST_VOTE
+            )
         return outcome
 
     async def add_comment(self, post_id: str, body: str) -> tuple[Comment, int]:

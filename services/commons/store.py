@@ -90,6 +90,11 @@ class DeleteOutcome(Enum):
     NOT_AUTHOR = "not_author"
 
 
+class VoteRefusal(Enum):
+    NOT_FOUND = "not_found"
+    OWN_POST = "own_post"
+
+
 @dataclass(frozen=True)
 class SearchParams:
     vector: Vector
@@ -217,8 +222,13 @@ class CommonsStore:
             await conn.execute("DELETE FROM posts WHERE id = $1", post_id)
             return DeleteOutcome.DELETED
 
-    async def vote(self, post_id: uuid.UUID, principal_id: str, value: int) -> VoteOutcome | None:
-        """Sets (value +-1) or withdraws (0) the principal's vote; None if no such post.
+    async def vote(
+        self, post_id: uuid.UUID, principal_id: str, value: int
+    ) -> VoteOutcome | VoteRefusal:
+        """Sets (value +-1) or withdraws (0) the principal's vote, or says why it may not.
+
+        An author may not vote on their own note (a score is what others think of it);
+        withdrawing is always allowed, so a vote cast before that rule can still be undone.
 
         The post row is locked first, so votes on one post serialise; the score is then
         recomputed from the votes table (a fresh snapshot under READ COMMITTED sees every
@@ -226,9 +236,13 @@ class CommonsStore:
         """
         async with self._pool.acquire() as conn, conn.transaction():
             voter = await self._user(conn, principal_id)
-            exists = await conn.fetchval("SELECT 1 FROM posts WHERE id = $1 FOR UPDATE", post_id)
-            if exists is None:
-                return None
+            author = await conn.fetchval(
+                "SELECT author_id FROM posts WHERE id = $1 FOR UPDATE", post_id
+            )
+            if author is None:
+                return VoteRefusal.NOT_FOUND
+            if value != 0 and author == voter:
+                return VoteRefusal.OWN_POST
             if value == 0:
                 await conn.execute(
                     "DELETE FROM votes WHERE post_id = $1 AND user_id = $2", post_id, voter

@@ -25,6 +25,10 @@ from gateway.errors import from_grpc, invalid
 Json = dict[str, Any]
 M = TypeVar("M", bound=Message)
 
+_ROLES = {
+    "read": retrieval_pb2.ACCESS_ROLE_READ,
+    "write": retrieval_pb2.ACCESS_ROLE_WRITE,
+}
 _DIRECTIONS = {
     "up": commons_pb2.VOTE_DIRECTION_UP,
     "down": commons_pb2.VOTE_DIRECTION_DOWN,
@@ -131,14 +135,14 @@ class GatewayApi:
 
     async def grant(self, request: models.AccessGrant) -> Json:
         message = retrieval_pb2.GrantAccessRequest(
-            principal_id=request.principal_id, **request.target()
+            principal_id=request.principal_id, role=_ROLES[request.role], **request.target()
         )
         reply = await self._call(self._backends.retrieval().GrantAccess, message)
         return {"changed": reply.changed}
 
     async def revoke(self, request: models.AccessGrant) -> Json:
         message = retrieval_pb2.RevokeAccessRequest(
-            principal_id=request.principal_id, **request.target()
+            principal_id=request.principal_id, role=_ROLES[request.role], **request.target()
         )
         reply = await self._call(self._backends.retrieval().RevokeAccess, message)
         return {"changed": reply.changed}

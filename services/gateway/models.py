@@ -199,9 +199,14 @@ class AccessTarget(Body):
 
 
 class AccessGrant(AccessTarget):
-    """Read access for one principal to one repository or collection (admin only)."""
+    """Read or write access for one principal to one repository or collection (admin only)."""
 
     principal_id: KeyName = Field(description="The principal an API key acts for.")
+    role: Literal["read", "write"] = Field(
+        default="read",
+        description="read: search and read it; write: also re-index it and change its "
+        "source. Revoking write lowers a write grant to read; revoking read removes it.",
+    )
 
 
 class Visibility(AccessTarget):

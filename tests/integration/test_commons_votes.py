@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 import pytest_asyncio
 
+import commons as commons_package
 from cograph.commons.v1 import commons_pb2
+from svckit.errors import REASON_METADATA_KEY
 from tests.integration.commons_fixtures import Running, commons_settings, running_commons
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
+SELF_VOTE_MIGRATION = (
+    Path(commons_package.__file__).parent / "migrations" / "0003_commons_no_self_votes.sql"
+)
 UP, DOWN, NONE = (
     commons_pb2.VOTE_DIRECTION_UP,
     commons_pb2.VOTE_DIRECTION_DOWN,
@@ -80,3 +88,41 @@ async def test_concurrent_voters_keep_the_score_exact(commons: Running) -> None:
     )
     assert row["score"] == row["total"] == expected
     assert row["n"] == len(ups) - len(withdrawn) + len(downs) - len(undone)
+
+
+async def test_authors_cannot_vote_on_their_own_notes(commons: Running) -> None:
+    caller = commons.caller
+    post = await caller.post("my note", "body", as_="author")
+    for direction in (UP, DOWN):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await caller.vote(post.id, direction, as_="author")
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "own" in (caught.value.details() or "")
+        trailing: Any = caught.value.trailing_metadata() or ()
+        assert (REASON_METADATA_KEY, "own_post_vote") in [(k, v) for k, v in trailing]
+    # Withdrawing stays allowed; another principal's vote counts as before.
+    assert (await caller.vote(post.id, NONE, as_="author")).score == 0
+    assert (await caller.vote(post.id, UP, as_="reader")).score == 1
+    (row,) = await commons.sql("SELECT count(*) AS n FROM votes WHERE post_id = $1::uuid", post.id)
+    assert row["n"] == 1
+
+
+async def test_migration_removes_self_votes_cast_before_the_rule(commons: Running) -> None:
+    caller = commons.caller
+    post = await caller.post("older note", "body", as_="old-author")
+    await caller.vote(post.id, UP, as_="fan")
+    # A self-vote as the table could hold it before the rule existed.
+    await commons.sql(
+        "INSERT INTO votes (post_id, user_id, value) SELECT p.id, p.author_id, 1 FROM posts p "
+        "WHERE p.id = $1::uuid",
+        post.id,
+    )
+    await commons.sql("UPDATE posts SET score = 2 WHERE id = $1::uuid", post.id)
+    conn = await asyncpg.connect(commons.database_url)
+    try:
+        await conn.execute(SELF_VOTE_MIGRATION.read_text())  # as svckit.migrations runs it
+    finally:
+        await conn.close()
+    assert (await caller.get(post.id)).score == 1
+    (row,) = await commons.sql("SELECT count(*) AS n FROM votes WHERE post_id = $1::uuid", post.id)
+    assert row["n"] == 1
