@@ -1,4 +1,5 @@
-"""`cograph access grant|revoke|public|private`: who may read a repository or collection.
+"""`cograph access grant|revoke|public|private`: who may read (or re-index) a repository or
+collection.
 
 Admin only, through the gateway (see cograph_cli.rest_calls for where the key is found).
 """
@@ -24,15 +25,24 @@ def _target_options(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     access = subparsers.add_parser(
-        "access", help="grant or revoke read access; make sources public or private (admin)"
+        "access", help="grant or revoke read/write access; make sources public or private (admin)"
     )
     actions = access.add_subparsers(dest="access_command", required=True)
-    for name, text in (
-        ("grant", "let a principal read a private repository or collection"),
-        ("revoke", "take a principal's grant away"),
+    for name, text, role_help in (
+        (
+            "grant",
+            "let a principal read (or also re-index) a repository or collection",
+            "read: search and read (default); write: also re-index and change the source",
+        ),
+        (
+            "revoke",
+            "take a principal's grant away, or only its write role",
+            "read: remove the grant (default); write: keep it as a read grant",
+        ),
     ):
         action = actions.add_parser(name, help=text)
         action.add_argument("principal", help="the principal id an API key acts for")
+        action.add_argument("--role", choices=("read", "write"), default="read", help=role_help)
         _target_options(action)
         action.set_defaults(handler=_grant_or_revoke)
     for name, text in (
@@ -47,7 +57,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _grant_request(args: argparse.Namespace) -> models.AccessGrant:
     try:
         return models.AccessGrant(
-            principal_id=args.principal, repository=args.repo, collection=args.collection
+            principal_id=args.principal,
+            repository=args.repo,
+            collection=args.collection,
+            role=args.role,
         )
     except ValidationError as err:
         raise invalid_argument(err) from None
@@ -69,12 +82,20 @@ def _report(args: argparse.Namespace, reply: dict[str, Any], done: str, already:
 def _grant_or_revoke(args: argparse.Namespace) -> int:
     request = _grant_request(args)
     who, what = args.principal, _what(args)
+    verb = "read" if args.role == "read" else "re-index"
     if args.access_command == "grant":
         reply = call_gateway(lambda client: client.grant(request))
         return _report(
-            args, reply, f"{who} may now read {what}", f"{who} could already read {what}"
+            args, reply, f"{who} may now {verb} {what}", f"{who} could already {verb} {what}"
         )
     reply = call_gateway(lambda client: client.revoke(request))
+    if args.role == "write":
+        return _report(
+            args,
+            reply,
+            f"{who} may no longer re-index {what} (still read it)",
+            f"{who} had no write grant on {what}",
+        )
     return _report(args, reply, f"revoked {who}'s grant on {what}", f"{who} had no grant on {what}")
 
 

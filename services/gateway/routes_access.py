@@ -1,4 +1,5 @@
-"""Who may read what, under /api/access: grants to a principal and public/private.
+"""Who may read or write what, under /api/access: grants to a principal (role `read` or
+`write`) and public/private.
 
 Retrieval decides (admin keys only) and enforces it inside every query's SQL; these routes
 only carry the request there.
@@ -20,13 +21,15 @@ def access_router(api: GatewayApi) -> APIRouter:
 
     @router.post("/grant", responses=errors(403, 404))
     async def grant(body: models.AccessGrant) -> dict[str, Any]:
-        """Lets a principal read a private repository or collection; changed is false when
-        the grant already existed."""
+        """Gives a principal `role` on a repository or collection: `read` (the default)
+        lets it search and read; `write` also lets it re-index and change the source. An
+        existing grant is set to that role; changed is false when it already had it."""
         return await api.grant(body)
 
     @router.post("/revoke", responses=errors(403, 404))
     async def revoke(body: models.AccessGrant) -> dict[str, Any]:
-        """Takes a grant away at once; changed is false when there was none."""
+        """Takes a grant away at once (role `read`, the default), or only its write role
+        (role `write`: the grant stays, as read); changed is false when nothing changed."""
         return await api.revoke(body)
 
     @router.post("/visibility", responses=errors(403, 404))

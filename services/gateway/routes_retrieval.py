@@ -38,7 +38,10 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         "/repositories", status_code=202, tags=["repositories"], responses=errors(403, 409)
     )
     async def index_repository(body: models.IndexRepositoryRequest) -> dict[str, Any]:
-        """Starts (or joins) a background job indexing a path or git URL; poll the job."""
+        """Starts (or joins) a background job indexing a git URL (https, ssh, git) or, for
+        admin keys, a path on the server; poll the job. Re-indexing or changing the source
+        needs a write grant; creating a repository, `public` and `grant_principal_ids` need
+        an admin key. An unknown slug and one the key cannot read are refused alike (403)."""
         return await api.index_repository(body)
 
     @router.get("/repositories", tags=["repositories"], responses=errors())
@@ -58,13 +61,15 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         responses=errors(403, 404, 409),
     )
     async def delete_repository(slug: SlugParam) -> Response:
-        """Removes a repository and everything indexed from it."""
+        """Removes a repository and everything indexed from it (admin only; 404 when the
+        key cannot read it, 403 when it can)."""
         await api.delete_repository(models.clean_text(slug, "slug"))
         return Response(status_code=204)
 
     @router.post("/collections", status_code=202, tags=["collections"], responses=errors(403, 409))
     async def index_collection(body: models.IndexCollectionRequest) -> dict[str, Any]:
-        """Starts a job indexing a markdown collection (server directory or uploaded files)."""
+        """Starts a job indexing a markdown collection (uploaded files or, for admin keys, a
+        server directory); the same write rules as repositories."""
         return await api.index_collection(body)
 
     @router.get("/collections", tags=["collections"], responses=errors())
@@ -74,7 +79,8 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
 
     @router.get("/jobs/{job_id}", tags=["repositories"], responses=errors(404))
     async def get_job(job_id: JobId) -> dict[str, Any]:
-        """An indexing job's state and progress."""
+        """An indexing job's state and progress; 404 unless the key started it or may read
+        its target."""
         return await api.get_job(models.clean_text(job_id, "job_id"))
 
     return router

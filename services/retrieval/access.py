@@ -1,4 +1,5 @@
-"""Access management: grants and visibility of repositories and collections (admin only).
+"""Access management: grants (read or write) and visibility of repositories and
+collections (admin only).
 
 These change what the ACL fragments in acl.py let through; search, graph and routing see
 the change on their next query because they filter inside their own SQL.
@@ -15,6 +16,7 @@ from retrieval.acl import Viewer
 from svckit.errors import InvalidArgument, NotFound, PermissionDenied
 
 TargetKind = Literal["repository", "collection"]
+Role = Literal["read", "write"]
 _MAX_PRINCIPAL = 200
 
 
@@ -36,6 +38,14 @@ def checked_target(kind: str, name: str) -> Target:
     if kind == "repository":
         return Target("repository", value.lower())
     return Target("collection", value)
+
+
+def checked_role(role: str) -> Role:
+    if role == "read":
+        return "read"
+    if role == "write":
+        return "write"
+    raise InvalidArgument(f"role must be read or write, got {role!r}")
 
 
 def checked_principal(principal_id: str) -> str:
@@ -60,29 +70,41 @@ def _column(target: Target) -> str:
     return "repository_id" if target.kind == "repository" else "collection_id"
 
 
-async def grant(conn: asyncpg.Connection, principal_id: str, target: Target) -> bool:
-    """True when the grant is new."""
+async def grant(
+    conn: asyncpg.Connection, principal_id: str, target: Target, role: Role = "read"
+) -> bool:
+    """Sets the principal's grant on the target to `role`; true when that changed anything
+    (a new grant, or a read grant raised to write or a write grant lowered to read)."""
     target_id = await _target_id(conn, target)
     column = _column(target)
-    inserted = await conn.fetchval(
-        f"INSERT INTO grants (principal_id, {column}) VALUES ($1, $2) "
-        f"ON CONFLICT ({column}, principal_id) WHERE {column} IS NOT NULL DO NOTHING "
+    changed = await conn.fetchval(
+        f"INSERT INTO grants (principal_id, {column}, role) VALUES ($1, $2, $3) "
+        f"ON CONFLICT ({column}, principal_id) WHERE {column} IS NOT NULL "
+        "DO UPDATE SET role = EXCLUDED.role WHERE grants.role <> EXCLUDED.role "
         "RETURNING id",
         principal_id,
         target_id,
+        role,
     )
-    return inserted is not None
+    return changed is not None
 
 
-async def revoke(conn: asyncpg.Connection, principal_id: str, target: Target) -> bool:
-    """True when a grant was removed."""
+async def revoke(
+    conn: asyncpg.Connection, principal_id: str, target: Target, role: Role = "read"
+) -> bool:
+    """Revoking `read` removes the grant; revoking `write` lowers a write grant to read.
+    True when a grant changed."""
     target_id = await _target_id(conn, target)
-    removed = await conn.fetchval(
-        f"DELETE FROM grants WHERE principal_id = $1 AND {_column(target)} = $2 RETURNING id",
-        principal_id,
-        target_id,
-    )
-    return removed is not None
+    column = _column(target)
+    if role == "write":
+        sql = (
+            f"UPDATE grants SET role = 'read' WHERE principal_id = $1 AND {column} = $2 "
+            "AND role = 'write' RETURNING id"
+        )
+    else:
+        sql = f"DELETE FROM grants WHERE principal_id = $1 AND {column} = $2 RETURNING id"
+    changed = await conn.fetchval(sql, principal_id, target_id)
+    return changed is not None
 
 
 async def set_visibility(conn: asyncpg.Connection, target: Target, public: bool) -> bool:

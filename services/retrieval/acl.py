@@ -1,8 +1,10 @@
 """Access control as SQL fragments, so every reader filters inside the query that scores.
 
 A principal reads a repository or collection when it is an admin, the source is public,
-or a grant names it. Callers bind the principal id and the admin flag as parameters and
-splice the fragment into their WHERE clause, e.g.
+or a grant (of either role, `read` or `write`) names it; it writes (re-indexes, changes the
+source) only as an admin or through a `write` grant (Access below). Callers bind the
+principal id and the admin flag as parameters and splice the fragment into their WHERE
+clause, e.g.
 
     sql = f"SELECT ... FROM code_nodes n JOIN repositories r ON r.id = n.repository_id "
           f"WHERE {repository_readable('r', '$1', '$2')} AND ..."
@@ -47,3 +49,24 @@ def collection_readable(alias: str, principal_param: str, admin_param: str) -> s
         f"SELECT 1 FROM grants g WHERE g.collection_id = {alias}.id "
         f"AND g.principal_id = {principal_param}::text))"
     )
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one viewer may do with one repository or collection.
+
+    read: search, graph, describe it. write: also re-index it and change its source (a
+    `write` grant). Admins may do everything, including what no grant gives: change its
+    visibility and grants, delete it.
+    """
+
+    exists: bool
+    readable: bool
+    writable: bool
+
+    @classmethod
+    def of(cls, viewer: Viewer, *, exists: bool, public: bool, role: str | None) -> Access:
+        if not exists:
+            return cls(False, False, False)
+        writable = viewer.admin or role == "write"
+        return cls(True, writable or public or role is not None, writable)

@@ -8,11 +8,12 @@ committed, untracked files and plain directories fall back to the file's mtime.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from retrieval.git import GitError, run_git
 
 _HEADER = re.compile(rb"^([0-9a-f]{40}) \d+ (\d+)(?: \d+)?$")
 _UNCOMMITTED = b"0" * 40
@@ -80,14 +81,7 @@ def blame_file(repo_root: Path, relative_path: str, *, use_git: bool) -> LineTim
     if not use_git:
         return LineTimes((), fallback)
     try:
-        completed = subprocess.run(
-            ["git", "-C", str(repo_root), "blame", "--porcelain", "--", relative_path],
-            capture_output=True,
-            check=False,
-            timeout=120,
-        )
-    except subprocess.TimeoutExpired:
+        output = run_git(["blame", "--porcelain", "--", relative_path], repo_root, timeout_s=120)
+    except GitError:  # untracked, not blamable, too slow or too long: the mtime will do
         return LineTimes((), fallback)
-    if completed.returncode != 0:  # untracked file, or not blamable
-        return LineTimes((), fallback)
-    return LineTimes(parse_porcelain(completed.stdout, fallback), fallback)
+    return LineTimes(parse_porcelain(output, fallback), fallback)

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-# Never ask for credentials: a lookup that would prompt fails instead of hanging.
-_GIT_ENV = {
-    **os.environ,
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=5",
-}
+from retrieval.git import GitError, GitTimeout, run_git_async
+from retrieval.source_policy import check_branch, parse_source
+from svckit.errors import InvalidArgument
+
+# A head lookup prints one line per matching ref; more than this is not an answer.
+_MAX_LS_REMOTE_BYTES = 1024 * 1024
 
 
 class Freshness(enum.Enum):
@@ -57,28 +56,28 @@ def _ref(branch: str) -> str:
 
 
 async def ls_remote(source: str, branch: str, timeout_s: float) -> str:
-    """The commit `branch` points at in `source` (a path or URL)."""
-    ref = _ref(branch)
-    process = await asyncio.create_subprocess_exec(
-        "git",
-        "ls-remote",
-        "--",
-        source,
-        ref,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.DEVNULL,
-        env=_GIT_ENV,
-    )
+    """The commit `branch` points at in `source` (a path or URL).
+
+    The stored source and branch are checked again before git sees them (a row written
+    before validation existed must not reach the command line), and the lookup goes
+    through the service's guarded git runner: `file` transport only for a local source.
+    """
     try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
+        checked = parse_source(source)
+        ref = _ref(check_branch(branch) if branch != "HEAD" else branch)
+    except InvalidArgument as err:
+        raise HeadLookupError(err.message) from None
+    try:
+        out = await run_git_async(
+            ["ls-remote", "--", checked.text, ref],
+            timeout_s=timeout_s,
+            allow_file=checked.is_local,
+            max_output=_MAX_LS_REMOTE_BYTES,
+        )
+    except GitTimeout:
         raise HeadLookupError(f"the source did not answer within {timeout_s:g}s") from None
-    if process.returncode != 0:
-        lines = err.decode(errors="replace").strip().splitlines()
-        raise HeadLookupError(lines[-1] if lines else f"git ls-remote exited {process.returncode}")
+    except GitError as err:
+        raise HeadLookupError(str(err)) from None
     for line in out.decode(errors="replace").splitlines():
         sha, _, name = line.partition("\t")
         if name == ref:

@@ -9,6 +9,7 @@ complete and `needs_linking` set, so the next run links even when nothing else c
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -24,11 +25,14 @@ from retrieval.jobs import Job, Progress
 from retrieval.linking import compute_links
 from retrieval.markdown import heading_tree, is_markdown
 from retrieval.parsing import detect_language
+from retrieval.permissions import not_writable
 from retrieval.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
 from retrieval.prepare import FilePreparer, prepare_document, text_language
 from retrieval.settings import IndexSettings
+from retrieval.source_policy import LocalPolicy
 from retrieval.sources import (
     Checkout,
+    GitLimits,
     SkipRules,
     SourceFile,
     list_files,
@@ -48,7 +52,8 @@ class RepositoryRequest:
     slug: str
     branch: str = ""
     public: bool = False
-    grants: tuple[str, ...] = ()
+    grants: tuple[str, ...] = ()  # read grants an admin asked for
+    creator: str | None = None  # a non-admin creating it: gets a write grant on creation
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,8 @@ class CollectionRequest:
     directory: str = ""
     documents: tuple[UploadedDocument, ...] = ()
     public: bool = False
-    grants: tuple[str, ...] = ()
+    grants: tuple[str, ...] = ()  # read grants an admin asked for
+    creator: str | None = None  # a non-admin creating it: gets a write grant on creation
 
 
 def file_language(path: str) -> str:
@@ -98,10 +104,18 @@ class Indexer:
         self._settings = settings
         self._summarizer = summarizer
         self._data_dir = data_dir
+        # Requests were checked against the local-source policy already; paths are checked
+        # again right before they are read (mode "any": the caller's right was settled).
+        self._local = LocalPolicy("any", data_dir, settings.local_roots)
+        self._git = GitLimits(network_timeout_s=settings.git_timeout_s)
 
     @property
     def settings(self) -> IndexSettings:
         return self._settings
+
+    @property
+    def data_dir(self) -> Path:
+        return self._data_dir
 
     def _pipeline(self, progress: Progress) -> EmbedPipeline:
         def on_embedded(count: int) -> None:
@@ -128,7 +142,15 @@ class Indexer:
         progress = job.progress
         progress.phase = "fetching"
         checkout = await asyncio.to_thread(
-            materialize, request.source, request.slug, request.branch, self._data_dir
+            functools.partial(
+                materialize,
+                request.source,
+                request.slug,
+                request.branch,
+                self._data_dir,
+                local=self._local,
+                limits=self._git,
+            )
         )
         progress.phase = "listing"
         listing = await asyncio.to_thread(
@@ -138,11 +160,17 @@ class Indexer:
         progress.files_seen = len(listing.files)
         progress.files_by_language.update(file_language(f.path) for f in listing.files)
 
-        async with self._pool.acquire() as conn:
-            repository_id = await store.upsert_repository(
+        async with self._pool.acquire() as conn, conn.transaction():
+            repository_id, created = await store.upsert_repository(
                 conn, request.slug, request.source, checkout.kind, request.public
             )
+            if request.creator and not created:  # taken meanwhile: not the creator's
+                raise not_writable("repository", request.slug)
             await store.add_grants(conn, request.grants, repository_id=repository_id)
+            if request.creator:
+                await store.add_grants(
+                    conn, [request.creator], repository_id=repository_id, role="write"
+                )
             stored = await store.file_hashes(conn, repository_id)
             relink = await store.needs_linking(conn, repository_id)
         changed = [f for f in listing.files if stored.get(f.path) != f.content_hash]
@@ -257,11 +285,17 @@ class Indexer:
         documents = await asyncio.to_thread(self._collection_documents, request, progress)
         progress.files_seen = len(documents)
         progress.files_by_language["markdown"] = len(documents)
-        async with self._pool.acquire() as conn:
-            collection_id, description = await store.upsert_collection(
+        async with self._pool.acquire() as conn, conn.transaction():
+            collection_id, description, created = await store.upsert_collection(
                 conn, request.name, request.description, request.directory, request.public
             )
+            if request.creator and not created:
+                raise not_writable("collection", request.name)
             await store.add_grants(conn, request.grants, collection_id=collection_id)
+            if request.creator:
+                await store.add_grants(
+                    conn, [request.creator], collection_id=collection_id, role="write"
+                )
             stored = await store.document_hashes(conn, collection_id)
         hashed = {
             path: (text, hashlib.sha256(text.encode()).hexdigest(), when)
@@ -310,13 +344,16 @@ class Indexer:
         if not request.directory:
             now = datetime.now(UTC)
             return {d.path: (d.content, now) for d in request.documents if is_markdown(d.path)}
-        root = Path(request.directory).expanduser().resolve()
+        root = self._local.check_directory(request.directory, admin=True, what="directory")
         documents: dict[str, tuple[str, datetime]] = {}
         for path in walk_directory(root, progress.skipped):
             if not is_markdown(path):
                 progress.skipped["not_markdown"] += 1
                 continue
             absolute = root / path
+            if absolute.is_symlink() or not absolute.resolve().is_relative_to(root):
+                progress.skipped["not_regular"] += 1  # a link could lead anywhere
+                continue
             if absolute.stat().st_size > self._settings.max_file_bytes:
                 progress.skipped["too_large"] += 1
                 continue

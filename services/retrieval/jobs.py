@@ -3,7 +3,10 @@
 Jobs live in memory while this process runs them and are mirrored to `index_jobs` (at
 start, every couple of seconds, and at the end) so GetJob still answers after a restart or
 on another replica. A second request for a target whose job is still queued or running
-joins that job instead of starting a competing one.
+joins that job instead of starting a competing one, so jobs on one target never overlap;
+up to `max_concurrent` jobs on different targets run at once, so a slow source (bounded
+by its git deadline) holds one slot and never the whole queue. Each job remembers who
+asked for it (`requested_by`): they may follow it before its target exists.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class Job:
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
     started: float = 0.0  # monotonic, for progress.seconds
+    requested_by: set[str] = field(default_factory=set)  # principals who submitted or joined
 
     @property
     def active(self) -> bool:
@@ -84,7 +88,7 @@ JobBody = Callable[[Job], Awaitable[None]]
 
 
 class JobManager:
-    def __init__(self, pool: asyncpg.Pool, max_concurrent: int = 1) -> None:
+    def __init__(self, pool: asyncpg.Pool, max_concurrent: int = 2) -> None:
         self._pool = pool
         self._jobs: dict[str, Job] = {}
         self._active: dict[tuple[str, str], Job] = {}
@@ -94,12 +98,20 @@ class JobManager:
     def active_job(self, kind: str, target: str) -> Job | None:
         return self._active.get((kind, target))
 
-    async def submit(self, kind: str, target: str, body: JobBody) -> Job:
-        """Starts `body` in the background, or returns the target's job already running."""
+    async def submit(
+        self, kind: str, target: str, body: JobBody, requested_by: str | None = None
+    ) -> Job:
+        """Starts `body` in the background, or returns the target's job already running
+        (the caller, already authorised for the target, may then follow it too)."""
         existing = self._active.get((kind, target))
         if existing is not None:
+            if requested_by and requested_by not in existing.requested_by:
+                existing.requested_by.add(requested_by)
+                await self._save(existing)
             return existing
         job = Job(uuid.uuid4().hex, kind, target)
+        if requested_by:
+            job.requested_by.add(requested_by)
         self._jobs[job.id] = job
         self._active[(kind, target)] = job
         await self._save(job)
@@ -151,11 +163,11 @@ class JobManager:
         await self._pool.execute(
             """
             INSERT INTO index_jobs (id, kind, target, state, error, progress, created_at,
-                                    updated_at, finished_at)
-            VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, now(), $8)
+                                    updated_at, finished_at, requested_by)
+            VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, now(), $8, $9)
             ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, error = EXCLUDED.error,
                 progress = EXCLUDED.progress, updated_at = now(),
-                finished_at = EXCLUDED.finished_at
+                finished_at = EXCLUDED.finished_at, requested_by = EXCLUDED.requested_by
             """,
             job.id,
             job.kind,
@@ -165,6 +177,7 @@ class JobManager:
             json.dumps(job.progress.to_json()),
             job.created_at,
             job.finished_at,
+            sorted(job.requested_by),
         )
 
     async def get(self, job_id: str) -> Job | None:
@@ -185,6 +198,7 @@ class JobManager:
             Progress.from_json(json.loads(row["progress"])),
             row["created_at"],
             row["finished_at"],
+            requested_by=set(row["requested_by"]),
         )
         stale = (datetime.now(UTC) - row["updated_at"]).total_seconds() > _STALE_AFTER_S
         if stored.active and stale:

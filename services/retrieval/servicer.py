@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -14,7 +14,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from retrieval import access, store
+from retrieval import access, permissions, store
 from retrieval.acl import Viewer
 from retrieval.freshness import Freshness, HeadCheck, HeadProbe, IndexedSource
 from retrieval.graph import expand, find_definitions
@@ -23,8 +23,18 @@ from retrieval.jobs import Job, JobManager
 from retrieval.search import SearchEngine
 from retrieval.search_messages import graph_to_pb, node_to_pb, outcome_to_pb, query_from_pb
 from retrieval.search_settings import SearchSettings
-from retrieval.sources import derive_slug, is_url, validate_slug
-from svckit.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from retrieval.settings import IndexSettings
+from retrieval.source_policy import (
+    MAX_SLUG_CHARS,
+    MAX_SOURCE_CHARS,
+    LocalPolicy,
+    check_branch,
+    check_slug,
+    check_text,
+    parse_source,
+)
+from retrieval.sources import derive_slug
+from svckit.errors import FailedPrecondition, InvalidArgument, NotFound
 
 _JOB_KINDS = {
     "repository": retrieval_pb2.JOB_KIND_REPOSITORY,
@@ -37,6 +47,9 @@ _JOB_STATES = {
     "failed": retrieval_pb2.JOB_STATE_FAILED,
 }
 _MAX_NAME = 200
+_MAX_JOB_ID = 100
+_MAX_DOCUMENT_PATH = 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _timestamp(value: datetime | None) -> Timestamp | None:
@@ -111,38 +124,42 @@ def repository_to_proto(row: Mapping[str, Any], head: HeadCheck) -> retrieval_pb
     )
 
 
-def _checked_source(source: str) -> str:
-    """A URL as given, or a local directory as an absolute path."""
-    if is_url(source):
-        return source
-    path = Path(source).expanduser()
-    if not path.is_dir():
-        raise InvalidArgument(f"source {source!r} is neither a directory nor a git URL")
-    return str(path.resolve())
+def _checked_name(name: str) -> str:
+    value = name.strip()
+    if not value or len(value) > _MAX_NAME:
+        raise InvalidArgument(f"name is required and at most {_MAX_NAME} characters")
+    if _CONTROL.search(value):
+        raise InvalidArgument("name must not contain control characters or newlines")
+    return value
 
 
-def _require_admin_for_server_paths(source: str, policy: str) -> None:
-    """Under RETRIEVAL_LOCAL_SOURCES=admin, reading the server's own file system (a path, a
-    file:// URL) is an operator's act; agents index remote git URLs or upload documents."""
-    remote = is_url(source) and not source.lower().startswith("file:")
-    if policy == "admin" and not remote and not Viewer.current().admin:
-        raise PermissionDenied(
-            "indexing a path on the server needs an admin key; index a git URL or upload "
-            "the documents instead"
+def _checked_document_path(path: str) -> str:
+    value = path.strip()
+    if (
+        not value
+        or value.startswith("/")
+        or ".." in value.split("/")
+        or _CONTROL.search(value)
+        or len(value) > _MAX_DOCUMENT_PATH
+    ):
+        raise InvalidArgument(
+            f"document path {value!r} must be relative, without '..', control characters, "
+            f"and at most {_MAX_DOCUMENT_PATH} characters"
         )
+    return value
 
 
-def _checked_directory(directory: str) -> str:
-    path = Path(directory).expanduser()
-    if not path.is_dir():
-        raise InvalidArgument(f"directory {directory!r} does not exist on the server")
-    return str(path.resolve())
+_ROLES = {
+    retrieval_pb2.ACCESS_ROLE_UNSPECIFIED: "read",
+    retrieval_pb2.ACCESS_ROLE_READ: "read",
+    retrieval_pb2.ACCESS_ROLE_WRITE: "write",
+}
 
 
-def _grants(requested: Any, viewer: Viewer) -> tuple[str, ...]:
-    # A non-admin who indexes something can read it afterwards.
-    own = (viewer.principal_id,) if viewer.principal_id and not viewer.admin else ()
-    return tuple(dict.fromkeys([*own, *(str(p) for p in requested if p)]))
+def _role(value: retrieval_pb2.AccessRole.ValueType) -> access.Role:
+    if value not in _ROLES:
+        raise InvalidArgument(f"unknown role {value}; use read or write")
+    return access.checked_role(_ROLES[value])
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
@@ -162,56 +179,84 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self._engine = engine
         self._search_settings = search_settings
         self._heads = heads
+        settings = indexer.settings
+        self._local = LocalPolicy(
+            "any" if settings.local_sources == "any" else "admin",
+            indexer.data_dir,
+            settings.local_roots,
+        )
+
+    @property
+    def _settings(self) -> IndexSettings:
+        return self._indexer.settings
 
     async def IndexRepository(
         self, request: retrieval_pb2.IndexRepositoryRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.IndexRepositoryResponse:
-        source = request.source.strip()
-        if not source:
-            raise InvalidArgument("source is required (a path or a git URL)")
-        _require_admin_for_server_paths(source, self._indexer.settings.local_sources)
-        source = await asyncio.to_thread(_checked_source, source)
-        slug = validate_slug(request.slug or await asyncio.to_thread(derive_slug, source))
         viewer = Viewer.current()
-        async with self._pool.acquire() as conn:
-            exists = await store.repository_id_by_slug(conn, slug) is not None
-            if exists and not await store.repository_readable_by(conn, slug, viewer):
-                raise PermissionDenied(f"cannot re-index {slug}")
+        # Syntax first, the same answer whoever asks: nothing here reaches git or a path.
+        source = parse_source(request.source)
+        branch = await asyncio.to_thread(check_branch, request.branch)
+        slug = check_slug(request.slug) if request.slug.strip() else ""
+        permissions.require_admin_fields(viewer, request.public, request.grant_principal_ids)
+        if source.is_local:
+            self._local.require_allowed(viewer.admin)  # before the file system is touched
+            assert source.path is not None
+            resolved = await asyncio.to_thread(
+                self._local.check_directory, source.path, admin=viewer.admin
+            )
+            source_text = resolved.as_uri() if source.kind == "file_url" else str(resolved)
+        else:
+            source_text = source.text
+        if not slug:
+            slug = check_slug(await asyncio.to_thread(derive_slug, source_text))
+        creating = await self._authorize_index("repository", slug, viewer)
         job_request = RepositoryRequest(
-            source=source,
+            source=source_text,
             slug=slug,
-            branch=request.branch.strip(),
+            branch=branch,
             public=request.public,
-            grants=_grants(request.grant_principal_ids, viewer),
+            grants=tuple(dict.fromkeys(str(p) for p in request.grant_principal_ids if p)),
+            creator=viewer.principal_id if creating else None,
         )
 
         async def body(job: Job) -> None:
+            # Checked again when the job starts: a grant may have gone while it queued.
+            await self._authorize_index("repository", slug, viewer)
             await self._indexer.index_repository(job_request, job)
 
-        job = await self._jobs.submit("repository", slug, body)
+        job = await self._jobs.submit("repository", slug, body, viewer.principal_id)
         return retrieval_pb2.IndexRepositoryResponse(job=job_to_proto(job))
+
+    async def _authorize_index(self, kind: permissions.Kind, name: str, viewer: Viewer) -> bool:
+        """Raises unless `viewer` may index the target; True for a non-admin's creation."""
+        if viewer.admin:
+            return False
+        async with self._pool.acquire() as conn:
+            found = await store.access_of(conn, kind, name, viewer)
+        create: permissions.CreatePolicy = (
+            "any" if self._settings.create_sources == "any" else "admin"
+        )
+        return permissions.authorize_index(found, viewer, kind, name, create)
 
     async def IndexCollection(
         self, request: retrieval_pb2.IndexCollectionRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.IndexCollectionResponse:
-        name = request.name.strip()
-        if not name or len(name) > _MAX_NAME:
-            raise InvalidArgument(f"name is required and at most {_MAX_NAME} characters")
-        directory = request.directory.strip()
-        if directory:
-            _require_admin_for_server_paths(directory, self._indexer.settings.local_sources)
-            directory = await asyncio.to_thread(_checked_directory, directory)
-        if not directory and not request.documents:
-            raise InvalidArgument("give a directory or at least one document")
-        paths = [d.path.strip() for d in request.documents]
-        if any(not p or p.startswith("/") or ".." in p.split("/") for p in paths):
-            raise InvalidArgument("document paths must be relative and non-empty")
         viewer = Viewer.current()
-        async with self._pool.acquire() as conn:
-            if await store.collection_exists(conn, name) and not await store.collection_readable_by(
-                conn, name, viewer
-            ):
-                raise PermissionDenied(f"cannot re-index collection {name}")
+        name = _checked_name(request.name)
+        paths = [_checked_document_path(d.path) for d in request.documents]
+        raw_directory = check_text(request.directory, "directory", MAX_SOURCE_CHARS)
+        if not raw_directory and not request.documents:
+            raise InvalidArgument("give a directory or at least one document")
+        permissions.require_admin_fields(viewer, request.public, request.grant_principal_ids)
+        directory = ""
+        if raw_directory:
+            self._local.require_allowed(viewer.admin)
+            resolved = await asyncio.to_thread(
+                self._local.check_directory, raw_directory, admin=viewer.admin, what="directory"
+            )
+            directory = str(resolved)
+        creating = await self._authorize_index("collection", name, viewer)
         job_request = CollectionRequest(
             name=name,
             description=request.description.strip(),
@@ -221,23 +266,32 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 for path, d in zip(paths, request.documents, strict=True)
             ),
             public=request.public,
-            grants=_grants(request.grant_principal_ids, viewer),
+            grants=tuple(dict.fromkeys(str(p) for p in request.grant_principal_ids if p)),
+            creator=viewer.principal_id if creating else None,
         )
 
         async def body(job: Job) -> None:
+            await self._authorize_index("collection", name, viewer)
             await self._indexer.index_collection(job_request, job)
 
-        job = await self._jobs.submit("collection", name, body)
+        job = await self._jobs.submit("collection", name, body, viewer.principal_id)
         return retrieval_pb2.IndexCollectionResponse(job=job_to_proto(job))
 
     async def GetJob(
         self, request: retrieval_pb2.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.GetJobResponse:
-        if not request.job_id:
-            raise InvalidArgument("job_id is required")
-        job = await self._jobs.get(request.job_id)
+        job_id = request.job_id.strip()
+        if not job_id or len(job_id) > _MAX_JOB_ID:
+            raise InvalidArgument(f"job_id is required and at most {_MAX_JOB_ID} characters")
+        viewer = Viewer.current()
+        job = await self._jobs.get(job_id)
+        if job is not None and not viewer.admin:
+            async with self._pool.acquire() as conn:
+                target = await store.access_of(conn, job.kind, job.target, viewer)
+            if not permissions.job_visible(viewer, job.requested_by, target):
+                job = None  # someone else's job on a target this viewer cannot read
         if job is None:
-            raise NotFound(f"no job {request.job_id}")
+            raise NotFound(f"no job {job_id}")
         return retrieval_pb2.GetJobResponse(job=job_to_proto(job))
 
     async def ListRepositories(
@@ -263,15 +317,21 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def DeleteRepository(
         self, request: retrieval_pb2.DeleteRepositoryRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.DeleteRepositoryResponse:
+        # Not check_slug: an admin must be able to remove a row written before slugs were
+        # validated; the clone directory is only removed when the slug is a valid one.
         slug = request.slug.strip().lower()
+        if not slug or len(slug) > MAX_SLUG_CHARS:
+            raise InvalidArgument(f"slug is required and at most {MAX_SLUG_CHARS} characters")
         viewer = Viewer.current()
         async with self._pool.acquire() as conn:
-            row = await store.get_repository(conn, slug, viewer)
-            if row is None:
+            found = await store.access_of(conn, "repository", slug, viewer)
+            permissions.authorize_delete(found, viewer, "repository", slug)
+            repository_id = await store.repository_id_by_slug(conn, slug)
+            if repository_id is None:
                 raise NotFound(f"no repository {request.slug}")
             if self._jobs.active_job("repository", slug) is not None:
                 raise FailedPrecondition(f"{slug} is being indexed; delete it when the job ends")
-            await store.delete_repository(conn, row["id"])
+            await store.delete_repository(conn, repository_id)
         await self._indexer.forget_repository(slug)
         return retrieval_pb2.DeleteRepositoryResponse(deleted=True)
 
@@ -327,8 +387,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         access.require_admin(Viewer.current())
         principal = access.checked_principal(request.principal_id)
         target = _access_target(request)
+        role = _role(request.role)
         async with self._pool.acquire() as conn:
-            changed = await access.grant(conn, principal, target)
+            changed = await access.grant(conn, principal, target, role)
         return retrieval_pb2.GrantAccessResponse(changed=changed)
 
     async def RevokeAccess(
@@ -337,8 +398,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         access.require_admin(Viewer.current())
         principal = access.checked_principal(request.principal_id)
         target = _access_target(request)
+        role = _role(request.role)
         async with self._pool.acquire() as conn:
-            changed = await access.revoke(conn, principal, target)
+            changed = await access.revoke(conn, principal, target, role)
         return retrieval_pb2.RevokeAccessResponse(changed=changed)
 
     async def SetVisibility(

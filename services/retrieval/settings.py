@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
 from retrieval.search_settings import SPLIT_IDENTIFIERS, SearchSettings
-from svckit.config import Env, data_dir, internal_secret
+from svckit.config import ConfigError, Env, data_dir, internal_secret
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,16 @@ class SummarizerSettings:
         )
 
 
+def _directories(env: Env, name: str) -> tuple[Path, ...]:
+    """A list of absolute directories separated by ':' (like PATH); empty when unset."""
+    raw = env.optional_str(name) or ""
+    paths = tuple(Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip())
+    relative = [str(p) for p in paths if not p.is_absolute()]
+    if relative:
+        raise ConfigError(f"{name}: directories must be absolute, got {', '.join(relative)}")
+    return paths
+
+
 @dataclass(frozen=True)
 class IndexSettings:
     """Knobs of an index run; the defaults keep a 2-core laptop's embedder busy."""
@@ -46,11 +57,19 @@ class IndexSettings:
     embed_max_chars: int  # the model reads ~256 tokens; longer text only costs transfer
     parse_workers: int  # threads parsing, blaming and hashing files
     write_group: int  # files written per transaction
-    max_concurrent_jobs: int
-    # Who may index a path on the server (or a file:// URL): "any" principal on a one-person
-    # `cograph up`, "admin" in a shared deployment, where an agent's key could otherwise
-    # index and read back any directory the service can see.
-    local_sources: str = "any"
+    max_concurrent_jobs: int  # index jobs running at once (one per target at most)
+    # Who may index a path on the server (or a file:// URL): "admin" keys only (the
+    # default: an agent's key could otherwise index and read back any directory the service
+    # can see), or "any" key on a single-user laptop.
+    local_sources: str = "admin"
+    # Directories an admin's local sources must lie under; empty: anywhere but the data
+    # directory.
+    local_roots: tuple[Path, ...] = ()
+    # Who may create a repository or collection that does not exist yet: "admin", or "any"
+    # key (which then gets a write grant on it; a taken name is revealed by the refusal).
+    create_sources: str = "admin"
+    # Deadline of a clone or fetch; a source that stops answering fails its job at this.
+    git_timeout_s: float = 300.0
     # What a code node's vector is computed from (prepare.CODE_EMBED_TEXTS). Files already
     # indexed keep their vectors until they change; re-index from scratch to apply it.
     code_embed_text: str = DEFAULT_CODE_EMBED_TEXT
@@ -68,8 +87,11 @@ class IndexSettings:
             embed_max_chars=env.int("RETRIEVAL_EMBED_MAX_CHARS", 2000, min=64, max=16384),
             parse_workers=env.int("RETRIEVAL_PARSE_WORKERS", 2, min=1, max=64),
             write_group=env.int("RETRIEVAL_WRITE_GROUP", 16, min=1, max=1000),
-            max_concurrent_jobs=env.int("RETRIEVAL_MAX_CONCURRENT_JOBS", 1, min=1, max=16),
-            local_sources=env.choice("RETRIEVAL_LOCAL_SOURCES", "any", ("any", "admin")),
+            max_concurrent_jobs=env.int("RETRIEVAL_MAX_CONCURRENT_JOBS", 2, min=1, max=16),
+            local_sources=env.choice("RETRIEVAL_LOCAL_SOURCES", "admin", ("admin", "any")),
+            local_roots=_directories(env, "RETRIEVAL_LOCAL_ROOTS"),
+            create_sources=env.choice("RETRIEVAL_CREATE_SOURCES", "admin", ("admin", "any")),
+            git_timeout_s=env.float("RETRIEVAL_GIT_TIMEOUT_S", 300.0, min=1.0, max=3600.0),
             code_embed_text=env.choice(
                 "RETRIEVAL_CODE_EMBED_TEXT", DEFAULT_CODE_EMBED_TEXT, tuple(CODE_EMBED_TEXTS)
             ),

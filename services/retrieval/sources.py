@@ -11,7 +11,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +18,18 @@ from urllib.parse import urlparse
 
 import pathspec
 
+from retrieval.git import QUICK_TIMEOUT_S, GitError, run_git_text
+from retrieval.source_policy import (
+    LocalPolicy,
+    check_branch,
+    check_slug,
+    clone_path,
+    parse_source,
+    repos_root,
+)
 from svckit.errors import FailedPrecondition, InvalidArgument
 
 _SCP_URL = re.compile(r"^(?:[\w.-]+@)?([\w.-]+):(?!//)(.+)$")
-_SLUG = re.compile(r"^[a-z0-9][\w.-]*(?:/[\w.-]+){2,}$")
 # Directories of vendored, generated or tool state; their files are never indexed.
 VENDORED_DIRS = frozenset(
     {
@@ -68,30 +75,25 @@ _MINIFIED_SUFFIXES = (".min.js", ".min.css", ".min.mjs", ".bundle.js", ".map")
 _MINIFIED_LINE = 1000  # a JS/CSS line longer than this means generated code
 
 
-class GitError(RuntimeError):
-    """A git command failed."""
-
-
-def git(root: Path | None, *args: str, timeout: float = 600) -> str:
-    command = ["git", *(["-C", str(root)] if root else []), *args]
-    try:
-        done = subprocess.run(command, capture_output=True, check=False, timeout=timeout)
-    except subprocess.TimeoutExpired as err:
-        raise GitError(f"{' '.join(command)} timed out") from err
-    if done.returncode != 0:
-        message = done.stderr.decode(errors="replace").strip()
-        raise GitError(f"{' '.join(args[:2])} failed: {message}")
-    return done.stdout.decode(errors="replace").strip()
+def git(
+    root: Path | None,
+    *args: str,
+    timeout: float = QUICK_TIMEOUT_S,
+    allow_file: bool = False,
+    ceiling: Path | None = None,
+) -> str:
+    """Runs git through the service's one guarded runner (retrieval.git)."""
+    return run_git_text(args, root, timeout_s=timeout, allow_file=allow_file, ceiling=ceiling)
 
 
 def is_url(source: str) -> bool:
-    if "://" in source:
-        return True
-    return bool(_SCP_URL.match(source)) and not Path(source).exists()
+    """Whether `source` names a remote (or file://) repository rather than a server path."""
+    return parse_source(source).kind != "path"
 
 
 def _clean_parts(parts: list[str]) -> list[str]:
-    cleaned = [p for p in parts if p and p not in (".", "..")]
+    # Leading '.', '_' and '-' would make an invalid slug segment; `.github` -> `github`.
+    cleaned = [p.lstrip("._-") for p in parts if p and p not in (".", "..")]
     if cleaned and cleaned[-1].endswith(".git"):
         cleaned[-1] = cleaned[-1][: -len(".git")]
     return [p for p in cleaned if p]
@@ -117,26 +119,24 @@ def slug_from_url(url: str) -> str:
 def slug_for_directory(path: Path) -> str:
     """`local/<parent>/<name>` for a directory without a usable remote."""
     resolved = path.resolve()
-    parent = resolved.parent.name or "root"
-    return f"local/{parent}/{resolved.name}".lower()
+    parts = _clean_parts([resolved.parent.name or "root", resolved.name])
+    return "/".join(["local", *parts]).lower()
 
 
 def validate_slug(slug: str) -> str:
-    slug = slug.strip().strip("/").lower()
-    if not _SLUG.match(slug):
-        raise InvalidArgument(f"slug {slug!r} must look like host/owner/name")
-    return slug
+    return check_slug(slug)
 
 
 def git_toplevel(path: Path) -> Path | None:
     try:
-        return Path(git(path, "rev-parse", "--show-toplevel", timeout=30)).resolve()
+        return Path(git(path, "rev-parse", "--show-toplevel")).resolve()
     except GitError:
         return None
 
 
 def derive_slug(source: str) -> str:
-    """The slug a source gets when the caller gives none."""
+    """The slug a source gets when the caller gives none (a local source must already have
+    passed the local-source policy: this looks at its git remote)."""
     if is_url(source):
         slug = slug_from_url(source)
         if not slug:
@@ -145,10 +145,14 @@ def derive_slug(source: str) -> str:
     path = Path(source).expanduser()
     if git_toplevel(path) == path.resolve():
         try:
-            remote = git(path, "remote", "get-url", "origin", timeout=30)
+            remote = git(path, "remote", "get-url", "origin")
         except GitError:
             remote = ""
-        if remote and not Path(remote).exists():
+        try:
+            remote_is_url = bool(remote) and is_url(remote)
+        except InvalidArgument:
+            remote_is_url = False
+        if remote_is_url:
             slug = slug_from_url(remote)
             if slug:
                 return slug
@@ -170,44 +174,103 @@ class Checkout:
 
 
 def clone_dir(data_dir: Path, slug: str) -> Path:
-    """Where a URL source (or another branch of a local repository) is cloned."""
-    return data_dir / "repos" / slug
+    """Where a URL source (or another branch of a local repository) is cloned; checked to
+    lie inside `<data_dir>/repos` (source_policy.clone_path)."""
+    return clone_path(data_dir, slug)
 
 
 def remove_clone(data_dir: Path, slug: str) -> None:
-    """Deletes our clone of a repository, if any; never anything outside the data dir."""
-    target = clone_dir(data_dir, slug).resolve()
-    if target.is_relative_to((data_dir / "repos").resolve()) and target.is_dir():
+    """Deletes our clone of a repository, if any; never anything outside `<data_dir>/repos`."""
+    try:
+        target = clone_path(data_dir, slug)
+    except (InvalidArgument, FailedPrecondition):
+        return
+    root = repos_root(data_dir).resolve()
+    if target.is_relative_to(root) and target != root and target.is_dir():
         shutil.rmtree(target, ignore_errors=True)
 
 
-def _clone_or_update(url: str, dest: Path, branch: str) -> None:
-    if (dest / ".git").exists():
-        git(dest, "fetch", "--prune", "origin")
-        target = branch or git(dest, "rev-parse", "--abbrev-ref", "origin/HEAD").split("/", 1)[1]
-        git(dest, "checkout", "-B", target, f"origin/{target}")
-        git(dest, "reset", "--hard", f"origin/{target}")
+@dataclass(frozen=True)
+class GitLimits:
+    """Deadlines of the git commands an index run makes."""
+
+    network_timeout_s: float = 300.0  # clone and fetch
+
+
+def _is_our_clone(dest: Path) -> bool:
+    dot_git = dest / ".git"
+    return dot_git.is_dir() and not dot_git.is_symlink()
+
+
+def _default_branch(dest: Path, ceiling: Path) -> str:
+    head = git(dest, "rev-parse", "--abbrev-ref", "origin/HEAD", ceiling=ceiling)
+    return check_branch(head.split("/", 1)[1] if "/" in head else "")
+
+
+def _clone_or_update(
+    url: str, dest: Path, branch: str, *, allow_file: bool, limits: GitLimits
+) -> None:
+    ceiling = dest.parent
+    network = limits.network_timeout_s
+    if dest.exists() and _is_our_clone(dest):
+        origin = git(dest, "config", "--get", "remote.origin.url", ceiling=ceiling)
+        if origin != url:
+            # The source changed: a fresh clone, never a fetch from the old remote.
+            shutil.rmtree(dest)
+    elif dest.exists():
+        raise FailedPrecondition(f"{dest.name}: the clone directory exists but is no clone")
+    if dest.exists():
+        git(
+            dest,
+            *("fetch", "--prune", "--no-tags", "--", "origin"),
+            timeout=network,
+            allow_file=allow_file,
+            ceiling=ceiling,
+        )
+        target = branch or _default_branch(dest, ceiling)
+        git(dest, "checkout", "-q", "-B", target, f"origin/{target}", "--", ceiling=ceiling)
+        git(dest, "reset", "-q", "--hard", f"origin/{target}", "--", ceiling=ceiling)
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    args = ["clone", "--no-tags"]
+    args = ["clone", "--no-tags", "--quiet"]
     if branch:
         args += ["--branch", branch]
-    git(None, *args, url, str(dest))
+    try:
+        git(None, *args, "--", url, str(dest), timeout=network, allow_file=allow_file)
+    except GitError:
+        shutil.rmtree(dest, ignore_errors=True)  # a half-made clone is never reused
+        raise
 
 
-def materialize(source: str, slug: str, branch: str, data_dir: Path) -> Checkout:
+def materialize(
+    source: str,
+    slug: str,
+    branch: str,
+    data_dir: Path,
+    *,
+    local: LocalPolicy | None = None,
+    limits: GitLimits | None = None,
+) -> Checkout:
     """Resolves a source to a readable tree, cloning or fetching URLs into the data dir.
 
-    A local git repository whose checked-out branch differs from the requested one is
-    cloned too, so the index never switches branches under the user's working tree.
+    `source` and `branch` are checked again here (source_policy), and a local source
+    against `local` when given, so nothing reaches git unchecked whoever calls this. A
+    local git repository whose checked-out branch differs from the requested one is cloned
+    too, so the index never switches branches under the user's working tree.
     """
-    if is_url(source):
+    limits = limits or GitLimits()
+    checked = parse_source(source)
+    branch = check_branch(branch)
+    if checked.kind == "remote":
         dest = clone_dir(data_dir, slug)
-        _clone_or_update(source, dest, branch)
-        return _git_checkout(dest, "url")
-    path = Path(source).expanduser().resolve()
-    if not path.is_dir():
-        raise InvalidArgument(f"source {source!r} is neither a directory nor a git URL")
+        _clone_or_update(checked.text, dest, branch, allow_file=False, limits=limits)
+        return _git_checkout(dest, "url", ceiling=dest.parent)
+    assert checked.path is not None
+    path = _local_directory(checked.path, local)
+    if checked.kind == "file_url":
+        dest = clone_dir(data_dir, slug)
+        _clone_or_update(path.as_uri(), dest, branch, allow_file=True, limits=limits)
+        return _git_checkout(dest, "url", ceiling=dest.parent)
     if git_toplevel(path) != path:
         if branch:
             raise FailedPrecondition(f"{source} is not a git repository; it has no branches")
@@ -215,17 +278,28 @@ def materialize(source: str, slug: str, branch: str, data_dir: Path) -> Checkout
     current = git(path, "rev-parse", "--abbrev-ref", "HEAD")
     if branch and branch != current:
         dest = clone_dir(data_dir, slug)
-        _clone_or_update(path.as_uri(), dest, branch)
-        return _git_checkout(dest, "url")
+        _clone_or_update(path.as_uri(), dest, branch, allow_file=True, limits=limits)
+        return _git_checkout(dest, "url", ceiling=dest.parent)
     return _git_checkout(path, "git")
 
 
-def _git_checkout(root: Path, kind: str) -> Checkout:
+def _local_directory(path: Path, local: LocalPolicy | None) -> Path:
+    if local is not None:
+        # The request was checked already; this catches a path that changed since (a
+        # symlink swapped into the data directory) and direct callers.
+        return local.check_directory(path, admin=True)
+    resolved = path.expanduser().resolve()
+    if not resolved.is_dir():
+        raise InvalidArgument(f"source {str(path)!r} is neither a directory nor a git URL")
+    return resolved
+
+
+def _git_checkout(root: Path, kind: str, ceiling: Path | None = None) -> Checkout:
     try:
-        commit = git(root, "rev-parse", "HEAD")
+        commit = git(root, "rev-parse", "HEAD", ceiling=ceiling)
     except GitError:
         commit = ""  # a repository without commits yet
-    branch = git(root, "rev-parse", "--abbrev-ref", "HEAD") if commit else ""
+    branch = git(root, "rev-parse", "--abbrev-ref", "HEAD", ceiling=ceiling) if commit else ""
     return Checkout(root, kind, branch, commit)
 
 
@@ -281,6 +355,8 @@ def classify(root: Path, path: str, rules: SkipRules) -> tuple[SourceFile | None
     try:
         if absolute.is_symlink() or not absolute.is_file():
             return None, "not_regular"
+        if not absolute.resolve().is_relative_to(root.resolve()):
+            return None, "not_regular"  # reached through a symlinked directory
         size = absolute.stat().st_size
         if size > rules.max_file_bytes:
             return None, "too_large"

@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from retrieval.acl import Viewer, collection_readable, repository_readable
+from retrieval.acl import Access, Viewer, collection_readable, repository_readable
 from retrieval.lexical import lexical_text
 from retrieval.pipeline import Vectors, WorkUnit
 from retrieval.records import FilePayload
@@ -85,21 +85,23 @@ def _doc_rows(owner_id: int, unit: WorkUnit) -> list[tuple[Any, ...]]:
 
 async def upsert_repository(
     conn: asyncpg.Connection, slug: str, source: str, source_kind: str, public: bool
-) -> int:
-    repository_id: int = await conn.fetchval(
+) -> tuple[int, bool]:
+    """(id, whether this call created the row)."""
+    row = await conn.fetchrow(
         """
         INSERT INTO repositories (slug, source, source_kind, public)
         VALUES ($1, $2, $3, $4)
         ON CONFLICT (slug) DO UPDATE SET source = EXCLUDED.source,
             source_kind = EXCLUDED.source_kind, public = repositories.public OR EXCLUDED.public
-        RETURNING id
+        RETURNING id, (xmax = 0) AS created
         """,
         slug,
         source,
         source_kind,
         public,
     )
-    return repository_id
+    assert row is not None
+    return row["id"], row["created"]
 
 
 async def add_grants(
@@ -108,16 +110,42 @@ async def add_grants(
     *,
     repository_id: int | None = None,
     collection_id: int | None = None,
+    role: str = "read",
 ) -> None:
+    """Grants `role` to each principal; an existing grant is only ever raised to write."""
     target = "repository_id" if repository_id is not None else "collection_id"
     target_id = repository_id if repository_id is not None else collection_id
     for principal in dict.fromkeys(p for p in principals if p):
         await conn.execute(
-            f"INSERT INTO grants (principal_id, {target}) VALUES ($1, $2) "
-            f"ON CONFLICT ({target}, principal_id) WHERE {target} IS NOT NULL DO NOTHING",
+            f"INSERT INTO grants (principal_id, {target}, role) VALUES ($1, $2, $3) "
+            f"ON CONFLICT ({target}, principal_id) WHERE {target} IS NOT NULL DO UPDATE "
+            "SET role = CASE WHEN EXCLUDED.role = 'write' THEN 'write' ELSE grants.role END",
             principal,
             target_id,
+            role,
         )
+
+
+_ACCESS_SQL = {
+    "repository": """
+        SELECT r.public, (SELECT g.role FROM grants g
+                          WHERE g.repository_id = r.id AND g.principal_id = $2::text) AS role
+        FROM repositories r WHERE r.slug = $1
+    """,
+    "collection": """
+        SELECT c.public, (SELECT g.role FROM grants g
+                          WHERE g.collection_id = c.id AND g.principal_id = $2::text) AS role
+        FROM collections c WHERE c.name = $1
+    """,
+}
+
+
+async def access_of(conn: asyncpg.Connection, kind: str, name: str, viewer: Viewer) -> Access:
+    """What `viewer` may do with the repository (slug) or collection (name) `name`."""
+    row = await conn.fetchrow(_ACCESS_SQL[kind], name, viewer.principal_id)
+    if row is None:
+        return Access.of(viewer, exists=False, public=False, role=None)
+    return Access.of(viewer, exists=True, public=row["public"], role=row["role"])
 
 
 async def repository_id_by_slug(conn: asyncpg.Connection, slug: str) -> int | None:
@@ -446,8 +474,9 @@ async def delete_repository(conn: asyncpg.Connection, repository_id: int) -> Non
 
 async def upsert_collection(
     conn: asyncpg.Connection, name: str, description: str, source: str, public: bool
-) -> tuple[int, str]:
-    """(id, effective description): an empty description keeps the stored one."""
+) -> tuple[int, str, bool]:
+    """(id, effective description, whether this call created it): an empty description
+    keeps the stored one."""
     row = await conn.fetchrow(
         """
         INSERT INTO collections (name, description, source, public) VALUES ($1, $2, $3, $4)
@@ -455,7 +484,7 @@ async def upsert_collection(
             description = CASE WHEN EXCLUDED.description = '' THEN collections.description
                                ELSE EXCLUDED.description END,
             source = EXCLUDED.source, public = collections.public OR EXCLUDED.public
-        RETURNING id, description
+        RETURNING id, description, (xmax = 0) AS created
         """,
         name,
         description,
@@ -463,7 +492,7 @@ async def upsert_collection(
         public,
     )
     assert row is not None
-    return row["id"], row["description"]
+    return row["id"], row["description"], row["created"]
 
 
 async def collection_readable_by(conn: asyncpg.Connection, name: str, viewer: Viewer) -> bool:

@@ -62,11 +62,16 @@ async def stub(
 
 
 async def _wait(
-    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub, job_id: str, timeout_s: float = 120
+    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub,
+    job_id: str,
+    timeout_s: float = 120,
+    metadata: tuple[tuple[str, str], ...] = ADMIN,
 ) -> pb.Job:
+    """Polls a job as `metadata`'s principal (a job is shown only to those who started it
+    or may read its target)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        reply = await stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=5)
+        reply = await stub.GetJob(pb.GetJobRequest(job_id=job_id), metadata=metadata, timeout=5)
         if reply.job.state in (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED):
             return reply.job
         assert asyncio.get_running_loop().time() < deadline, reply.job
@@ -86,19 +91,15 @@ async def test_index_job_flow_acl_and_delete(
     stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub, tmp_path: Path
 ) -> None:
     root = make_repo(tmp_path / "demo")
-    started = await stub.IndexRepository(
-        pb.IndexRepositoryRequest(source=str(root), slug="example.com/team/demo"),
-        metadata=ALICE,
-        timeout=10,
+    # Server paths and new repositories are an admin's to index; Alice gets a read grant.
+    request = pb.IndexRepositoryRequest(
+        source=str(root), slug="example.com/team/demo", grant_principal_ids=["alice"]
     )
+    started = await stub.IndexRepository(request, metadata=ADMIN, timeout=10)
     assert started.job.target == "example.com/team/demo"
     assert started.job.kind == pb.JOB_KIND_REPOSITORY
     # A second request while it runs joins the same job.
-    again = await stub.IndexRepository(
-        pb.IndexRepositoryRequest(source=str(root), slug="example.com/team/demo"),
-        metadata=ALICE,
-        timeout=10,
-    )
+    again = await stub.IndexRepository(request, metadata=ADMIN, timeout=10)
     if again.job.state in (pb.JOB_STATE_QUEUED, pb.JOB_STATE_RUNNING):
         assert again.job.id == started.job.id
     job = await _wait(stub, started.job.id)
@@ -109,7 +110,7 @@ async def test_index_job_flow_acl_and_delete(
     assert p.skipped["lockfile"] == 1 and p.files_by_language["python"] == 2
     assert p.seconds > 0 and job.finished_at.seconds > 0
 
-    # Alice indexed it, so she can read it; Bob cannot, and learns nothing.
+    # Alice was granted it, so she can read it; Bob cannot, and learns nothing.
     listed = await stub.ListRepositories(pb.ListRepositoriesRequest(), metadata=ALICE, timeout=5)
     assert [r.slug for r in listed.repositories] == ["example.com/team/demo"]
     repo = listed.repositories[0]
@@ -143,8 +144,14 @@ async def test_index_job_flow_acl_and_delete(
     assert got.repository.freshness == pb.FRESHNESS_STALE
     assert got.repository.head_commit == git(root, "rev-parse", "HEAD") != repo.commit
 
+    # Reading is not owning: only an admin deletes.
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.DeleteRepository(
+            pb.DeleteRepositoryRequest(slug="example.com/team/demo"), metadata=ALICE, timeout=10
+        )
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     deleted = await stub.DeleteRepository(
-        pb.DeleteRepositoryRequest(slug="example.com/team/demo"), metadata=ALICE, timeout=10
+        pb.DeleteRepositoryRequest(slug="example.com/team/demo"), metadata=ADMIN, timeout=10
     )
     assert deleted.deleted
     assert not (
