@@ -1,17 +1,31 @@
 """`cograph keys create|list|revoke`: API key administration through the gateway.
 
 Needs an admin key (see cograph_cli.rest_calls for where it is found).
+
+`cograph keys bootstrap` is the exception: it writes the first admin key straight into the
+gateway's key table (COGRAPH_DATABASE_URL), for a deployment where nobody holds a key yet.
+On Kubernetes it runs as the gateway's `bootstrap-admin` initContainer with the key from
+the `cograph-admin` Secret (deploy/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
+import sys
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from cograph_cli.rest_calls import call_gateway, guarded, invalid_argument
 from gateway import models
+from gateway.keys_store import BootstrapOutcome, bootstrap_admin_key
+from svckit.config import Env
+
+KEY_FILE_ENV = "COGRAPH_ADMIN_KEY_FILE"
+KEY_ENV = "COGRAPH_ADMIN_KEY"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +54,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     revoke.add_argument("key_id")
     revoke.add_argument("--json", action="store_true")
     revoke.set_defaults(handler=_revoke)
+
+    bootstrap = actions.add_parser(
+        "bootstrap",
+        help="store a provided admin key in the database (first start; idempotent)",
+        description=(
+            f"Reads an admin key from --key-file, ${KEY_FILE_ENV} or ${KEY_ENV} and stores "
+            "its hash in COGRAPH_DATABASE_URL unless it is already there. The key must look "
+            "like a generated one: cg_ and at least 32 letters, digits, '-' or '_' (e.g. "
+            "cg_$(openssl rand -hex 32)). The key is never printed."
+        ),
+    )
+    bootstrap.add_argument("--key-file", type=Path, default=None, help=f"default: ${KEY_FILE_ENV}")
+    bootstrap.add_argument("--name", default="admin", help="the key's label (default: admin)")
+    bootstrap.add_argument(
+        "--if-present",
+        action="store_true",
+        help="succeed without doing anything when no key is provided (the Secret is optional)",
+    )
+    bootstrap.set_defaults(handler=_bootstrap)
 
 
 @guarded
@@ -92,4 +125,43 @@ def _revoke(args: argparse.Namespace) -> int:
         print(json.dumps({"id": args.key_id, "revoked": True}))
     else:
         print(f"revoked {args.key_id}")
+    return 0
+
+
+def _provided_key(args: argparse.Namespace) -> str | None:
+    """The key from the file (argument or env) or the env var; None when none is given."""
+    path = args.key_file or (
+        Path(os.environ[KEY_FILE_ENV]) if os.environ.get(KEY_FILE_ENV) else None
+    )
+    if path is not None:
+        if not path.is_file():
+            return None
+        return path.read_text(encoding="utf-8")
+    return os.environ.get(KEY_ENV) or None
+
+
+def _bootstrap(args: argparse.Namespace) -> int:
+    secret = _provided_key(args)
+    if secret is None:
+        if args.if_present:
+            print("no admin key provided; nothing to do")
+            return 0
+        print(
+            f"error: no admin key: pass --key-file, or set {KEY_FILE_ENV} or {KEY_ENV}",
+            file=sys.stderr,
+        )
+        return 2
+    dsn = Env().str("COGRAPH_DATABASE_URL")  # a ConfigError is reported by main
+    try:
+        outcome, key_id = asyncio.run(bootstrap_admin_key(dsn, secret, name=args.name))
+    except ValueError as err:
+        # The message never quotes the key (keys_store.check_provided_key).
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if outcome is BootstrapOutcome.CREATED:
+        print(f"admin key {key_id} stored")
+    elif outcome is BootstrapOutcome.EXISTS:
+        print(f"admin key {key_id} already stored; nothing changed")
+    else:
+        print(f"admin key {key_id} was revoked; it stays revoked (provide a new key)")
     return 0

@@ -9,10 +9,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +199,72 @@ async def ensure_admin_key(dsn: str, data_dir: Path) -> str | None:
         await conn.close()
     log.info("admin key created", extra={"key_id": key.id})
     return secret
+
+
+# A key an operator provides (Kubernetes: the `cograph-admin` Secret) must look like one this
+# module generates: the prefix authenticate() requires, then enough url-safe randomness.
+PROVIDED_KEY_MIN_RANDOM = 32
+MAX_KEY_CHARS = 200  # authenticate() refuses anything longer
+_PROVIDED_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class BootstrapOutcome(Enum):
+    CREATED = "created"
+    EXISTS = "exists"  # the same key is already stored and active: nothing to do
+    REVOKED = "revoked"  # the same key was stored and later revoked: it stays revoked
+
+
+def check_provided_key(secret: str) -> str:
+    """The key without surrounding whitespace; ValueError (never quoting it) if unusable."""
+    key = secret.strip()
+    random_part = key[len(KEY_PREFIX) :]
+    if not key.startswith(KEY_PREFIX):
+        raise ValueError(f"the key must start with {KEY_PREFIX!r}")
+    if len(random_part) < PROVIDED_KEY_MIN_RANDOM:
+        raise ValueError(
+            f"the key is too short: at least {PROVIDED_KEY_MIN_RANDOM} characters after "
+            f"{KEY_PREFIX!r} (got {len(random_part)})"
+        )
+    if len(key) > MAX_KEY_CHARS:
+        raise ValueError(f"the key is too long: at most {MAX_KEY_CHARS} characters")
+    if not _PROVIDED_KEY.fullmatch(random_part):
+        raise ValueError("the key may only hold letters, digits, '-' and '_'")
+    return key
+
+
+async def bootstrap_admin_key(
+    dsn: str, secret: str, name: str = "admin", principal_id: str = "admin"
+) -> tuple[BootstrapOutcome, str]:
+    """Stores an operator-provided admin key (hashed) unless that key is already stored.
+
+    Idempotent: run on every gateway start, it changes nothing once the key exists, and a
+    key an admin revoked is not brought back. Applies the gateway's migrations first, like
+    ensure_admin_key. Returns the outcome and the key's id; the secret is never logged.
+    """
+    key = check_provided_key(secret)
+    await migrate(dsn, "gateway", MIGRATIONS)
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _BOOTSTRAP_LOCK)
+            row = await conn.fetchrow(
+                "SELECT id, revoked_at FROM api_keys WHERE key_hash = $1", hash_key(key)
+            )
+            if row is not None:
+                outcome = BootstrapOutcome.EXISTS
+                if row["revoked_at"] is not None:
+                    outcome = BootstrapOutcome.REVOKED
+                return outcome, str(row["id"])
+            key_id = await conn.fetchval(
+                "INSERT INTO api_keys (id, name, principal_id, admin, key_hash, key_prefix) "
+                "VALUES ($1, $2, $3, true, $4, $5) RETURNING id",
+                uuid.uuid4(),
+                name,
+                principal_id,
+                hash_key(key),
+                key[: len(KEY_PREFIX) + 6],
+            )
+    finally:
+        await conn.close()
+    log.info("provided admin key stored", extra={"key_id": str(key_id)})
+    return BootstrapOutcome.CREATED, str(key_id)
