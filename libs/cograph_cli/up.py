@@ -1,5 +1,11 @@
 """`cograph up`: PostgreSQL (embedded unless COGRAPH_DATABASE_URL is set), migrations, every
-service in its own process, endpoints printed, and a clean stop on Ctrl-C or SIGTERM."""
+service in its own process, endpoints printed, and a clean stop on Ctrl-C or SIGTERM.
+
+What crashes is restarted (see supervisor.py for the policy), the embedded PostgreSQL too.
+When the supervisor gives up on a service, the rest keeps running and the final exit status
+is 1; when it gives up on PostgreSQL, or on every service, there is nothing left worth
+running and `cograph up` stops everything and exits 1.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -16,7 +23,7 @@ from pathlib import Path
 from cograph_cli.internal_secret import ensure_secret_file
 from cograph_cli.migrate_cmd import migrate_all
 from cograph_cli.services import SERVICES, ServiceSpec
-from cograph_cli.supervisor import ChildDied, Supervisor
+from cograph_cli.supervisor import CrashHistory, Reporter, RestartPolicy, Supervisor
 from svckit.config import (
     INTERNAL_SECRET_FILE_VAR,
     INTERNAL_SECRET_VAR,
@@ -94,6 +101,7 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     embedded: EmbeddedPostgres | None = None
     dsn = env.optional_str("COGRAPH_DATABASE_URL")
     supervisor: Supervisor | None = None
+    pg_watch: PostgresWatch | None = None
     try:
         if dsn is None:
             embedded = EmbeddedPostgres(root / "pg")
@@ -106,7 +114,16 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         await migrate_all(dsn, specs)
         admin_key = await _bootstrap_admin_key(dsn, root, specs)
 
-        supervisor = Supervisor(root / "run", environ, host=args.host)
+        policy = RestartPolicy.from_env(env)
+        report = Reporter(root / "run" / "up.log")
+        supervisor = Supervisor(
+            root / "run",
+            environ,
+            host=args.host,
+            policy=policy,
+            ready_timeout_s=args.ready_timeout,
+            report=report,
+        )
         ports = {spec.name: _port_for(spec, i, args.port_base) for i, spec in enumerate(specs)}
         # Fixed ports are known up front, so peers can be wired before anyone starts; with
         # OS-picked ports (tests) services start in order and each learns its peers' ports.
@@ -118,48 +135,141 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         for spec in specs:
             if ports[spec.name]:
                 peer_env[f"{spec.env_prefix}_ADDR"] = f"{args.host}:{ports[spec.name]}"
-        for spec in specs:
-            supervisor.start(spec, ports[spec.name], peer_env)
-            if not ports[spec.name]:
-                await supervisor.wait_ready(args.ready_timeout)
-                child = supervisor.children[-1]
-                peer_env[f"{spec.env_prefix}_ADDR"] = f"{args.host}:{child.port}"
-        ready = asyncio.create_task(supervisor.wait_ready(args.ready_timeout))
+
+        async def start_all() -> None:
+            for spec in specs:
+                child = supervisor.start(spec, ports[spec.name], peer_env)
+                if not ports[spec.name]:
+                    await supervisor.wait_ready(args.ready_timeout, [child])
+                    if child.port:  # else given up before it ever bound a port
+                        peer_env[f"{spec.env_prefix}_ADDR"] = f"{args.host}:{child.port}"
+            await supervisor.wait_ready(args.ready_timeout)
+
+        starting = asyncio.create_task(start_all())
         stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
-            ready.cancel()
+            starting.cancel()
+            with suppress(asyncio.CancelledError, TimeoutError):
+                await starting
             return 130
         stopped.cancel()
-        ready.result()
+        starting.result()
         _print_endpoints(supervisor, args.host, root, admin_key)
+        if embedded is not None:
+            pg_watch = PostgresWatch(embedded, policy, report)
+            pg_watch.start()
         while not stop.is_set():
-            supervisor.check_alive()
+            if pg_watch is not None and pg_watch.given_up:
+                return 1
+            if supervisor.children and len(supervisor.failed()) == len(supervisor.children):
+                report("every service has been given up on; stopping")
+                return 1
             with suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=0.5)
         print("stopping…", flush=True)
-        return 0
-    except ChildDied as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        return 1
+        # A service given up on during the run makes the run a failure for whoever
+        # started it (a service manager, a script), even though it ran until told to stop.
+        return 1 if supervisor.failed() else 0
     except TimeoutError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 1
     finally:
         # Signal handlers stay installed while stopping: a second Ctrl-C must not interrupt
         # the shutdown half-way and leave a child or the database running.
+        if pg_watch is not None:
+            await pg_watch.stop()
         if supervisor is not None:
-            supervisor.stop_all()
+            await supervisor.stop()
         if embedded is not None:
             embedded.stop()
         remove_signals()
         print("stopped", flush=True)
 
 
+class PostgresWatch:
+    """Restarts the embedded PostgreSQL when its postmaster dies, with the services' policy.
+
+    The services are left running: their pools drop the broken connections and open new
+    ones (to the same socket) once the server is back.
+    """
+
+    def __init__(
+        self, embedded: EmbeddedPostgres, policy: RestartPolicy, report: Callable[[str], None]
+    ) -> None:
+        self._embedded = embedded
+        self._policy = policy
+        self._report = report
+        self._task: asyncio.Task[None] | None = None
+        self._restarting: asyncio.Future[str] | None = None
+        self.given_up = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._watch(), name="watch-postgres")
+
+    async def _watch(self) -> None:
+        history = CrashHistory(self._policy)
+        up_since = time.monotonic()
+        restarts = 0
+        pid = self._embedded.pid()
+        why = f"exited (pid {pid})"
+        while True:
+            await asyncio.sleep(0.5)
+            if self._embedded.is_running():
+                continue
+            while True:
+                now = time.monotonic()
+                delay = history.next_delay(now, now - up_since)
+                if delay is None:
+                    self._report(
+                        f"postgres {why}; giving up after {history.recent} crashes within "
+                        f"{self._policy.give_up_window_s:g} s; stopping everything (server "
+                        f"log: {self._embedded.pgdata / 'log'})"
+                    )
+                    self.given_up = True
+                    return
+                restarts += 1
+                self._report(f"postgres {why}; restarting in {delay:.1f} s, restart {restarts}")
+                await asyncio.sleep(delay)
+                up_since = time.monotonic()
+                # pg_ctl blocks (it waits for the server, at most 10 s): off the loop.
+                self._restarting = asyncio.get_running_loop().run_in_executor(
+                    None, self._embedded.restart
+                )
+                try:
+                    await self._restarting
+                except Exception as err:  # it failed to start: that is another crash
+                    why = f"did not start ({err})"
+                    continue
+                finally:
+                    self._restarting = None
+                pid = self._embedded.pid()
+                why = f"exited (pid {pid})"
+                self._report(
+                    f"postgres is serving again (pid {pid}, restart {restarts}); the services "
+                    "reconnect by themselves"
+                )
+                break
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            restarting = self._restarting
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+            if restarting is not None:
+                # Let a pg_ctl start finish before the server is stopped, or the stop could
+                # race it and leave a server behind.
+                await asyncio.wait({restarting}, timeout=30)
+
+
 def _print_endpoints(supervisor: Supervisor, host: str, root: Path, admin_key: str | None) -> None:
     print("cograph is up", flush=True)
     for child in supervisor.children:
         scheme = "http" if child.spec.kind == "http" else "grpc"
+        if child.state == "failed":
+            print(f"  {child.spec.name:<10} FAILED (gave up)   log {child.log_path}", flush=True)
+            continue
         print(
             f"  {child.spec.name:<10} {scheme}://{host}:{child.port}   log {child.log_path}",
             flush=True,

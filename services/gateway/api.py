@@ -21,6 +21,7 @@ from gateway import models
 from gateway.backends import Backends
 from gateway.convert import from_json, to_json
 from gateway.errors import from_grpc, invalid
+from gateway.metrics import Metrics
 
 Json = dict[str, Any]
 M = TypeVar("M", bound=Message)
@@ -62,8 +63,9 @@ def _build(cls: type[M], data: Json) -> M:
 class GatewayApi:
     """CographApi (and the rest of the REST surface) over the gRPC backends."""
 
-    def __init__(self, backends: Backends) -> None:
+    def __init__(self, backends: Backends, metrics: Metrics | None = None) -> None:
         self._backends = backends
+        self._metrics = metrics
 
     @staticmethod
     async def _call(method: Callable[[Any], Awaitable[Any]], request: Message) -> Any:
@@ -79,7 +81,11 @@ class GatewayApi:
         # they are (layer names onto the Layer enum, times onto Timestamps).
         message = _build(retrieval_pb2.SearchRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.retrieval().Search, message)
-        return dict(to_json(reply))
+        answer = dict(to_json(reply))
+        if self._metrics is not None:
+            # Counted here so REST and MCP answers alike show up in the metric.
+            self._metrics.count_degraded_search(answer.get("streams") or {})
+        return answer
 
     async def graph(self, request: models.GraphRequest) -> Json:
         message = _build(retrieval_pb2.GraphRequest, request.model_dump())

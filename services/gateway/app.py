@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import grpc
 import uvicorn
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
@@ -71,7 +72,7 @@ def build_app(
 ) -> FastAPI:
     """The ASGI app; owns nothing it did not create (the pool and channels are passed in)."""
     metrics = metrics or Metrics()
-    api = GatewayApi(backends)
+    api = GatewayApi(backends, metrics)
     mcp = mcp_http(build_mcp_server(api)) if settings.mcp_enabled else None
 
     @contextlib.asynccontextmanager
@@ -105,7 +106,9 @@ def build_app(
     # Added last = outermost: metrics see every response, the body limit runs before
     # authentication reads anything, and authentication runs before any route.
     app.add_middleware(
-        AuthMiddleware, authenticator=Authenticator(keys, settings.allow_anonymous), public=PUBLIC
+        AuthMiddleware,
+        authenticator=Authenticator(keys, settings.allow_anonymous, settings.key_lookup_timeout_s),
+        public=PUBLIC,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
@@ -160,6 +163,9 @@ async def start_gateway(
             signer=TokenSigner(settings.internal_secret),
             tracer_provider=tracer_provider,
         )
+    if settings.embedder_addr and "embedder" not in backends.probes:
+        # Health checks only (they need no token): /readyz reports the embedder.
+        backends.probes["embedder"] = grpc.aio.insecure_channel(settings.embedder_addr)
     app = build_app(settings, backends, pool, keys)
     host, port = settings.host_port
     config = uvicorn.Config(

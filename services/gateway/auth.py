@@ -20,6 +20,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.errors import ApiError
 from gateway.keys_store import KeysStore
 from svckit import requestctx
+from svckit.deadline import within
+from svckit.errors import DomainError
 from svckit.requestctx import Principal
 
 log = logging.getLogger(__name__)
@@ -31,9 +33,12 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._\-]{1,64}$")
 class Authenticator:
     """Turns an Authorization header into a principal, or refuses with 401."""
 
-    def __init__(self, keys: KeysStore, allow_anonymous: bool) -> None:
+    def __init__(
+        self, keys: KeysStore, allow_anonymous: bool, lookup_timeout_s: float = 2.5
+    ) -> None:
         self._keys = keys
         self._allow_anonymous = allow_anonymous
+        self._lookup_timeout_s = lookup_timeout_s
 
     async def principal(self, authorization: str | None) -> Principal | None:
         if authorization is None or not authorization.strip():
@@ -44,8 +49,17 @@ class Authenticator:
         if scheme.lower() != "bearer" or not secret.strip():
             raise ApiError(401, "unauthenticated", "expected Authorization: Bearer <api key>")
         try:
-            key = await self._keys.authenticate(secret.strip())
-        except (OSError, asyncpg.PostgresError) as err:
+            # A hard deadline: without it a frozen database holds every request until the
+            # client gives up, long before any backend deadline could apply.
+            key = await within(self._keys.authenticate(secret.strip()), self._lookup_timeout_s)
+        except TimeoutError:
+            log.warning("key lookup timed out", extra={"timeout_s": self._lookup_timeout_s})
+            raise ApiError(
+                503,
+                "unavailable",
+                f"the key store did not answer within {self._lookup_timeout_s:g} s",
+            ) from None
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, DomainError) as err:
             log.warning("key store unavailable", extra={"error": str(err)})
             raise ApiError(503, "unavailable", "the key store is unavailable") from None
         if key is None:

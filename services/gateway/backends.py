@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -25,6 +25,8 @@ class Backends:
 
     channels: Mapping[str, grpc.aio.Channel]
     health_timeout_s: float = 2.0
+    # Services the gateway never calls but reports in /readyz (the embedder), by name.
+    probes: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
     @classmethod
     def dial_all(
@@ -78,6 +80,12 @@ class Backends:
         statuses = await asyncio.gather(*(self._status(self.channels[n]) for n in names))
         return dict(zip(names, statuses, strict=True))
 
+    async def probe_health(self) -> dict[str, str]:
+        """The health of each probed dependency (the embedder), like health()."""
+        names = list(self.probes)
+        statuses = await asyncio.gather(*(self._status(self.probes[n]) for n in names))
+        return dict(zip(names, statuses, strict=True))
+
     async def close(self) -> None:
-        for channel in self.channels.values():
+        for channel in (*self.channels.values(), *self.probes.values()):
             await channel.close(None)

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from svckit.errors import REASON_METADATA_KEY
+from svckit.errors import REASON_METADATA_KEY, database_outage
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(mapped.body(), status_code=mapped.status)
 
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # The gateway's own database (the keys) timing out or gone: 503, not 500.
+        outage = database_outage(exc)
+        if outage is not None:
+            log.warning("database unavailable", extra={"error": str(exc)})
+            return JSONResponse(
+                {"error": outage.reason or "unavailable", "detail": outage.message},
+                status_code=503,
+            )
         log.error("unhandled error", exc_info=exc)
         return JSONResponse({"error": "internal", "detail": "internal error"}, status_code=500)
 

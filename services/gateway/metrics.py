@@ -8,6 +8,7 @@ gateways in one test process never share counters. Labels use the route *templat
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
@@ -34,6 +35,20 @@ class Metrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
+
+        self.degraded_searches = Counter(
+            "cograph_gateway_degraded_search_answers_total",
+            "Search answers given without one of their streams (the embedder down or slow: "
+            "no vector stream), by the stream that was unavailable.",
+            ("stream",),
+            registry=self.registry,
+        )
+
+    def count_degraded_search(self, streams: Mapping[str, object]) -> None:
+        """Counts one answer per stream its response marks unavailable."""
+        for stream, state in streams.items():
+            if state == "unavailable":
+                self.degraded_searches.labels(stream).inc()
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         labels = (method, route, str(status))

@@ -1,7 +1,24 @@
-"""Liveness, readiness and metrics: public, unauthenticated, cheap."""
+"""Liveness, readiness and metrics: public, unauthenticated, cheap.
+
+`/readyz` reports every dependency and one of three states:
+
+- `ready` (200): the database and every configured backend answer, and so does the
+  embedder when EMBEDDER_ADDR is set;
+- `degraded` (200): all of those but the embedder. The gateway still serves: code search
+  answers from its lexical and symbol streams (its response marks the vector stream
+  `unavailable`), while note search and indexing fail until the embedder is back. It stays
+  in rotation, since no other replica would do better;
+- `not_ready` (503): the database or a backend does not answer; the body also carries the
+  usual `error` and `detail`.
+
+Each dependency's value is `serving`, or what its check found (`not_serving`,
+`unavailable`, `deadline_exceeded`, ...). Every check runs concurrently under
+GATEWAY_HEALTH_TIMEOUT_S.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import asyncpg
@@ -10,6 +27,46 @@ from fastapi.responses import JSONResponse
 
 from gateway.backends import Backends
 from gateway.metrics import Metrics
+from svckit.deadline import within
+from svckit.errors import DomainError
+
+# Dependencies whose loss degrades answers instead of stopping them.
+OPTIONAL = frozenset({"embedder"})
+
+
+async def _database_status(pool: asyncpg.Pool, timeout_s: float) -> str:
+    async def ping() -> None:
+        async with pool.acquire(timeout=timeout_s) as conn:
+            await conn.fetchval("SELECT 1", timeout=timeout_s)
+
+    try:
+        await within(ping(), timeout_s)
+    except TimeoutError:
+        return "deadline_exceeded"
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, DomainError):
+        return "unavailable"
+    return "serving"
+
+
+def readiness(statuses: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """The status code and body /readyz answers for these dependency statuses."""
+    down = sorted(name for name, status in statuses.items() if status != "serving")
+    required = [name for name in down if name not in OPTIONAL]
+    if required:
+        return 503, {
+            "status": "not_ready",
+            "error": "unavailable",
+            "detail": f"not ready: {', '.join(required)}",
+            "dependencies": statuses,
+        }
+    if down:
+        return 200, {
+            "status": "degraded",
+            "detail": f"degraded: {', '.join(down)} unavailable",
+            "degraded": down,
+            "dependencies": statuses,
+        }
+    return 200, {"status": "ready", "dependencies": statuses}
 
 
 def health_router(backends: Backends, pool: asyncpg.Pool, metrics: Metrics) -> APIRouter:
@@ -20,27 +77,16 @@ def health_router(backends: Backends, pool: asyncpg.Pool, metrics: Metrics) -> A
         """The process is up (nothing else is checked)."""
         return {"status": "ok"}
 
-    @router.get("/readyz", responses={503: {"description": "a dependency is not ready"}})
+    @router.get("/readyz", responses={503: {"description": "a required dependency is down"}})
     async def readyz() -> JSONResponse:
-        """Every configured backend reports SERVING and the key store answers."""
-        statuses: dict[str, Any] = await backends.health()
-        try:
-            async with pool.acquire(timeout=backends.health_timeout_s) as conn:
-                await conn.fetchval("SELECT 1", timeout=backends.health_timeout_s)
-            statuses["database"] = "serving"
-        except (OSError, TimeoutError, asyncpg.PostgresError):
-            statuses["database"] = "unavailable"
-        down = sorted(name for name, status in statuses.items() if status != "serving")
-        if down:
-            return JSONResponse(
-                {
-                    "error": "unavailable",
-                    "detail": f"not ready: {', '.join(down)}",
-                    "backends": statuses,
-                },
-                status_code=503,
-            )
-        return JSONResponse({"status": "ready", "backends": statuses})
+        """Each dependency's health, and `ready`, `degraded` (200) or `not_ready` (503)."""
+        served, probed, database = await asyncio.gather(
+            backends.health(),
+            backends.probe_health(),
+            _database_status(pool, backends.health_timeout_s),
+        )
+        status, body = readiness({**served, "database": database, **probed})
+        return JSONResponse(body, status_code=status)
 
     router.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
     return router

@@ -29,6 +29,12 @@ class GatewaySettings:
     log_level: str
     # Signs and verifies calls between services (svckit.internal_auth); never logged.
     internal_secret: bytes = field(repr=False)
+    # An API key's lookup; past it the request is refused with 503 (the key store is
+    # the database, and a frozen one must not hold every request until the backend deadline).
+    key_lookup_timeout_s: float = 2.5
+    # Probed by /readyz only: without the embedder search answers without its vector stream
+    # (degraded), so the gateway reports it but does not stop being ready for it.
+    embedder_addr: str | None = None
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -55,6 +61,8 @@ class GatewaySettings:
             mcp_enabled=env.bool("GATEWAY_MCP_ENABLED", True),
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
+            key_lookup_timeout_s=env.float("GATEWAY_KEY_LOOKUP_TIMEOUT_S", 2.5, min=0.05, max=60.0),
+            embedder_addr=env.optional_str("EMBEDDER_ADDR"),
         )
 
     @property

@@ -22,7 +22,7 @@ from retrieval.servicer import RetrievalServicer
 from retrieval.settings import RetrievalSettings, SummarizerSettings
 from retrieval.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
 from svckit.clients import dial
-from svckit.db import create_pool, ensure_extensions
+from svckit.db import DbTimeouts, create_pool, ensure_extensions
 from svckit.internal_auth import TokenSigner, TokenVerifier
 from svckit.migrations import migrate
 from svckit.server import GrpcHost
@@ -56,6 +56,7 @@ class RetrievalApp:
     channel: grpc.aio.Channel | None
     engine: SearchEngine
     reranker: Reranker | None = None
+    index_pool: asyncpg.Pool | None = None  # the indexer's, with its longer statement budget
 
     @property
     def port(self) -> int:
@@ -68,6 +69,8 @@ class RetrievalApp:
         if self.reranker is not None:
             await self.reranker.close()
         await self.pool.close()
+        if self.index_pool is not None:
+            await self.index_pool.close()
         if self.channel is not None:
             await self.channel.close(None)
 
@@ -84,6 +87,14 @@ async def start_retrieval(
     await migrate(settings.database_url, "retrieval", MIGRATIONS)
     # A concurrent search holds one connection per stream and store (up to 8).
     pool = await create_pool(settings.database_url, max_size=settings.search.pool_size)
+    # Indexing statements (batch writes with HNSW upkeep, linking a whole repository) may
+    # run for minutes; requests must fail in seconds on a frozen database. Two pools, two
+    # budgets (COGRAPH_DB_INDEX_STATEMENT_TIMEOUT_S for this one).
+    index_pool = await create_pool(
+        settings.database_url,
+        max_size=2 + 2 * settings.index.max_concurrent_jobs,
+        timeouts=DbTimeouts.from_env().for_indexing(),
+    )
     channel: grpc.aio.Channel | None = None
     needs_channel = embedder is None or settings.search.rerank.provider == "local_cross_encoder"
     if needs_channel:
@@ -97,7 +108,7 @@ async def start_retrieval(
         embedder = EmbedderClient(channel, settings.embedder_timeout_s)
     summarizer = summarizer or build_summarizer(settings.summarizer)
     jobs = JobManager(pool, settings.index.max_concurrent_jobs)
-    indexer = Indexer(pool, embedder, settings.index, summarizer, settings.data_dir)
+    indexer = Indexer(index_pool, embedder, settings.index, summarizer, settings.data_dir)
     reranker = build_reranker(settings.search.rerank, channel)
     if isinstance(reranker, CrossEncoderReranker) and not await reranker.available():
         log.warning("the embedder has no cross-encoder (EMBEDDER_RERANKER_PATH); reranking off")
@@ -130,4 +141,6 @@ async def start_retrieval(
             "reranker": reranker.name if reranker is not None else "none",
         },
     )
-    return RetrievalApp(host, pool, jobs, indexer, summarizer, channel, engine, reranker)
+    return RetrievalApp(
+        host, pool, jobs, indexer, summarizer, channel, engine, reranker, index_pool
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import asyncpg
@@ -15,6 +15,7 @@ from router.routing import Router
 from router.servicer import RouterServicer
 from router.settings import RouterSettings
 from router.store import RouterStore
+from svckit.db import DbTimeouts, create_pool
 from svckit.internal_auth import TokenVerifier
 from svckit.server import GrpcHost
 
@@ -47,18 +48,20 @@ async def open_pool(settings: RouterSettings) -> asyncpg.Pool:
 
     min_size 2: both pools are queried at once, so a warm pair avoids a connect per route.
     """
-    pool = await asyncpg.create_pool(
+    # svckit's pool for its connect and acquire deadlines; the statement budget stays the
+    # router's own (ROUTER_STATEMENT_TIMEOUT_MS), which is tighter than the default.
+    timeouts = replace(DbTimeouts.from_env(), statement_s=settings.statement_timeout_ms / 1000)
+    return await create_pool(
         settings.database_url,
         min_size=2,
         max_size=settings.pool_max,
+        timeouts=timeouts,
         server_settings={
             "default_transaction_read_only": "on",
-            "statement_timeout": str(settings.statement_timeout_ms),
             "application_name": "cograph-router",
         },
+        vector=False,
     )
-    assert pool is not None
-    return pool
 
 
 @dataclass

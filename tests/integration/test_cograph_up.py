@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 import httpx
 import psutil
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from tests.conftest import MODEL_CACHE
 
 
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+@contextlib.contextmanager
+def _cograph_up(
+    tmp_path: Path, **extra_env: str
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
     env = {
         **os.environ,
         "COGRAPH_DATA_DIR": str(tmp_path / "data"),
         "EMBEDDER_CACHE_DIR": str(MODEL_CACHE),
+        **extra_env,
     }
     env.pop("COGRAPH_DATABASE_URL", None)
     process = subprocess.Popen(
@@ -59,6 +65,12 @@ def up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    with _cograph_up(tmp_path) as started:
+        yield started
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -107,11 +119,204 @@ def test_up_serves_and_stops_cleanly_on_sigterm(
     assert not still_running, f"postgres left running: {still_running}"
 
 
-def test_a_dead_service_is_reported(up: tuple[subprocess.Popen[str], dict[str, str]]) -> None:
-    process, _ = up
-    embedder = next(p for p in _descendants(process.pid) if "embedder" in " ".join(p.cmdline()))
-    embedder.kill()
-    assert process.wait(timeout=60) == 1
-    assert process.stdout is not None
-    rest = process.stdout.read()
-    assert "embedder exited with code -9" in rest
+class _Output:
+    """Keeps reading `cograph up`'s output in a thread, so the tests can wait for a line."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self._thread.start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, pattern: str, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if re.search(pattern, line):
+                    return line
+            time.sleep(0.1)
+        raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(self.lines)}")
+
+
+def _service_pids(process: subprocess.Popen[str]) -> dict[str, int]:
+    """The pid of each service process under `cograph up`, by service name."""
+    pids: dict[str, int] = {}
+    for child in _descendants(process.pid):
+        try:
+            cmdline = child.cmdline()
+        except psutil.NoSuchProcess:
+            continue
+        if len(cmdline) >= 3 and cmdline[-2] == "-m":
+            pids[cmdline[-1]] = child.pid
+    return pids
+
+
+def _postmaster_pid(endpoints: dict[str, str]) -> int:
+    return int((Path(endpoints["postgres"]) / "postmaster.pid").read_text().split()[0])
+
+
+class _Load:
+    """Requests through the gateway, one after another in a thread, while faults happen."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self.results: list[tuple[int, float]] = []  # (status or 0 on a transport error, s)
+        self._stop = threading.Event()
+        self._client = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            start = time.monotonic()
+            try:
+                status = self._client.get("/api/repositories").status_code
+            except httpx.HTTPError:
+                status = 0
+            self.results.append((status, time.monotonic() - start))
+            time.sleep(0.05)
+
+    def close(self) -> list[tuple[int, float]]:
+        self._stop.set()
+        self._thread.join(timeout=40)
+        self._client.close()
+        return self.results
+
+
+def _wait_restarted(
+    process: subprocess.Popen[str], name: str, old_pid: int, timeout_s: float
+) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pid = _service_pids(process).get(name)
+        if pid is not None and pid != old_pid:
+            return pid
+        time.sleep(0.1)
+    raise AssertionError(f"{name} was not restarted within {timeout_s} s")
+
+
+def _wait_ok(check: Callable[[], bool], timeout_s: float, what: str) -> float:
+    """Seconds until check() holds; fails after timeout_s."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        with contextlib.suppress(Exception):
+            if check():
+                return time.monotonic() - start
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def test_killed_services_and_postgres_are_restarted_and_nothing_else_moves(
+    up: tuple[subprocess.Popen[str], dict[str, str]],
+) -> None:
+    process, endpoints = up
+    output = _Output(process)
+    gateway, key = f"http://{endpoints['gateway']}", endpoints["admin_key"]
+    before = _service_pids(process)
+    assert set(before) >= {"embedder", "retrieval", "gateway"}, before
+    postgres = _postmaster_pid(endpoints)
+    load = _Load(gateway, key)
+
+    def listed() -> bool:
+        reply = httpx.get(
+            f"{gateway}/api/repositories", headers={"Authorization": f"Bearer {key}"}, timeout=5
+        )
+        return reply.status_code == 200
+
+    # retrieval, killed outright while requests flow through the gateway to it.
+    os.kill(before["retrieval"], signal.SIGKILL)
+    output.wait_for(r"retrieval exited \(signal 9\); restarting in 0\.5 s, restart 1", 10)
+    retrieval = _wait_restarted(process, "retrieval", before["retrieval"], 20)
+    output.wait_for(r"retrieval is serving again", 30)
+    assert _wait_ok(listed, 10, "the gateway to list through the new retrieval") < 10
+
+    # The embedder, likewise: it answers again from a new process on the same address.
+    os.kill(before["embedder"], signal.SIGKILL)
+    output.wait_for(r"embedder exited \(signal 9\); restarting in 0\.5 s, restart 1", 10)
+    _wait_restarted(process, "embedder", before["embedder"], 20)
+
+    def embedder_serving() -> bool:
+        # Health needs no internal token; SERVING means the model is loaded and answering.
+        with grpc.insecure_channel(endpoints["embedder"]) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=5
+            )
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+    _wait_ok(embedder_serving, 60, "the restarted embedder to serve")
+    ready = httpx.get(f"{gateway}/readyz", timeout=10).json()
+    assert ready["status"] == "ready" and ready["dependencies"]["embedder"] == "serving", ready
+
+    # Nobody else was restarted, PostgreSQL included.
+    after = _service_pids(process)
+    assert after["retrieval"] == retrieval
+    for name in set(before) - {"retrieval", "embedder"}:
+        assert after[name] == before[name], name
+    assert _postmaster_pid(endpoints) == postgres
+
+    # The embedded PostgreSQL, killed: restarted on the same socket, and the services
+    # reconnect by themselves (the gateway's key lookup, retrieval's listing).
+    os.kill(postgres, signal.SIGKILL)
+    output.wait_for(r"postgres exited \(pid \d+\); restarting in", 10)
+    output.wait_for(r"postgres is serving again", 40)
+    assert _postmaster_pid(endpoints) != postgres
+    _wait_ok(listed, 20, "requests to succeed after PostgreSQL came back")
+    assert _service_pids(process) == after
+
+    results = load.close()
+    assert process.poll() is None
+    assert any(status == 200 for status, _ in results)
+    slowest = max(seconds for _, seconds in results)
+    assert slowest < 15, f"a request waited {slowest:.1f} s"
+    log = (Path(endpoints["postgres"]).parent / "run" / "up.log").read_text()
+    assert "retrieval exited (signal 9); restarting in 0.5 s, restart 1" in log
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+    assert not [p for p in _descendants(process.pid) if p.is_running()]
+
+
+def test_repeated_fast_crashes_give_up_on_that_service_only(tmp_path: Path) -> None:
+    with _cograph_up(
+        tmp_path, COGRAPH_UP_GIVE_UP_CRASHES="3", COGRAPH_UP_RESTART_BACKOFF_S="0.2"
+    ) as (process, endpoints):
+        output = _Output(process)
+        children = _descendants(process.pid)
+        gateway, key = f"http://{endpoints['gateway']}", endpoints["admin_key"]
+        killed: set[int] = set()
+        deadline = time.monotonic() + 45
+        # Killed as soon as each new router process appears: three fast crashes.
+        while not any("giving up" in line for line in output.lines):
+            assert time.monotonic() < deadline, "".join(output.lines)
+            pid = _service_pids(process).get("router")
+            if pid is not None and pid not in killed:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.05)
+        line = output.wait_for(r"router exited \(signal 9\); giving up after 3 crashes", 1)
+        assert "everything else keeps running" in line
+        time.sleep(1.0)  # no restart follows
+        assert "router" not in _service_pids(process)
+
+        # The rest serves on; readiness says what is missing.
+        listed = httpx.get(
+            f"{gateway}/api/repositories", headers={"Authorization": f"Bearer {key}"}, timeout=10
+        )
+        assert listed.status_code == 200, listed.text
+        ready = httpx.get(f"{gateway}/readyz", timeout=10)
+        assert ready.status_code == 503
+        assert ready.json()["status"] == "not_ready"
+        assert ready.json()["dependencies"]["router"] != "serving"
+        assert ready.json()["dependencies"]["retrieval"] == "serving"
+        assert process.poll() is None
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 1  # a service was lost during the run
+        _, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"orphans left: {alive}"

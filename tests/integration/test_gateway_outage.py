@@ -38,7 +38,8 @@ async def test_dead_embedder_is_503_semantic_search_unavailable_and_readyz_flips
 
         ready = await anon.get("/readyz")
         assert ready.status_code == 200, ready.text
-        assert set(ready.json()["backends"]) == {"commons", "database"}
+        assert ready.json()["status"] == "ready"
+        assert set(ready.json()["dependencies"]) == {"commons", "database"}
         # Routes of a backend that is not configured answer 503, not 500.
         missing = await alice.get("/api/repositories")
         assert missing.status_code == 503 and missing.json()["error"] == "unavailable"
@@ -48,6 +49,7 @@ async def test_dead_embedder_is_503_semantic_search_unavailable_and_readyz_flips
         down = await anon.get("/readyz")
         assert down.status_code == 503
         assert down.json()["error"] == "unavailable"
-        assert down.json()["backends"]["commons"] != "serving"
+        assert down.json()["status"] == "not_ready"
+        assert down.json()["dependencies"]["commons"] != "serving"
         gone = await alice.get(f"/v1/posts/{posted.json()['id']}")
         assert gone.status_code == 503 and gone.json()["error"] == "unavailable"
