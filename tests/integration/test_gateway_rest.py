@@ -62,7 +62,8 @@ async def test_probes_are_public_and_ready(stack: Stack) -> None:
         assert (await anon.get("/healthz")).json() == {"status": "ok"}
         ready = await anon.get("/readyz")
         assert ready.status_code == 200, ready.text
-        assert ready.json()["backends"] == {
+        assert ready.json()["status"] == "ready"
+        assert ready.json()["dependencies"] == {
             "retrieval": "serving",
             "router": "serving",
             "commons": "serving",
