@@ -192,3 +192,10 @@ def operator_internal_secret(env: Env) -> bytes:
             f"`cograph up` once (it creates the file) or set {INTERNAL_SECRET_FILE_VAR}"
         )
     return _checked_secret(str(path), _read_secret_file(INTERNAL_SECRET_FILE_VAR, path))
+
+
+def query_embed_timeout_s(env: Env) -> float:
+    """The deadline of a query's embedding, in seconds: `EMBEDDER_TIMEOUT_S` (2), which
+    `EMBEDDING_TIMEOUT_QUERY` overrides when set (the name some deployments already use)."""
+    fallback = env.float("EMBEDDER_TIMEOUT_S", 2.0, min=0.01, max=120.0)
+    return env.float("EMBEDDING_TIMEOUT_QUERY", fallback, min=0.01, max=120.0)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from commons.ranking import RankingWeights
 from commons.validation import Limits
-from svckit.config import Env, internal_secret
+from svckit.config import Env, internal_secret, query_embed_timeout_s
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class CommonsSettings:
             address=env.str("COMMONS_LISTEN", "127.0.0.1:50054"),
             database_url=env.str("COGRAPH_DATABASE_URL"),
             embedder_addr=env.str("EMBEDDER_ADDR", "127.0.0.1:50051"),
-            embedder_timeout_s=env.float("EMBEDDER_TIMEOUT_S", 2.0, min=0.01, max=120.0),
+            embedder_timeout_s=query_embed_timeout_s(env),
             embed_write_timeout_s=env.float(
                 "COMMONS_EMBED_WRITE_TIMEOUT_S", 30.0, min=0.1, max=600.0
             ),

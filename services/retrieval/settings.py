@@ -8,7 +8,7 @@ from pathlib import Path
 
 from retrieval.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
 from retrieval.search_settings import SPLIT_IDENTIFIERS, SearchSettings
-from svckit.config import ConfigError, Env, data_dir, internal_secret
+from svckit.config import ConfigError, Env, data_dir, internal_secret, query_embed_timeout_s
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class RetrievalSettings:
             database_url=env.str("COGRAPH_DATABASE_URL"),
             data_dir=data_dir(env),
             embedder_addr=env.str("EMBEDDER_ADDR", "127.0.0.1:50051"),
-            embedder_timeout_s=env.float("EMBEDDER_TIMEOUT_S", 2.0, min=0.01),
+            embedder_timeout_s=query_embed_timeout_s(env),
             index=IndexSettings.from_env(env),
             summarizer=SummarizerSettings.from_env(env),
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from svckit.config import ConfigError, Env, data_dir
+from svckit.config import ConfigError, Env, data_dir, query_embed_timeout_s
 
 
 def test_defaults_apply_when_unset_or_blank() -> None:
@@ -68,3 +68,12 @@ def test_data_dir_defaults_to_dot_cograph(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     assert data_dir(Env({})) == tmp_path / ".cograph"
     assert data_dir(Env({"COGRAPH_DATA_DIR": str(tmp_path / "d")})) == tmp_path / "d"
+
+
+def test_query_embedding_deadline_reads_either_name() -> None:
+    assert query_embed_timeout_s(Env({})) == 2.0
+    assert query_embed_timeout_s(Env({"EMBEDDER_TIMEOUT_S": "3"})) == 3.0
+    both = {"EMBEDDER_TIMEOUT_S": "3", "EMBEDDING_TIMEOUT_QUERY": "0.5"}
+    assert query_embed_timeout_s(Env(both)) == 0.5
+    with pytest.raises(ConfigError, match="EMBEDDING_TIMEOUT_QUERY"):
+        query_embed_timeout_s(Env({"EMBEDDING_TIMEOUT_QUERY": "0"}))
