@@ -20,7 +20,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from svckit.internal_auth import TokenSigner
 from tests.conftest import MODEL_CACHE
+from tests.internal_auth import signed_metadata
 
 
 @contextlib.contextmanager
@@ -34,6 +36,9 @@ def _cograph_up(
         **extra_env,
     }
     env.pop("COGRAPH_DATABASE_URL", None)
+    # `cograph up` makes its own internal secret in the data directory unless one is given.
+    env.pop("COGRAPH_INTERNAL_SECRET_FILE", None)
+    env.pop("COGRAPH_INTERNAL_SECRET", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "cograph_cli", "up", "--port-base", "0"],
         env=env,
@@ -85,9 +90,22 @@ def test_up_serves_and_stops_cleanly_on_sigterm(
 ) -> None:
     process, endpoints = up
     assert "embedder" in endpoints
+    # The first start made the internal secret, private, and handed it to every service:
+    # they refuse a call without a token and answer one signed with it.
+    secret_file = Path(endpoints["postgres"]).parent / "internal.secret"
+    assert secret_file.stat().st_mode & 0o777 == 0o600
+    assert len(secret_file.read_text().strip()) == 64
+    signer = TokenSigner(secret_file.read_bytes().strip())
     with grpc.insecure_channel(endpoints["embedder"]) as channel:
-        reply = embedder_pb2_grpc.EmbedderServiceStub(channel).Embed(
-            embedder_pb2.EmbedRequest(texts=["is it up?"]), timeout=10
+        stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Embed(embedder_pb2.EmbedRequest(texts=["who is asking?"]), timeout=10)
+        assert isinstance(refused.value, grpc.Call)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        reply = stub.Embed(
+            embedder_pb2.EmbedRequest(texts=["is it up?"]),
+            metadata=signed_metadata(signer=signer),
+            timeout=10,
         )
     assert reply.dimension == 384
 
