@@ -66,8 +66,7 @@ def verified_claims(verifier: TokenVerifier, metadata: Sequence[tuple[str, Any]]
 def _refusal(method: str, reason: str, request_id: str) -> Callable[..., Awaitable[None]]:
     message = f"unauthenticated internal call: {reason}"
 
-    # One coroutine serves every handler kind: grpc.aio accepts a coroutine for streaming
-    # methods too, and it never reads the request.
+    # It never reads the request (or the request stream).
     async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         log.warning(
             "unauthenticated rpc",
@@ -90,12 +89,18 @@ def _refusal_handler(
     """A handler of the same kind that answers UNAUTHENTICATED. No deserializer: bytes from
     an unauthenticated caller are never parsed."""
     refuse: Any = _refusal(method, reason, request_id)
+
+    # Streaming responses need an async generator: the tracing interceptor iterates them.
+    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await refuse(request, context)
+        yield  # never reached: abort raises
+
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(refuse)
+        return grpc.stream_stream_rpc_method_handler(refuse_stream)
     if handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(refuse)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(refuse)
+        return grpc.unary_stream_rpc_method_handler(refuse_stream)
     return grpc.unary_unary_rpc_method_handler(refuse)
 
 

@@ -23,7 +23,8 @@ from cograph.router.v1 import router_pb2, router_pb2_grpc
 from retrieval.app import start_retrieval
 from svckit import requestctx
 from svckit.clients import dial, signed_metadata
-from svckit.internal_auth import AUTH_HEADER, Claims, TokenSigner
+from svckit.internal_auth import AUTH_HEADER, Claims, TokenSigner, TokenVerifier
+from svckit.server import GrpcHost
 from tests.integration.gateway_fixtures import Stack, gateway_stack
 from tests.integration.search_fixtures import retrieval_settings
 from tests.internal_auth import SIGNER, TEST_SECRET, signed_channel
@@ -210,3 +211,86 @@ async def test_retrieval_signs_its_calls_to_the_embedder(
     finally:
         await app.stop()
     assert stray.streams.vector == retrieval_pb2.STREAM_STATUS_UNAVAILABLE
+
+
+# --- streaming methods: none of the services has one yet; the check covers them anyway ----
+
+
+async def _stream_reply(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+    for _ in range(2):
+        yield request
+
+
+async def _collect(requests: AsyncIterator[bytes], context: Any) -> bytes:
+    return b"".join([chunk async for chunk in requests])
+
+
+async def _chat(requests: AsyncIterator[bytes], context: Any) -> Any:
+    async for chunk in requests:
+        yield chunk
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def streaming_host() -> AsyncIterator[str]:
+    handlers = grpc.method_handlers_generic_handler(
+        "test.Streams",
+        {
+            "Reply": grpc.unary_stream_rpc_method_handler(_stream_reply),
+            "Collect": grpc.stream_unary_rpc_method_handler(_collect),
+            "Chat": grpc.stream_stream_rpc_method_handler(_chat),
+        },
+    )
+    host = GrpcHost(
+        ["test.Streams"],
+        [lambda server: server.add_generic_rpc_handlers((handlers,))],
+        verifier=TokenVerifier(TEST_SECRET.encode()),
+    )
+    await host.start()
+    try:
+        yield f"127.0.0.1:{host.port}"
+    finally:
+        await host.stop()
+
+
+async def _chunks() -> AsyncIterator[bytes]:
+    for chunk in (b"a", b"b"):
+        yield chunk
+
+
+def _methods(channel: grpc.aio.Channel) -> tuple[Any, Any, Any]:
+    # No serializers: the generic handlers above take and return raw bytes.
+    none: Any = None
+    return (
+        channel.unary_stream("/test.Streams/Reply", none, none),
+        channel.stream_unary("/test.Streams/Collect", none, none),
+        channel.stream_stream("/test.Streams/Chat", none, none),
+    )
+
+
+async def _streams(channel: grpc.aio.Channel, metadata: Metadata) -> list[bytes]:
+    reply, collect, chat = _methods(channel)
+    replies = [r async for r in reply(b"x", metadata=metadata)]
+    collected = await collect(_chunks(), metadata=metadata)
+    chatted = [r async for r in chat(_chunks(), metadata=metadata)]
+    return [*replies, collected, *chatted]
+
+
+async def test_streaming_methods_are_authenticated_too(streaming_host: str) -> None:
+    forged = _with(_signed(ALICE), requestctx.ADMIN_HEADER, "1")
+    async with grpc.aio.insecure_channel(streaming_host) as channel:
+        reply, collect, chat = _methods(channel)
+        calls = {
+            "unary-stream": lambda: _drain(reply(b"x", metadata=forged)),
+            "stream-unary": lambda: collect(_chunks(), metadata=forged),
+            "stream-stream": lambda: _drain(chat(_chunks(), metadata=forged)),
+        }
+        for kind, call in calls.items():
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call()
+            assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, kind
+            assert "bad token signature" in (caught.value.details() or ""), kind
+        assert await _streams(channel, _signed(ROOT)) == [b"x", b"x", b"ab", b"a", b"b"]
+
+
+async def _drain(responses: Any) -> list[bytes]:
+    return [r async for r in responses]
