@@ -45,6 +45,8 @@ DB_SERVICES = {"retrieval", "router", "commons", "gateway"}
 # Every pod that uses the database first runs the migrations in an initContainer.
 MIGRATE_COMMAND = ["python", "-m", "cograph_cli", "migrate"]
 MIGRATE_MODULE = ROOT / "libs" / "cograph_cli" / "migrate_cmd.py"
+# The gateway also stores the first admin key before it starts (`cograph keys bootstrap`).
+INIT_AFTER_MIGRATE = {"gateway": ["bootstrap-admin"]}
 # Secret keys a container may read only with `optional: true` (the overlays need not make them).
 OPTIONAL_SECRET_KEYS = {"router-url"}
 SHUTDOWN_GRACE_S = 5  # svckit.server.GrpcHost.grace_s
@@ -476,7 +478,10 @@ def test_database_url_only_from_the_secret(name: str) -> None:
                 assert ref["name"] == DB_SECRET, where
                 if variable == "COGRAPH_DATABASE_URL":
                     assert ref == {"name": DB_SECRET, "key": "url"}, where
-            if re.search(r"PASSWORD|SECRET|TOKEN|API_KEY", variable):
+            # A *_FILE variable holds the path of a mounted Secret, not the secret itself.
+            if re.search(r"PASSWORD|SECRET|TOKEN|API_KEY", variable) and not variable.endswith(
+                "_FILE"
+            ):
                 assert "value" not in item, f"{where}: {variable} in plain text"
 
 
@@ -560,8 +565,9 @@ def test_database_services_migrate_before_they_start() -> None:
     first: Obj | None = None
     for name in sorted(DB_SERVICES):
         init = _init_containers(name)
-        assert [c["name"] for c in init] == ["migrate"], f"{name}: one migrate initContainer"
-        (migrate,) = init
+        expected = ["migrate", *INIT_AFTER_MIGRATE.get(name, [])]
+        assert [c["name"] for c in init] == expected, f"{name}: migrate first"
+        migrate = init[0]
         assert migrate["command"] == MIGRATE_COMMAND, name
         assert migrate["image"] == _main(_objects("Deployment")[name])["image"], name
         env = _env(migrate)
@@ -622,9 +628,9 @@ def test_gateway_reads_the_database_and_its_backends() -> None:
 def test_retrieval_has_a_writable_data_dir() -> None:
     container = _main(_objects("Deployment")["retrieval"])
     data_dir = _env(container)["COGRAPH_DATA_DIR"]["value"]
-    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert data_dir in mounts, "git clones need a volume under COGRAPH_DATA_DIR"
-    assert not any(m.get("readOnly") for m in container["volumeMounts"])
+    assert not mounts[data_dir].get("readOnly")
 
 
 def test_bundled_postgres() -> None:
@@ -679,7 +685,11 @@ def test_external_postgres_component_removes_the_bundled_database() -> None:
         for p in _inline_patches(_kustomization(COMPONENTS / "external-postgres"))
         if p.get("$patch") == "delete"
     }
-    assert deleted == {("StatefulSet", "postgres"), ("Service", "postgres")}
+    assert deleted == {
+        ("StatefulSet", "postgres"),
+        ("Service", "postgres"),
+        ("NetworkPolicy", "postgres"),
+    }
 
 
 def _overlay_objects(overlay: str) -> list[Obj]:
@@ -746,6 +756,288 @@ def test_overlays_set_the_image() -> None:
             assert container["image"] == "cograph", f"{name}/{container['name']}"
 
 
+# --- network policies: who may talk to whom -------------------------------------------------
+
+OUTSIDE = "outside"  # a client outside the namespace (Ingress controller, port-forward, ...)
+INTERNET = "internet"  # an address outside the cluster
+# Ports a pod might try to reach outside the cluster (DNS, git, HTTPS, a database, HTTP).
+EXTERNAL_PORTS = [("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 22), ("TCP", 9418)]
+EXTERNAL_PORTS += [("TCP", 5432), ("TCP", 80), ("TCP", 4317)]
+Edge = tuple[str, str, str, int]  # (from, to, protocol, port)
+
+
+def _selects(selector: Obj, labels: dict[str, str]) -> bool:
+    if not _subset_or_empty(selector.get("matchLabels", {}), labels):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        value = labels.get(expression["key"])
+        operator, values = expression["operator"], expression.get("values", [])
+        if operator == "In" and value not in values:
+            return False
+        if operator == "NotIn" and value in values:
+            return False
+        if operator == "Exists" and value is None:
+            return False
+        if operator == "DoesNotExist" and value is not None:
+            return False
+    return True
+
+
+def _subset_or_empty(small: dict[str, str], big: dict[str, str]) -> bool:
+    return all(big.get(key) == value for key, value in small.items())
+
+
+def _peer_matches(peers: list[Obj] | None, other: str, labels: dict[str, str]) -> bool:
+    """Whether a rule's from/to admits `other` (a pod of this namespace, OUTSIDE or INTERNET)."""
+    if not peers:
+        return True  # no from/to: every source or destination
+    for peer in peers:
+        if "ipBlock" in peer and other in (OUTSIDE, INTERNET):
+            return True
+        in_namespace = other not in (OUTSIDE, INTERNET) and "namespaceSelector" not in peer
+        if in_namespace and "podSelector" in peer and _selects(peer["podSelector"], labels):
+            return True
+    return False
+
+
+def _port_matches(ports: list[Obj] | None, protocol: str, port: int) -> bool:
+    if not ports:
+        return True
+    return any(p.get("protocol", "TCP") == protocol and p.get("port") == port for p in ports)
+
+
+def _allowed(
+    policies: list[Obj], direction: str, pod_labels: dict[str, str], other: str, other_labels: Obj
+) -> Any:
+    """(protocol, port) -> allowed, for traffic of `direction` at a pod, as a predicate."""
+    kind = "Ingress" if direction == "ingress" else "Egress"
+    peer_key = "from" if direction == "ingress" else "to"
+    selecting = [
+        p
+        for p in policies
+        if kind in p["spec"].get("policyTypes", ["Ingress"])
+        and _selects(p["spec"]["podSelector"], pod_labels)
+    ]
+
+    def check(protocol: str, port: int) -> bool:
+        if not selecting:
+            return True  # no policy isolates this pod in this direction
+        return any(
+            _peer_matches(rule.get(peer_key), other, other_labels)
+            and _port_matches(rule.get("ports"), protocol, port)
+            for policy in selecting
+            for rule in policy["spec"].get(direction, [])
+        )
+
+    return check
+
+
+def _policy_graph(objects: list[Obj]) -> set[Edge]:
+    """Every (from, to, protocol, port) the NetworkPolicies among `objects` allow, between the
+    workloads' pods, a client outside and the internet (to the ports the pods listen on)."""
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    pods = {o["metadata"]["name"]: o for o in objects if o["kind"] in {"Deployment", "StatefulSet"}}
+    labels = {name: w["spec"]["template"]["metadata"]["labels"] for name, w in pods.items()}
+    edges: set[Edge] = set()
+    for source in [*pods, OUTSIDE]:
+        source_labels = labels.get(source, {})
+        for target, workload in pods.items():
+            if source == target:
+                continue
+            ports = [p for c in _pod(workload)["containers"] for p in c.get("ports", [])]
+            for declared in ports:
+                protocol, port = declared.get("protocol", "TCP"), int(declared["containerPort"])
+                into = _allowed(policies, "ingress", labels[target], source, source_labels)
+                out = (
+                    _allowed(policies, "egress", source_labels, target, labels[target])
+                    if source != OUTSIDE
+                    else (lambda *_: True)
+                )
+                if into(protocol, port) and out(protocol, port):
+                    edges.add((source, target, protocol, port))
+        if source == OUTSIDE:
+            continue
+        out = _allowed(policies, "egress", source_labels, INTERNET, {})
+        edges |= {(source, INTERNET, pr, po) for pr, po in EXTERNAL_PORTS if out(pr, po)}
+    return edges
+
+
+def _expected_graph(database: str | None) -> set[Edge]:
+    """Who must reach whom, from the code: the gateway's backends (gateway.settings), the
+    peers each service's settings read (`<PEER>_ADDR`), the database users, DNS for all."""
+    backends = importlib.import_module("gateway.settings").BACKEND_NAMES
+    edges: set[Edge] = {(OUTSIDE, "gateway", "TCP", HTTP_SERVICES["gateway"])}
+    for caller in SERVICES:
+        source = (ROOT / "services" / caller / "settings.py").read_text()
+        for peer, port in GRPC_SERVICES.items():
+            reads = f'"{peer.upper()}_ADDR"' in source
+            if peer != caller and (reads or (caller == "gateway" and peer in backends)):
+                edges.add((caller, peer, "TCP", port))
+        edges |= {(caller, INTERNET, protocol, 53) for protocol in ("UDP", "TCP")}
+        if caller in DB_SERVICES:
+            edges.add((caller, database or INTERNET, "TCP", 5432))
+    # Git over https, ssh and git://, and the HTTPS rerank / summary providers.
+    edges |= {("retrieval", INTERNET, "TCP", port) for port in (443, 22, 9418)}
+    if database:
+        edges |= {(database, INTERNET, protocol, 53) for protocol in ("UDP", "TCP")}
+    return edges
+
+
+def test_network_policies_allow_exactly_the_calls_the_code_makes() -> None:
+    graph = _policy_graph(list(_base_objects()))
+    expected = _expected_graph("postgres")
+    assert graph - expected == set(), "allowed but never needed"
+    assert expected - graph == set(), "needed but denied"
+    # Spelled out, so a change to the code that derives the expectation shows up here too.
+    callers_of = {
+        target: {s for s, t, _, _ in graph if t == target and s != OUTSIDE} for target in SERVICES
+    }
+    assert callers_of == {
+        "gateway": set(),
+        "retrieval": {"gateway"},
+        "router": {"gateway"},
+        "commons": {"gateway"},
+        # The gateway only for /readyz's health check; the embedder serves embeddings to two.
+        "embedder": {"retrieval", "commons", "gateway"},
+    }
+    assert {s for s, t, _, _ in graph if t == "postgres"} == DB_SERVICES
+    assert {t for s, t, _, _ in graph if s == OUTSIDE} == {"gateway"}
+    assert {(t, p) for s, t, _, p in graph if s in {"embedder", "postgres"}} == {(INTERNET, 53)}
+
+
+def test_network_policies_deny_by_default_every_cograph_pod() -> None:
+    policies = _objects("NetworkPolicy")
+    deny = [
+        p
+        for p in policies.values()
+        if set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+        and not p["spec"].get("ingress")
+        and not p["spec"].get("egress")
+    ]
+    assert deny, "a default-deny policy"
+    for name, workload in _workloads().items():
+        template = workload["spec"]["template"]["metadata"]["labels"]
+        assert any(_selects(p["spec"]["podSelector"], template) for p in deny), name
+    for name, policy in policies.items():
+        selected = [
+            n
+            for n, w in _workloads().items()
+            if _selects(policy["spec"]["podSelector"], w["spec"]["template"]["metadata"]["labels"])
+        ]
+        assert selected, f"NetworkPolicy {name} selects no pod"
+
+
+def _rendered(overlay: str) -> list[Obj]:
+    command = _kustomize_command()
+    if command is None:
+        pytest.skip("neither kustomize nor kubectl is installed")
+    result = subprocess.run(
+        [*command, str(OVERLAYS / overlay)], check=True, capture_output=True, text=True, timeout=120
+    )
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def test_production_network_policies() -> None:
+    docs = _rendered("production")
+    graph = _policy_graph(docs)
+    # Without the bundled database the services reach a managed one outside the cluster, and
+    # traces go to the collector's namespace (not modelled as a pod here).
+    assert graph == _expected_graph(None)
+    names = {d["metadata"]["name"]: d for d in docs if d["kind"] == "NetworkPolicy"}
+    assert names["namespace-default-deny"]["spec"]["podSelector"] == {}
+    otel = names["otel-collector-egress"]["spec"]["egress"][0]
+    endpoint = urlsplit(
+        next(d for d in docs if d["kind"] == "ConfigMap")["data"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    )
+    assert otel["ports"] == [{"protocol": "TCP", "port": endpoint.port}]
+    namespace = (endpoint.hostname or "").split(".")[1]
+    selector = otel["to"][0]["namespaceSelector"]["matchLabels"]
+    assert selector == {"kubernetes.io/metadata.name": namespace}
+
+
+# --- secrets mounted as files: the internal-call secret, the first admin key ----------------
+
+INTERNAL_SECRET = "cograph-internal"
+INTERNAL_SECRET_PATH = "/var/run/cograph/internal/secret"
+ADMIN_SECRET = "cograph-admin"
+
+
+def _secret_volume_file(workload: Obj, container: Obj, secret: str) -> tuple[str, Obj] | None:
+    """(the path at which `container` sees the Secret's item, the volume), if it mounts it."""
+    volumes = {v["name"]: v for v in _pod(workload).get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        volume = volumes[mount["name"]]
+        if volume.get("secret", {}).get("secretName") == secret:
+            (item,) = volume["secret"]["items"]
+            assert mount.get("readOnly") is True, f"{container['name']}: mount {secret} read-only"
+            return f"{mount['mountPath']}/{item['path']}", volume
+    return None
+
+
+def _generated_secret(overlay: str, name: str) -> dict[str, str]:
+    for generator in _kustomization(OVERLAYS / overlay).get("secretGenerator", []):
+        if generator["name"] == name:
+            return dict(literal.split("=", 1) for literal in generator.get("literals", []))
+    return {}
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_every_service_reads_the_internal_secret_from_a_file(name: str) -> None:
+    config = importlib.import_module("svckit.config")
+    workload = _objects("Deployment")[name]
+    container = _main(workload)
+    assert _env(container)[config.INTERNAL_SECRET_FILE_VAR] == {
+        "name": config.INTERNAL_SECRET_FILE_VAR,
+        "value": INTERNAL_SECRET_PATH,
+    }
+    assert config.INTERNAL_SECRET_VAR not in _env(container), "never the value in env"
+    found = _secret_volume_file(workload, container, INTERNAL_SECRET)
+    assert found is not None, f"{name}: mounts the {INTERNAL_SECRET} Secret"
+    path, volume = found
+    assert path == INTERNAL_SECRET_PATH
+    assert volume["secret"]["items"][0]["key"] == "secret"
+    assert "optional" not in volume["secret"], "a pod must not start without it"
+    assert volume["secret"]["defaultMode"] & 0o007 == 0, "not world-readable"
+    for init in _init_containers(name):
+        assert _secret_volume_file(workload, init, INTERNAL_SECRET) is None, init["name"]
+        assert config.INTERNAL_SECRET_FILE_VAR not in _env(init), init["name"]
+
+
+def test_overlays_provide_the_internal_secret() -> None:
+    minimum = importlib.import_module("svckit.internal_auth").MIN_SECRET_BYTES
+    local = _generated_secret("local", INTERNAL_SECRET)
+    assert len(local["secret"].encode()) >= minimum
+    assert not _generated_secret("production", INTERNAL_SECRET), "made by the operator"
+
+
+def test_gateway_bootstraps_the_first_admin_key() -> None:
+    workload = _objects("Deployment")["gateway"]
+    init = {c["name"]: c for c in _init_containers("gateway")}["bootstrap-admin"]
+    found = _secret_volume_file(workload, init, ADMIN_SECRET)
+    assert found is not None
+    path, volume = found
+    assert volume["secret"]["optional"] is True, "the gateway starts without it"
+    assert volume["secret"]["items"][0]["key"] == "api-key"
+    assert _secret_volume_file(workload, _main(workload), ADMIN_SECRET) is None
+    keys_cmd = importlib.import_module("cograph_cli.keys_cmd")
+    assert _env(init)[keys_cmd.KEY_FILE_ENV]["value"] == path
+    assert _env(init)["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": DB_SECRET,
+        "key": "url",
+    }
+    # The command is the real CLI's: `python -m cograph_cli keys bootstrap --if-present`.
+    assert init["command"][:3] == ["python", "-m", "cograph_cli"]
+    assert importlib.import_module("cograph_cli.main").COMMANDS["keys"] == keys_cmd.__name__
+    parser = argparse.ArgumentParser()
+    keys_cmd.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(init["command"][3:])
+    assert args.handler is keys_cmd._bootstrap and args.if_present
+    # The local overlay's development key is one the command accepts.
+    store = importlib.import_module("gateway.keys_store")
+    store.check_provided_key(_generated_secret("local", ADMIN_SECRET)["api-key"])
+    assert not _generated_secret("production", ADMIN_SECRET)
+
+
 # --- rendered overlays (only where kustomize is available) ----------------------------------
 
 
@@ -782,7 +1074,8 @@ def test_rendered_overlay_is_valid(overlay: str) -> None:
             continue
         if doc["metadata"]["name"] in DB_SERVICES:
             init = [c["name"] for c in _pod(doc).get("initContainers", [])]
-            assert init == ["migrate"], f"{doc['metadata']['name']}: migrate first"
+            expected = ["migrate", *INIT_AFTER_MIGRATE.get(doc["metadata"]["name"], [])]
+            assert init == expected, f"{doc['metadata']['name']}: migrate first"
         for container in _containers(doc):
             if doc["metadata"]["name"] in SERVICES:
                 # The images transformer rewrites initContainers too: one image, one version.
