@@ -1,12 +1,13 @@
 """Outages seen through the gateway: the embedder down behind the commons (503
-semantic_search_unavailable, never a keyword fallback) and a backend down (/readyz 503)."""
+semantic_search_unavailable, never a keyword fallback), a backend down (/readyz 503) and the
+embedder down behind search (/readyz degraded, degraded answers counted)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.integration.commons_fixtures import free_port
-from tests.integration.gateway_fixtures import gateway_stack
+from tests.integration.gateway_fixtures import gateway_stack, metric_value
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -53,3 +54,38 @@ async def test_dead_embedder_is_503_semantic_search_unavailable_and_readyz_flips
         assert down.json()["dependencies"]["commons"] != "serving"
         gone = await alice.get(f"/v1/posts/{posted.json()['id']}")
         assert gone.status_code == 503 and gone.json()["error"] == "unavailable"
+
+
+async def test_embedder_down_is_degraded_not_unready_and_degraded_answers_are_counted(
+    pg_server_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    async with (
+        gateway_stack(
+            pg_server_url,
+            dead,  # retrieval and the commons have no embedder
+            tmp_path_factory.mktemp("gw-degraded"),
+            services=("retrieval", "commons"),
+            EMBEDDER_ADDR=dead,  # the gateway probes it for /readyz
+        ) as stack,
+        stack.client(await stack.key("alice")) as alice,
+        stack.client() as anon,
+    ):
+        ready = await anon.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        body = ready.json()
+        assert body["status"] == "degraded" and body["degraded"] == ["embedder"]
+        assert body["dependencies"]["embedder"] != "serving"
+        assert body["dependencies"]["retrieval"] == "serving"
+        assert body["dependencies"]["database"] == "serving"
+
+        name = "cograph_gateway_degraded_search_answers_total"
+        before = metric_value((await anon.get("/metrics")).text, name, stream="vector")
+        for _ in range(2):
+            answer = await alice.post("/api/search", json={"query": "retry a failed charge"})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["streams"]["vector"] == "unavailable"
+            assert answer.json()["streams"]["lexical"] == "ok"
+        after = metric_value((await anon.get("/metrics")).text, name, stream="vector")
+        assert after - before == 2
+        assert metric_value((await anon.get("/metrics")).text, name, stream="lexical") == 0
