@@ -23,10 +23,11 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
+from cograph_api import limits
 from cograph_cli.internal_secret import operator_channel
 
 DEFAULT_ADDR = "127.0.0.1:50052"
-LAYERS = ("code", "ast", "ast_summary", "repo_doc", "md_collection")
+LAYERS = limits.LAYERS
 STREAMS = ("vector", "lexical", "symbol")
 _SNIPPET_LINES = 8  # human output shows the head of each snippet
 
@@ -64,9 +65,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         help="result layer (repeatable); default code, ast_summary and repo_doc",
     )
-    search.add_argument("--top-k", type=int, default=None, help="results to return (1..100)")
     search.add_argument(
-        "--snippet-chars", type=int, default=None, help="snippet width (80..4000, default 600)"
+        "--top-k",
+        type=int,
+        default=None,
+        help=f"results to return ({limits.TOP_K_MIN}..{limits.TOP_K_MAX})",
+    )
+    search.add_argument(
+        "--snippet-chars",
+        type=int,
+        default=None,
+        help=(
+            f"snippet width ({limits.SNIPPET_CHARS_MIN}..{limits.SNIPPET_CHARS_MAX}, "
+            f"default {limits.SNIPPET_CHARS_DEFAULT})"
+        ),
     )
     search.add_argument(
         "--graph", action="store_true", help="add callers, callees and parents (needs --repo)"

@@ -14,6 +14,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from cograph_api import limits
 from retrieval import access, permissions, store
 from retrieval.acl import Viewer
 from retrieval.freshness import Freshness, HeadCheck, HeadProbe, IndexedSource
@@ -46,7 +47,7 @@ _JOB_STATES = {
     "succeeded": retrieval_pb2.JOB_STATE_SUCCEEDED,
     "failed": retrieval_pb2.JOB_STATE_FAILED,
 }
-_MAX_NAME = 200
+_MAX_NAME = limits.NAME_MAX_CHARS  # collection names, as the gateway publishes them
 _MAX_JOB_ID = 100
 _MAX_DOCUMENT_PATH = 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -368,8 +369,10 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     ) -> retrieval_pb2.GraphResponse:
         repo = request.repo.strip().lower()
         symbol = request.symbol.strip()
-        if not repo or not symbol or len(symbol) > _MAX_NAME:
-            raise InvalidArgument(f"repo and symbol are required; symbol at most {_MAX_NAME}")
+        if not repo or not symbol or len(symbol) > limits.SYMBOL_MAX_CHARS:
+            raise InvalidArgument(
+                f"repo and symbol are required; symbol at most {limits.SYMBOL_MAX_CHARS}"
+            )
         viewer = Viewer.current()
         async with self._pool.acquire() as conn:
             if not await store.repository_readable_by(conn, repo, viewer):

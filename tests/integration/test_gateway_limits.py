@@ -208,6 +208,14 @@ async def test_search_and_route_limits_over_rest(alice: httpx.AsyncClient) -> No
         assert fine.status_code == 200, fine.text
         _refused(await alice.post("/api/search", json={"query": "q", field: most + 1}), field)
 
+    # The graph's symbol: retrieval itself used to stop at 200 characters, under the 500
+    # the schema advertised. At the limit the request reaches the lookup (no such repository).
+    symbol = "s" * limits.SYMBOL_MAX_CHARS
+    graph = await alice.post("/api/graph", json={"repo": "example.com/no/such", "symbol": symbol})
+    assert graph.status_code == 404, graph.text
+    too_long = {"repo": "example.com/no/such", "symbol": symbol + "s"}
+    _refused(await alice.post("/api/graph", json=too_long), "symbol")
+
     route = "r" * limits.ROUTE_QUERY_MAX_CHARS
     assert (await alice.post("/api/route", json={"query": route})).status_code == 200
     _refused(await alice.post("/api/route", json={"query": route + "r"}), "query")
