@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 
+from cograph_api import limits
 from gateway import models
 from gateway.api import GatewayApi
 from gateway.auth import principal_of
@@ -13,7 +14,7 @@ from gateway.errors import ApiError
 from gateway.keys_store import KeysStore
 from gateway.responses import errors
 
-KeyId = Annotated[str, Path(min_length=1, max_length=100)]
+KeyId = Annotated[str, Path(min_length=1, max_length=limits.ID_MAX_CHARS)]
 
 
 async def require_admin(request: Request) -> None:

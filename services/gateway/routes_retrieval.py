@@ -6,14 +6,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response
 
+from cograph_api import limits
 from gateway import models
 from gateway.api import GatewayApi
 from gateway.responses import errors
 
 SlugParam = Annotated[
-    str, Path(min_length=1, max_length=300, description="host/owner/name (slashes allowed).")
+    str,
+    Path(
+        min_length=1,
+        max_length=limits.SLUG_MAX_CHARS,
+        description="host/owner/name (slashes allowed).",
+    ),
 ]
-JobId = Annotated[str, Path(min_length=1, max_length=100)]
+JobId = Annotated[str, Path(min_length=1, max_length=limits.ID_MAX_CHARS)]
 
 
 def retrieval_router(api: GatewayApi) -> APIRouter:
