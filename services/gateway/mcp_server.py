@@ -336,7 +336,8 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "commons_vote": (
         "Vote on a commons note: up when it helped, down when it was wrong, none to "
-        "withdraw. One vote per principal and note; returns the note's new score."
+        "withdraw. One vote per principal and note, never on your own notes "
+        "(error own_post_vote); returns the note's new score."
     ),
 }
 
