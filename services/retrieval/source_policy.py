@@ -118,6 +118,13 @@ def parse_source(raw: str) -> Source:
         if not path or path.startswith("-") or any(c.isspace() for c in value):
             raise InvalidArgument(f"source {value!r}: not a valid user@host:path ssh address")
         return Source(value, "remote")
+    if not value.startswith(("/", "~")):
+        # Neither a URL nor an absolute path: a relative path would be read from the
+        # service's working directory, which no caller can see.
+        raise InvalidArgument(
+            f"source {value!r} is not an https, ssh or git URL, user@host:path, or an "
+            "absolute path on the server"
+        )
     return Source(value, "path", Path(value))
 
 
@@ -188,11 +195,11 @@ class LocalPolicy:
         if not path.is_absolute():
             raise InvalidArgument(f"{what} {str(raw)!r}: a path on the server must be absolute")
         try:
-            resolved = path.resolve(strict=True)
-        except (OSError, RuntimeError):
-            resolved = None
-        if resolved is None or not resolved.is_dir():
-            raise InvalidArgument(f"{what} {str(raw)!r} is neither a directory nor a git URL")
+            resolved = path.resolve()
+        except (OSError, RuntimeError):  # a symlink loop
+            raise InvalidArgument(f"{what} {str(raw)!r} cannot be resolved") from None
+        # Where it leads is checked before whether it exists, so nothing is learnt about
+        # the data directory's contents.
         data = self.data_dir.resolve()
         if resolved.is_relative_to(data) or data.is_relative_to(resolved):
             raise PermissionDenied(
@@ -204,6 +211,8 @@ class LocalPolicy:
                 f"{what} {str(raw)!r} is outside the directories allowed for local sources "
                 "(RETRIEVAL_LOCAL_ROOTS)"
             )
+        if not resolved.is_dir():
+            raise InvalidArgument(f"{what} {str(raw)!r} is neither a directory nor a git URL")
         return resolved
 
 

@@ -81,23 +81,30 @@ async def test_console_searches_commons_and_code(
                 )
             ).json()
             await wait_searchable(rest, post["id"])
-            started = await rest.post(
+        # Sources are created by an admin (a server path, new names) and granted to the user.
+        async with stack.client(stack.admin_key) as admin:
+            started = await admin.post(
                 "/api/repositories",
-                json={"source": str(_git_repo(tmp_path / "src")), "slug": "example.com/acme/cfg"},
+                json={
+                    "source": str(_git_repo(tmp_path / "src")),
+                    "slug": "example.com/acme/cfg",
+                    "grant_principal_ids": ["console-user"],
+                },
             )
             assert started.status_code == 202, started.text
-            assert (await wait_job(rest, started.json()["job"]["id"]))["state"] == "succeeded"
-            handbook = await rest.post(
+            assert (await wait_job(admin, started.json()["job"]["id"]))["state"] == "succeeded"
+            handbook = await admin.post(
                 "/api/collections",
                 json={
                     "name": "handbook",
                     "documents": [
                         {"path": "deploys.md", "content": "# Deploys\n\nFreeze on Fridays."}
                     ],
+                    "grant_principal_ids": ["console-user"],
                 },
             )
             assert handbook.status_code == 202, handbook.text
-            assert (await wait_job(rest, handbook.json()["job"]["id"]))["state"] == "succeeded"
+            assert (await wait_job(admin, handbook.json()["job"]["id"]))["state"] == "succeeded"
 
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)

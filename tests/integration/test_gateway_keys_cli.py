@@ -110,6 +110,15 @@ async def test_access_cli_grants_revokes_and_publishes(
             admin_env, "access", "grant", "dana", "--collection", "handbook", "--json"
         )
         assert code == 0 and json.loads(out) == {"changed": False}, out
+        # Raising the grant to write and lowering it again keeps her reading.
+        write_role = ("dana", "--collection", "handbook", "--role", "write")
+        code, out = await cograph(admin_env, "access", "grant", *write_role)
+        assert code == 0 and "dana may now re-index collection handbook" in out, out
+        code, out = await cograph(admin_env, "access", "revoke", *write_role)
+        assert code == 0 and "may no longer re-index collection handbook" in out, out
+        assert await dana_sees() == ["handbook"]
+        code, out = await cograph(admin_env, "access", "grant", *write_role[:3], "--role", "admin")
+        assert code == 2 and "--role" in out, out
         code, out = await cograph(admin_env, "access", "revoke", "dana", "--collection", "handbook")
         assert code == 0 and "revoked" in out, out
         assert await dana_sees() == []

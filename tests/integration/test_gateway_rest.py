@@ -284,14 +284,20 @@ async def test_repository_lifecycle_and_acl(
     stack: Stack, alice: httpx.AsyncClient, bob: httpx.AsyncClient, admin: httpx.AsyncClient
 ) -> None:
     source = _git_repo(stack.data_dir / "src")
-    started = await alice.post(
+    # A server path and a new repository are an admin's to index; Alice gets write access.
+    started = await admin.post(
         "/api/repositories", json={"source": str(source), "slug": "example.com/acme/billing"}
     )
     assert started.status_code == 202, started.text
     job = started.json()["job"]
     assert job["kind"] == "repository" and job["state"] in ("queued", "running", "succeeded")
-    final = await wait_job(alice, job["id"])
+    final = await wait_job(admin, job["id"])
     assert final["state"] == "succeeded", final
+    writer = {"principal_id": "alice", "repository": "example.com/acme/billing", "role": "write"}
+    granted = await admin.post("/api/access/grant", json=writer)
+    assert granted.status_code == 200 and granted.json() == {"changed": True}, granted.text
+    # Alice may follow the finished job now that she reads its repository.
+    assert (await alice.get(f"/api/jobs/{job['id']}")).json()["state"] == "succeeded"
 
     repos = (await alice.get("/api/repositories")).json()["repositories"]
     assert [r["slug"] for r in repos] == ["example.com/acme/billing"]
@@ -310,7 +316,7 @@ async def test_repository_lifecycle_and_acl(
     assert routed.json()["repositories"] == []
     assert (await bob.delete("/api/repositories/example.com/acme/billing")).status_code == 404
 
-    # Alice (who indexed it) and the admin see it, and routing finds it.
+    # Alice (granted it) and the admin see it, and routing finds it.
     for client in (alice, admin):
         route = await client.post(
             "/api/route", json={"query": "billing retry charge", "max_repositories": 2}
@@ -373,7 +379,9 @@ async def test_repository_lifecycle_and_acl(
     stale = (await alice.get("/api/repositories/example.com/acme/billing")).json()
     assert stale["freshness"] == "stale" and stale["head_commit"] == head != stale["commit"]
 
-    assert (await alice.delete("/api/repositories/example.com/acme/billing")).status_code == 204
+    # A write grant is not ownership: only an admin deletes.
+    assert (await alice.delete("/api/repositories/example.com/acme/billing")).status_code == 403
+    assert (await admin.delete("/api/repositories/example.com/acme/billing")).status_code == 204
     assert (await alice.get("/api/repositories/example.com/acme/billing")).status_code == 404
 
 
@@ -386,7 +394,7 @@ async def _access_by_grant_and_visibility(
 ) -> None:
     slug = "example.com/acme/billing"
     grant = {"principal_id": "bob", "repository": slug}
-    # Only admins change access, even for the repository's own indexer.
+    # Only admins change access, even for a principal that may write the repository.
     denied = await alice.post("/api/access/grant", json=grant)
     assert denied.status_code == 403 and denied.json()["error"] == "permission_denied"
 
@@ -428,17 +436,20 @@ async def _access_by_grant_and_visibility(
         assert reply.json()["error"] == "invalid_argument"
 
 
-async def test_collection_upload_and_jobs(alice: httpx.AsyncClient, bob: httpx.AsyncClient) -> None:
-    started = await alice.post(
+async def test_collection_upload_and_jobs(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    started = await admin.post(
         "/api/collections",
         json={
             "name": "glossary",
             "description": "Terms used across teams",
             "documents": [{"path": "terms.md", "content": "# Terms\n\nA charge is a payment."}],
+            "grant_principal_ids": ["alice"],
         },
     )
     assert started.status_code == 202, started.text
-    final = await wait_job(alice, started.json()["job"]["id"])
+    final = await wait_job(admin, started.json()["job"]["id"])
     assert final["state"] == "succeeded", final
     names = [c["name"] for c in (await alice.get("/api/collections")).json()["collections"]]
     assert names == ["glossary"]
@@ -454,8 +465,11 @@ async def test_collection_upload_and_jobs(alice: httpx.AsyncClient, bob: httpx.A
     for body in bodies:
         reply = await alice.post("/api/collections", json=body)
         assert reply.status_code == 400, (body, reply.text)
-    bad_source = await alice.post("/api/repositories", json={"source": "/definitely/not/here"})
+    bad_source = await admin.post("/api/repositories", json={"source": "/definitely/not/here"})
     assert bad_source.status_code == 400 and "source" in bad_source.json()["detail"]
+    # A non-admin learns nothing about server paths: refused before the path is looked at.
+    server_path = await alice.post("/api/repositories", json={"source": "/definitely/not/here"})
+    assert server_path.status_code == 403, server_path.text
 
 
 async def test_search_and_route_validation(alice: httpx.AsyncClient) -> None:

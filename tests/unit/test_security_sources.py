@@ -59,6 +59,8 @@ def test_option_and_remote_helper_sources_are_refused(source: str) -> None:
         "https://example.com/a\x00b",
         "/srv/a\nb",
         "file://otherhost/srv/a",
+        "relative/dir",
+        "git@-oProxyCommand=touch /tmp/x:y",
         "x" * 5000,
         "",
         "   ",
