@@ -57,8 +57,13 @@ async def test_post_vote_comment_search_show_delete(
     assert code == 0
     post = json.loads(out)
     await commons.caller.wait_searchable(post["id"])
+    # Authors cannot vote on their own notes; another principal can.
+    code, out = await _cli(["notes", "vote", post["id"], "up", "--json"], capsys)
+    assert (code, json.loads(out)["error"]) == (1, "own_post_vote")
+    monkeypatch.setenv("COGRAPH_PRINCIPAL", "cli-reader")
     code, out = await _cli(["notes", "vote", post["id"], "up", "--json"], capsys)
     assert (code, json.loads(out)["score"]) == (0, 1)
+    monkeypatch.setenv("COGRAPH_PRINCIPAL", "cli-agent")
     code, out = await _cli(["notes", "comment", post["id"], "Confirmed.", "--json"], capsys)
     assert (code, json.loads(out)["comment_count"]) == (0, 1)
     code, out = await _cli(["notes", "search", "migrations racing", "--json"], capsys)

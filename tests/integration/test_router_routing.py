@@ -511,10 +511,10 @@ async def test_health_and_route_over_grpc(router_app: RouterApp) -> None:
         ({"query": ""}, "blank"),
         ({"query": "   "}, "blank"),
         ({"query": "x" * 1001}, "1000 characters"),
-        ({"query": "billing", "max_repositories": 0}, "max_repositories must be between 1 and 20"),
+        ({"query": "billing", "max_repositories": 0}, "max_repositories: must be between 1 and 20"),
         ({"query": "billing", "max_repositories": 21}, "max_repositories"),
         ({"query": "billing", "max_repositories": -1}, "max_repositories"),
-        ({"query": "billing", "max_collections": 0}, "max_collections must be between 1 and 20"),
+        ({"query": "billing", "max_collections": 0}, "max_collections: must be between 1 and 20"),
         ({"query": "billing", "max_collections": 21}, "max_collections"),
     ],
 )
