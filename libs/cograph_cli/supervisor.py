@@ -7,7 +7,7 @@ at COGRAPH_UP_RESTART_BACKOFF_S (0.5 s) and doubles up to COGRAPH_UP_RESTART_BAC
 again from the bottom. After COGRAPH_UP_GIVE_UP_CRASHES (5) crashes within
 COGRAPH_UP_GIVE_UP_WINDOW_S (60 s) the supervisor gives up on that service, says so with
 the end of its log, and keeps everything else running. A restarted service is waited for
-exactly as at start (its ready file, then health SERVING or /readyz 200) and binds the port
+exactly as at start (its ready file, then health SERVING or /healthz 200) and binds the port
 it had, so its peers find it where they left it.
 
 Children get PR_SET_PDEATHSIG so that even if the supervisor is killed outright, no service
@@ -148,6 +148,7 @@ class Child:
     state: str = "starting"
     restarts: int = 0
     started_at: float = 0.0
+    why: str = ""  # how the last attempt ended, when no process could even be started
     settled: asyncio.Event = field(default_factory=asyncio.Event)  # ready or failed, once
     task: asyncio.Task[None] | None = None
     _log_handle: IO[bytes] | None = None
@@ -227,8 +228,19 @@ class Supervisor:
         child.started_at = time.monotonic()
 
     async def _supervise(self, child: Child) -> None:
+        try:
+            await self._keep_running(child)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a bug here must not leave a service silently unwatched
+            log.exception("supervision failed", extra={"service": child.spec.name})
+            child.state = "failed"
+            child.settled.set()
+            self._say(f"{child.spec.name}: supervision failed ({err}); it is no longer restarted")
+
+    async def _keep_running(self, child: Child) -> None:
         while True:
-            why = await self._run_once(child)
+            why = await self._run_once(child) if child.process is not None else child.why
             if self._stopping:
                 return
             now = time.monotonic()
@@ -251,7 +263,12 @@ class Supervisor:
                 f"{child.spec.name} {why}; restarting in {delay:.1f} s, restart {child.restarts}"
             )
             await asyncio.sleep(delay)
-            self._spawn(child)
+            try:
+                self._spawn(child)
+            except OSError as err:  # no process at all (fds, memory): counts as a crash
+                child.process = None
+                child.started_at = time.monotonic()
+                child.why = f"could not be started ({err})"
 
     async def _run_once(self, child: Child) -> str:
         """Waits for the current process to become ready, then to end; says how it ended."""
@@ -308,9 +325,13 @@ class Supervisor:
             return False
         target = f"{self.host}:{child.port}"
         if child.spec.kind == "http":
+            # /healthz, not /readyz: the gateway's readiness includes its backends, which
+            # are supervised on their own; a gateway restarted while one of them is down
+            # (or given up on) is still up, and must not be killed for not being "ready".
+            # The services it fronts have been waited for before it was started.
             try:
                 async with httpx.AsyncClient(timeout=2.0) as client:
-                    reply = await client.get(f"http://{target}/readyz")
+                    reply = await client.get(f"http://{target}/healthz")
                 return reply.status_code == 200
             except httpx.HTTPError:
                 return False

@@ -334,7 +334,35 @@ def test_repeated_fast_crashes_give_up_on_that_service_only(tmp_path: Path) -> N
         assert ready.json()["dependencies"]["retrieval"] == "serving"
         assert process.poll() is None
 
+        # A gateway restarted while the router stays down comes back all the same: its own
+        # start is what is waited for, not its backends.
+        gateway_pid = _service_pids(process)["gateway"]
+        os.kill(gateway_pid, signal.SIGKILL)
+        output.wait_for(r"gateway is serving again", 30)
+        relisted = httpx.get(
+            f"{gateway}/api/repositories", headers={"Authorization": f"Bearer {key}"}, timeout=10
+        )
+        assert relisted.status_code == 200, relisted.text
+        children = _descendants(process.pid) + children
+
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 1  # a service was lost during the run
         _, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"orphans left: {alive}"
+
+
+def test_sigterm_during_a_restart_backoff_stops_everything(tmp_path: Path) -> None:
+    with _cograph_up(tmp_path, COGRAPH_UP_RESTART_BACKOFF_S="20") as (process, endpoints):
+        output = _Output(process)
+        children = _descendants(process.pid)
+        postgres = psutil.Process(_postmaster_pid(endpoints))
+        os.kill(_service_pids(process)["router"], signal.SIGKILL)
+        output.wait_for(r"router exited \(signal 9\); restarting in 20\.0 s, restart 1", 10)
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert time.monotonic() - started < 20, "the stop waited for the backoff"
+        _, alive = psutil.wait_procs([*children, postgres], timeout=10)
+        assert not alive, f"left running: {alive}"
+        assert not _descendants(process.pid)
+        assert not any("router is serving again" in line for line in output.lines)
