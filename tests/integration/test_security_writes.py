@@ -529,23 +529,24 @@ async def test_write_grants_and_agent_created_sources(
             metadata=ADMIN,
             timeout=10,
         )
-        started = await stub.IndexRepository(
+        reindexed = await stub.IndexRepository(
             pb.IndexRepositoryRequest(source=str(second), slug=slug), metadata=ALICE, timeout=10
         )
-        assert (await service.job(started.job.id, ALICE)).state == pb.JOB_STATE_SUCCEEDED
+        assert (await service.job(reindexed.job.id, ALICE)).state == pb.JOB_STATE_SUCCEEDED
         assert (await service.repository(slug)).source == str(second)
         # Still no admin: not public, not deleted.
-        for call in (
-            stub.IndexRepository(
+        not_admin: list[Callable[[], Any]] = [
+            lambda: stub.IndexRepository(
                 pb.IndexRepositoryRequest(source=str(second), slug=slug, public=True),
                 metadata=ALICE,
                 timeout=10,
             ),
-            stub.DeleteRepository(
+            lambda: stub.DeleteRepository(
                 pb.DeleteRepositoryRequest(slug=slug), metadata=ALICE, timeout=10
             ),
-        ):
-            assert (await rpc_error(call)).code() == grpc.StatusCode.PERMISSION_DENIED
+        ]
+        for call in not_admin:
+            assert (await rpc_error(call())).code() == grpc.StatusCode.PERMISSION_DENIED
         # Lowering the grant to read takes re-indexing away again.
         revoked = await stub.RevokeAccess(
             pb.RevokeAccessRequest(
