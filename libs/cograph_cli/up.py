@@ -157,7 +157,7 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         starting.result()
         _print_endpoints(supervisor, args.host, root, admin_key)
         if embedded is not None:
-            pg_watch = PostgresWatch(embedded, policy, report)
+            pg_watch = PostgresWatch(embedded, dsn, policy, report)
             pg_watch.start()
         while not stop.is_set():
             if pg_watch is not None and pg_watch.given_up:
@@ -195,9 +195,14 @@ class PostgresWatch:
     """
 
     def __init__(
-        self, embedded: EmbeddedPostgres, policy: RestartPolicy, report: Callable[[str], None]
+        self,
+        embedded: EmbeddedPostgres,
+        dsn: str,
+        policy: RestartPolicy,
+        report: Callable[[str], None],
     ) -> None:
         self._embedded = embedded
+        self._dsn = dsn
         self._policy = policy
         self._report = report
         self._task: asyncio.Task[None] | None = None
@@ -237,7 +242,7 @@ class PostgresWatch:
                     None, self._embedded.restart
                 )
                 try:
-                    await self._restarting
+                    url = await self._restarting
                 except Exception as err:  # it failed to start: that is another crash
                     why = f"did not start ({err})"
                     continue
@@ -245,6 +250,11 @@ class PostgresWatch:
                     self._restarting = None
                 pid = self._embedded.pid()
                 why = f"exited (pid {pid})"
+                if url != self._dsn:  # the services only know the first address
+                    self._report(
+                        f"postgres came back at {url}, not {self._dsn}; the services cannot "
+                        "follow it: restart cograph up"
+                    )
                 self._report(
                     f"postgres is serving again (pid {pid}, restart {restarts}); the services "
                     "reconnect by themselves"
