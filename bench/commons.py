@@ -53,7 +53,7 @@ from commons.models import SearchHit
 from commons.query import like_pattern
 from commons.ranking import RankingWeights, Strategy
 from commons.store import CommonsStore, SearchParams, configure_two_stage, search_args, search_sql
-from svckit.db import create_database, create_pool, drop_database
+from svckit.db import DbTimeouts, create_database, create_pool, drop_database
 from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
@@ -182,7 +182,8 @@ async def search_size(
     try:
         await migrate(url, "commons", MIGRATIONS)
         await load(url, notes, clusters, args.spread, args.seed)
-        pool = await create_pool(url, max_size=2)
+        # A full scan of a million notes is what some strategies measure: no request budget.
+        pool = await create_pool(url, max_size=2, timeouts=DbTimeouts.from_env().for_indexing())
         try:
             rows = await time_strategies(
                 pool, args, ks, queries(args.queries, clusters, args.spread, args.seed), notes

@@ -31,7 +31,7 @@ from retrieval.jobs import Job
 from retrieval.settings import IndexSettings
 from retrieval.summaries import ExtractiveSummarizer
 from svckit.config import Env
-from svckit.db import create_database, create_pool, drop_database
+from svckit.db import DbTimeouts, create_database, create_pool, drop_database
 from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
@@ -77,7 +77,8 @@ async def run(source: Path, workers: int, workdir: Path) -> None:
     channel = signed_channel(address)
     try:
         await migrate(url, "retrieval", MIGRATIONS)
-        pool = await create_pool(url, max_size=8)
+        # The indexer's budget, as in the retrieval service (its statements are long).
+        pool = await create_pool(url, max_size=8, timeouts=DbTimeouts.from_env().for_indexing())
         settings = IndexSettings.from_env(Env({"RETRIEVAL_PARSE_WORKERS": str(workers)}))
         client = EmbedderClient(channel, timeout_s=120)
         await client.embed(["warm up"])
