@@ -238,7 +238,12 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         create: permissions.CreatePolicy = (
             "any" if self._settings.create_sources == "any" else "admin"
         )
-        return permissions.authorize_index(found, viewer, kind, name, create)
+        creating = permissions.authorize_index(found, viewer, kind, name, create)
+        active = self._jobs.active_job(kind, name)
+        if creating and active is not None and viewer.principal_id not in active.requested_by:
+            # Someone else is creating it right now: joining would show their job.
+            raise permissions.not_writable(kind, name)
+        return creating
 
     async def IndexCollection(
         self, request: retrieval_pb2.IndexCollectionRequest, context: grpc.aio.ServicerContext

@@ -787,3 +787,35 @@ async def test_rest_write_routes_with_a_read_grant(
     assert again.status_code == 403 and "admin key" in again.json()["detail"]
     assert (await rest.alice.delete(f"/api/repositories/{slug}")).status_code == 403
     assert (await rest.admin.get(f"/api/repositories/{slug}")).status_code == 200
+
+
+async def test_a_creation_in_progress_is_not_joined_by_another_key(
+    fresh_db_url: str, embedder_address: str, tmp_path: Path, silent_server: int
+) -> None:
+    async with serving(
+        fresh_db_url,
+        embedder_address,
+        tmp_path / "data",
+        RETRIEVAL_CREATE_SOURCES="any",
+        RETRIEVAL_GIT_TIMEOUT_S="4",
+    ) as service:
+        request = pb.IndexRepositoryRequest(
+            source=f"git://127.0.0.1:{silent_server}/x", slug="example.com/alice/x"
+        )
+        mine = await service.stub.IndexRepository(request, metadata=ALICE, timeout=10)
+        # Bob asks for the same new name while Alice's clone hangs: refused, not joined.
+        taken = await rpc_error(service.stub.IndexRepository(request, metadata=BOB, timeout=10))
+        assert taken.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert taken.details() == "no repository example.com/alice/x that you may write to"
+        hidden = await rpc_error(
+            service.stub.GetJob(pb.GetJobRequest(job_id=mine.job.id), metadata=BOB, timeout=5)
+        )
+        assert hidden.code() == grpc.StatusCode.NOT_FOUND
+        # Alice follows her own job although the repository does not exist (yet, or ever).
+        failed = await service.job(mine.job.id, ALICE, timeout_s=60)
+        assert failed.state == pb.JOB_STATE_FAILED
+        assert "did not finish within 4s" in failed.error
+        listed = await service.stub.ListRepositories(
+            pb.ListRepositoriesRequest(), metadata=ADMIN, timeout=5
+        )
+        assert not listed.repositories
