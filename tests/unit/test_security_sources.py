@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.freshness import Freshness, HeadProbe, IndexedSource
 from retrieval.git import GitError, GitTimeout, git_environment, run_git
 from retrieval.settings import IndexSettings
 from retrieval.source_policy import (
@@ -384,3 +385,23 @@ def test_a_changed_source_is_cloned_afresh(tmp_path: Path) -> None:
     commit_all(second, "more", JAN)
     checkout = materialize(second.as_uri(), "host/o/n", "main", data)
     assert (checkout.root / "c.py").exists() and checkout.branch == "main"
+
+
+async def test_freshness_never_hands_a_stored_hostile_source_to_git(tmp_path: Path) -> None:
+    """Rows written before validation existed are checked again before `git ls-remote`."""
+    marker = tmp_path / "pwned"
+    probe = HeadProbe(timeout_s=5, ttl_s=0)
+    origin = _origin(tmp_path)
+    for source, branch in (
+        (f"-ush:touch {marker};exit 1;", "main"),
+        (f"ext::sh -c touch% {marker}", "main"),
+        ("fd::0", "main"),
+        (origin.as_uri(), f"--upload-pack=touch {marker}"),
+    ):
+        check = await probe.check(IndexedSource(source, "url", branch, "0" * 40))
+        assert check.freshness is Freshness.UNKNOWN, (source, branch)
+    assert not marker.exists()
+    current = await probe.check(
+        IndexedSource(origin.as_uri(), "url", "main", git(origin, "rev-parse", "HEAD"))
+    )
+    assert current.freshness is Freshness.CURRENT
