@@ -102,11 +102,16 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     dsn = env.optional_str("COGRAPH_DATABASE_URL")
     supervisor: Supervisor | None = None
     pg_watch: PostgresWatch | None = None
+    policy = RestartPolicy.from_env(env)
+    report = Reporter(root / "run" / "up.log")
     try:
         if dsn is None:
             embedded = EmbeddedPostgres(root / "pg")
             dsn = await asyncio.get_running_loop().run_in_executor(None, embedded.start)
             print(f"postgres   embedded, data in {root / 'pg'}", flush=True)
+            # Watched from here on: a server lost during migrations or start-up comes back too.
+            pg_watch = PostgresWatch(embedded, dsn, policy, report)
+            pg_watch.start()
         else:
             print("postgres   COGRAPH_DATABASE_URL", flush=True)
         await ensure_extensions(dsn)
@@ -114,8 +119,6 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         await migrate_all(dsn, specs)
         admin_key = await _bootstrap_admin_key(dsn, root, specs)
 
-        policy = RestartPolicy.from_env(env)
-        report = Reporter(root / "run" / "up.log")
         supervisor = Supervisor(
             root / "run",
             environ,
@@ -147,20 +150,21 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
         starting = asyncio.create_task(start_all())
         stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if stop.is_set():
+        waits = {starting, stopped}
+        if pg_watch is not None:
+            waits.add(asyncio.create_task(pg_watch.lost.wait()))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in waits - {starting}:
+            wait.cancel()
+        if not starting.done():
             starting.cancel()
             with suppress(asyncio.CancelledError, TimeoutError):
                 await starting
-            return 130
-        stopped.cancel()
+            return 130 if stop.is_set() else 1
         starting.result()
         _print_endpoints(supervisor, args.host, root, admin_key)
-        if embedded is not None:
-            pg_watch = PostgresWatch(embedded, dsn, policy, report)
-            pg_watch.start()
         while not stop.is_set():
-            if pg_watch is not None and pg_watch.given_up:
+            if pg_watch is not None and pg_watch.lost.is_set():
                 return 1
             if supervisor.children and len(supervisor.failed()) == len(supervisor.children):
                 report("every service has been given up on; stopping")
@@ -207,7 +211,7 @@ class PostgresWatch:
         self._report = report
         self._task: asyncio.Task[None] | None = None
         self._restarting: asyncio.Future[str] | None = None
-        self.given_up = False
+        self.lost = asyncio.Event()  # given up on: nothing can run without the database
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._watch(), name="watch-postgres")
@@ -231,7 +235,7 @@ class PostgresWatch:
                         f"{self._policy.give_up_window_s:g} s; stopping everything (server "
                         f"log: {self._embedded.pgdata / 'log'})"
                     )
-                    self.given_up = True
+                    self.lost.set()
                     return
                 restarts += 1
                 self._report(f"postgres {why}; restarting in {delay:.1f} s, restart {restarts}")
@@ -244,7 +248,8 @@ class PostgresWatch:
                 try:
                     url = await self._restarting
                 except Exception as err:  # it failed to start: that is another crash
-                    why = f"did not start ({err})"
+                    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                    why = f"did not start ({first[:200]})"
                     continue
                 finally:
                     self._restarting = None

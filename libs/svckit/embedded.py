@@ -103,6 +103,12 @@ class EmbeddedPostgres:
             shmid = lines[6].split()[-1] if len(lines) > 6 and lines[6].split() else None
             if shmid is not None and _shm_attached(shmid):
                 raise RuntimeError("backends of the old server are still exiting")
+            # The socket's lock file names the same dead pid and would stop the new server
+            # just the same (line 4 of postmaster.pid is the port, line 5 the socket dir).
+            if len(lines) > 4 and lines[3].strip() and lines[4].strip():
+                socket_lock = Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip()}.lock"
+                if socket_lock.exists():
+                    socket_lock.rename(socket_lock.with_name(socket_lock.name + ".stale"))
             lock.rename(lock.with_name("postmaster.pid.stale"))
 
     def stop(self) -> None:

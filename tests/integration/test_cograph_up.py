@@ -366,3 +366,20 @@ def test_sigterm_during_a_restart_backoff_stops_everything(tmp_path: Path) -> No
         assert not alive, f"left running: {alive}"
         assert not _descendants(process.pid)
         assert not any("router is serving again" in line for line in output.lines)
+
+
+def test_giving_up_on_postgres_stops_everything(tmp_path: Path) -> None:
+    with _cograph_up(
+        tmp_path, COGRAPH_UP_GIVE_UP_CRASHES="2", COGRAPH_UP_RESTART_BACKOFF_S="0.2"
+    ) as (process, endpoints):
+        output = _Output(process)
+        children = _descendants(process.pid)
+        os.kill(_postmaster_pid(endpoints), signal.SIGKILL)
+        output.wait_for(r"postgres is serving again", 40)
+        restarted = psutil.Process(_postmaster_pid(endpoints))
+        restarted.kill()
+        output.wait_for(r"postgres exited \(pid \d+\); giving up after 2 crashes", 10)
+        assert process.wait(timeout=60) == 1
+        _, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"left running: {alive}"
+        assert not restarted.is_running() or restarted.status() == psutil.STATUS_ZOMBIE
