@@ -284,6 +284,18 @@ def test_killed_services_and_postgres_are_restarted_and_nothing_else_moves(
     output.wait_for(r"postgres is serving again", 40)
     assert _postmaster_pid(endpoints) != postgres
     _wait_ok(listed, 20, "requests to succeed after PostgreSQL came back")
+    auth = {"Authorization": f"Bearer {key}"}
+
+    def every_service_answers() -> bool:
+        note = httpx.post(
+            f"{gateway}/v1/posts", json={"title": "t", "body": "after"}, headers=auth, timeout=5
+        )
+        routed = httpx.post(
+            f"{gateway}/api/route", json={"query": "retry policy"}, headers=auth, timeout=5
+        )
+        return note.status_code == 201 and routed.status_code == 200
+
+    _wait_ok(every_service_answers, 20, "the commons and the router to answer again")
     assert _service_pids(process) == after
 
     results = load.close()
