@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
+from retrieval.fusion import PIN_SCORE
 from retrieval.search_settings import DEFAULT_RRF_K
 from tests.integration.search_fixtures import (
     DEMO,
@@ -40,9 +41,13 @@ async def test_exact_symbol_returns_its_definition_first(search_env: SearchEnv) 
     assert reply.streams.vector == pb.STREAM_STATUS_OK
     assert reply.streams.lexical == pb.STREAM_STATUS_OK
     assert reply.streams.symbol == pb.STREAM_STATUS_OK
-    # RRF arithmetic: the fused score is the sum of 1 / (k + rank) over its streams.
+    # RRF arithmetic: the fused score is the sum of 1 / (k + rank) over its streams, plus
+    # the pin of an exact match in case (2 levels), which keeps score and order in step.
     k = DEFAULT_RRF_K
-    assert top.score == pytest.approx(sum(1 / (k + p.rank) for p in top.provenance))
+    rrf = sum(1 / (k + p.rank) for p in top.provenance)
+    assert top.score == pytest.approx(2 * PIN_SCORE + rrf)
+    others = [r for r in reply.results if "ParseConfig" not in r.qualified_name]
+    assert others and all(r.score < PIN_SCORE for r in others)
 
 
 async def test_go_signature_query_finds_the_method(search_env: SearchEnv) -> None:
