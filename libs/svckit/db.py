@@ -33,6 +33,9 @@ REQUIRED_EXTENSIONS = ("vector", "pg_trgm")
 # The client waits this much longer than the server's statement_timeout, so that on a
 # healthy server the server's cancellation (a clear error) always wins the race.
 _CLIENT_MARGIN_S = 1.0
+# How long a released connection waits for its CancelRequest to be answered before it is
+# dropped: a healthy server answers in milliseconds, a frozen one never.
+_CANCEL_GRACE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -99,12 +102,19 @@ class BoundedPool(asyncpg.Pool):
     async def release(self, connection: Any, *, timeout: float | None = None) -> None:
         con = getattr(connection, "_con", None)
         protocol = getattr(con, "_protocol", None)
-        # A statement on this connection ran past command_timeout and asyncpg is still
-        # cancelling it. On a frozen server the cancellation never completes, and asyncpg
-        # would wait for it (up to the acquire timeout) before handing the error back,
-        # doubling the caller's wait. Dropping the connection costs one reconnect.
+        # A statement on this connection was given up on (command_timeout, or the caller
+        # was cancelled) and asyncpg is still cancelling it. On a frozen server the
+        # cancellation never completes, and asyncpg would wait for it (up to the acquire
+        # timeout) before handing the error back, doubling the caller's wait: drop the
+        # connection instead (one reconnect). But first give the CancelRequest a moment to
+        # reach a healthy server -- terminate() abandons it, and a backend blocked on a
+        # lock never notices its client is gone, so the query would run on.
         if con is not None and protocol is not None and protocol._is_cancelling():
-            con.terminate()
+            pending = [task for task in getattr(con, "_cancellations", ()) if not task.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=_CANCEL_GRACE_S)
+            if protocol._is_cancelling():
+                con.terminate()
         await super().release(connection, timeout=timeout)
 
 
