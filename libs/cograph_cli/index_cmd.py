@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,16 +20,15 @@ from tqdm import tqdm
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
+from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 
-DEFAULT_ADDR = "127.0.0.1:50052"
 _POLL_S = 0.5
 _MARKDOWN = (".md", ".markdown", ".mdx")
 
 
 def _metadata() -> tuple[tuple[str, str], ...]:
-    principal = os.environ.get("COGRAPH_PRINCIPAL", "cli")
-    return (("x-cograph-principal", principal), ("x-cograph-admin", "1"))
+    return OperatorIdentity.from_env().metadata()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _address() -> str:
-    return os.environ.get("RETRIEVAL_ADDR", DEFAULT_ADDR)
+    return service_address("retrieval")
 
 
 def run_index(args: argparse.Namespace) -> int:

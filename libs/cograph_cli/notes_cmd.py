@@ -1,17 +1,17 @@
 """`cograph notes post|search|show|vote|comment|delete`: the commons over gRPC.
 
-The commons service is addressed by COMMONS_ADDR (default 127.0.0.1:50054). Writes act for
-the principal in COGRAPH_PRINCIPAL (default: the local user's name), sent as the same
-metadata the gateway sets after checking an API key, signed with the internal secret.
+The commons service is addressed by COMMONS_ADDR (default 127.0.0.1:50054). Like every
+operator command, calls act as the local operator (cograph_cli.identity: principal
+`operator`, an admin), signed with the internal secret, so notes are authored by the same
+principal that indexes and searches. `--as NAME` (or COGRAPH_PRINCIPAL) acts for another
+principal, e.g. to vote on a note the operator wrote.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,10 +20,9 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph_cli.identity import Metadata, OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
-from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 
-DEFAULT_ADDR = "127.0.0.1:50054"
 TIMEOUT_S = 30.0
 _DIRECTIONS = {
     "up": commons_pb2.VOTE_DIRECTION_UP,
@@ -31,7 +30,6 @@ _DIRECTIONS = {
     "none": commons_pb2.VOTE_DIRECTION_NONE,
 }
 
-Metadata = tuple[tuple[str, str], ...]
 # The stub is typed as Any: grpc's stubs describe the sync API, and these calls are aio.
 Call = Callable[[Any, Metadata], Awaitable[Any]]
 
@@ -39,53 +37,60 @@ Call = Callable[[Any, Metadata], Awaitable[Any]]
 def register(subparsers: argparse._SubParsersAction) -> None:
     notes = subparsers.add_parser("notes", help="the commons notes board")
     actions = notes.add_subparsers(dest="notes_command", required=True)
+    # Every action takes --as NAME.
+    who = argparse.ArgumentParser(add_help=False)
+    who.add_argument(
+        "--as",
+        dest="as_principal",
+        default=None,
+        metavar="NAME",
+        help="act for this principal (default: COGRAPH_PRINCIPAL, else operator)",
+    )
 
-    post = actions.add_parser("post", help="post a note (searchable once embedded)")
+    post = actions.add_parser("post", parents=[who], help="post a note (searchable once embedded)")
     post.add_argument("title")
     post.add_argument("body", help="the body, or - to read it from stdin")
     post.add_argument("--tag", action="append", default=[], dest="tags", help="repeatable")
     post.add_argument("--json", action="store_true")
     post.set_defaults(handler=_post)
 
-    search = actions.add_parser("search", help='search notes; "quoted phrases" must match')
+    search = actions.add_parser(
+        "search", parents=[who], help='search notes; "quoted phrases" must match'
+    )
     search.add_argument("query")
     search.add_argument("--json", action="store_true")
     search.set_defaults(handler=_search)
 
-    show = actions.add_parser("show", help="show a whole note and its comments")
+    show = actions.add_parser("show", parents=[who], help="show a whole note and its comments")
     show.add_argument("post_id")
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=_show)
 
-    vote = actions.add_parser("vote", help="vote up, down, or none to withdraw")
+    vote = actions.add_parser("vote", parents=[who], help="vote up, down, or none to withdraw")
     vote.add_argument("post_id")
     vote.add_argument("direction", choices=sorted(_DIRECTIONS))
     vote.add_argument("--json", action="store_true")
     vote.set_defaults(handler=_vote)
 
-    comment = actions.add_parser("comment", help="comment on a note")
+    comment = actions.add_parser("comment", parents=[who], help="comment on a note")
     comment.add_argument("post_id")
     comment.add_argument("body")
     comment.add_argument("--json", action="store_true")
     comment.set_defaults(handler=_comment)
 
-    delete = actions.add_parser("delete", help="delete a note (author only)")
+    delete = actions.add_parser("delete", parents=[who], help="delete a note (author only)")
     delete.add_argument("post_id")
     delete.add_argument("--json", action="store_true")
     delete.set_defaults(handler=_delete)
 
 
-def _metadata() -> Metadata:
-    principal = os.environ.get("COGRAPH_PRINCIPAL") or getpass.getuser()
-    return ((PRINCIPAL_HEADER, principal), (ADMIN_HEADER, "0"))
+def _run(args: argparse.Namespace, call: Call) -> Any:
+    metadata = OperatorIdentity.from_env(as_principal=args.as_principal).metadata()
 
-
-def _run(call: Call) -> Any:
     async def go() -> Any:
-        address = os.environ.get("COMMONS_ADDR") or DEFAULT_ADDR
-        async with operator_channel(address) as channel:
+        async with operator_channel(service_address("commons")) as channel:
             stub: Any = commons_pb2_grpc.CommonsServiceStub(channel)
-            return await call(stub, _metadata())
+            return await call(stub, metadata)
 
     return asyncio.run(go())
 
@@ -126,7 +131,7 @@ def _print_post(post: dict[str, Any]) -> None:
 def _post(args: argparse.Namespace) -> int:
     body = sys.stdin.read() if args.body == "-" else args.body
     request = commons_pb2.CreatePostRequest(title=args.title, body=body, tags=args.tags)
-    reply = _run(lambda stub, md: stub.CreatePost(request, metadata=md, timeout=TIMEOUT_S))
+    reply = _run(args, lambda stub, md: stub.CreatePost(request, metadata=md, timeout=TIMEOUT_S))
     post = _dict(reply.post)
     if args.json:
         print(json.dumps(post))
@@ -138,7 +143,7 @@ def _post(args: argparse.Namespace) -> int:
 @_guarded
 def _search(args: argparse.Namespace) -> int:
     request = commons_pb2.SearchPostsRequest(query=args.query)
-    reply = _run(lambda stub, md: stub.SearchPosts(request, metadata=md, timeout=TIMEOUT_S))
+    reply = _run(args, lambda stub, md: stub.SearchPosts(request, metadata=md, timeout=TIMEOUT_S))
     body = _dict(reply)
     if args.json:
         print(json.dumps(body))
@@ -157,14 +162,14 @@ def _search(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     async def both(stub: Any, md: Metadata) -> tuple[Any, Any]:
         post = await stub.GetPost(
-            commons_pb2.GetPostRequest(post_id=args.post_id), timeout=TIMEOUT_S
+            commons_pb2.GetPostRequest(post_id=args.post_id), metadata=md, timeout=TIMEOUT_S
         )
         comments = await stub.ListComments(
-            commons_pb2.ListCommentsRequest(post_id=args.post_id), timeout=TIMEOUT_S
+            commons_pb2.ListCommentsRequest(post_id=args.post_id), metadata=md, timeout=TIMEOUT_S
         )
         return post, comments
 
-    post_reply, comments_reply = _run(both)
+    post_reply, comments_reply = _run(args, both)
     post = _dict(post_reply.post)
     comments = [_dict(c) for c in comments_reply.comments]
     if args.json:
@@ -182,7 +187,7 @@ def _vote(args: argparse.Namespace) -> int:
     request = commons_pb2.VotePostRequest(
         post_id=args.post_id, direction=_DIRECTIONS[args.direction]
     )
-    reply = _run(lambda stub, md: stub.VotePost(request, metadata=md, timeout=TIMEOUT_S))
+    reply = _run(args, lambda stub, md: stub.VotePost(request, metadata=md, timeout=TIMEOUT_S))
     if args.json:
         print(json.dumps({"post_id": reply.post_id, "score": reply.score}))
     else:
@@ -193,7 +198,7 @@ def _vote(args: argparse.Namespace) -> int:
 @_guarded
 def _comment(args: argparse.Namespace) -> int:
     request = commons_pb2.CreateCommentRequest(post_id=args.post_id, body=args.body)
-    reply = _run(lambda stub, md: stub.CreateComment(request, metadata=md, timeout=TIMEOUT_S))
+    reply = _run(args, lambda stub, md: stub.CreateComment(request, metadata=md, timeout=TIMEOUT_S))
     if args.json:
         print(json.dumps({**_dict(reply.comment), "comment_count": reply.comment_count}))
     else:
@@ -204,6 +209,6 @@ def _comment(args: argparse.Namespace) -> int:
 @_guarded
 def _delete(args: argparse.Namespace) -> int:
     request = commons_pb2.DeletePostRequest(post_id=args.post_id)
-    _run(lambda stub, md: stub.DeletePost(request, metadata=md, timeout=TIMEOUT_S))
+    _run(args, lambda stub, md: stub.DeletePost(request, metadata=md, timeout=TIMEOUT_S))
     print(json.dumps({"deleted": args.post_id}) if args.json else f"deleted {args.post_id}")
     return 0

@@ -1,28 +1,26 @@
 """`cograph route QUESTION [--json]`: which repositories and collections a question belongs to.
 
-The router is addressed by ROUTER_ADDR (default 127.0.0.1:50053). The call acts for the
-principal in COGRAPH_PRINCIPAL (default: the local user's name), sent as the same metadata
-the gateway sets after checking an API key and signed with the internal secret, so the
-answer only names sources that principal may read. `--json` prints the REST body of POST /api/route.
+The router is addressed by ROUTER_ADDR (default 127.0.0.1:50053). Like every operator
+command, the call acts as the local operator, an admin (cograph_cli.identity: principal
+`operator` unless COGRAPH_PRINCIPAL names another), signed with the internal secret, so it
+routes over every repository and collection, the private ones `cograph index` just made
+included. `--json` prints the REST body of POST /api/route.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import json
-import os
 import sys
 from typing import Any
 
 import grpc
 
 from cograph.router.v1 import router_pb2, router_pb2_grpc
+from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
-from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 
-DEFAULT_ADDR = "127.0.0.1:50053"
 TIMEOUT_S = 30.0
 
 
@@ -62,10 +60,8 @@ def _request(args: argparse.Namespace) -> router_pb2.RouteRequest:
 
 
 async def _call(request: router_pb2.RouteRequest) -> router_pb2.RouteResponse:
-    address = os.environ.get("ROUTER_ADDR") or DEFAULT_ADDR
-    principal = os.environ.get("COGRAPH_PRINCIPAL") or getpass.getuser()
-    metadata = ((PRINCIPAL_HEADER, principal), (ADMIN_HEADER, "0"))
-    async with operator_channel(address) as channel:
+    metadata = OperatorIdentity.from_env().metadata()
+    async with operator_channel(service_address("router")) as channel:
         stub = router_pb2_grpc.RouterServiceStub(channel)
         reply: router_pb2.RouteResponse = await stub.Route(
             request, metadata=metadata, timeout=TIMEOUT_S

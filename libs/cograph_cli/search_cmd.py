@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -24,21 +23,20 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api import limits
+from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 
-DEFAULT_ADDR = "127.0.0.1:50052"
 LAYERS = limits.LAYERS
 STREAMS = ("vector", "lexical", "symbol")
 _SNIPPET_LINES = 8  # human output shows the head of each snippet
 
 
 def _metadata() -> tuple[tuple[str, str], ...]:
-    principal = os.environ.get("COGRAPH_PRINCIPAL", "cli")
-    return (("x-cograph-principal", principal), ("x-cograph-admin", "1"))
+    return OperatorIdentity.from_env().metadata()
 
 
 def _address() -> str:
-    return os.environ.get("RETRIEVAL_ADDR", DEFAULT_ADDR)
+    return service_address("retrieval")
 
 
 def parse_time(text: str) -> datetime:

@@ -1,0 +1,50 @@
+"""Who the operator commands act as, and where they find the services.
+
+`index`, `collection`, `search`, `route` and `notes` talk to the services on this machine
+directly, signing with the internal secret (cograph_cli.internal_secret). They all act as one
+identity: the local operator, an admin, named `operator` unless COGRAPH_PRINCIPAL (or a
+command's `--as`) names another principal. So what `cograph index` creates is what
+`cograph route` and `cograph search` find, and notes are authored by that principal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from svckit.config import Env
+from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
+
+OPERATOR_PRINCIPAL = "operator"
+PRINCIPAL_VAR = "COGRAPH_PRINCIPAL"
+
+# The services the operator commands call, and where `cograph up` puts them by default.
+DEFAULT_ADDRS: dict[str, str] = {
+    "retrieval": "127.0.0.1:50052",
+    "router": "127.0.0.1:50053",
+    "commons": "127.0.0.1:50054",
+}
+
+Metadata = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class OperatorIdentity:
+    """The principal an operator command acts for; always with the admin flag."""
+
+    principal: str
+
+    @classmethod
+    def from_env(cls, env: Env | None = None, as_principal: str | None = None) -> OperatorIdentity:
+        """`as_principal` (a command's `--as`) first, then COGRAPH_PRINCIPAL, then `operator`."""
+        if as_principal and as_principal.strip():
+            return cls(as_principal.strip())
+        return cls((env or Env()).str(PRINCIPAL_VAR, OPERATOR_PRINCIPAL).strip())
+
+    def metadata(self) -> Metadata:
+        """The principal metadata the services read; the channel signs it."""
+        return ((PRINCIPAL_HEADER, self.principal), (ADMIN_HEADER, "1"))
+
+
+def service_address(service: str, env: Env | None = None) -> str:
+    """`<SERVICE>_ADDR`, else the address `cograph up` gives that service by default."""
+    return (env or Env()).str(f"{service.upper()}_ADDR", DEFAULT_ADDRS[service])
