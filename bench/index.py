@@ -26,10 +26,10 @@ from pathlib import Path
 from bench.internal_auth import signed_channel, with_secret
 from embedder.client import EmbedderClient
 from retrieval.app import MIGRATIONS
-from retrieval.indexer import Indexer, RepositoryRequest
-from retrieval.jobs import Job
+from retrieval.indexing.indexer import Indexer, RepositoryRequest
+from retrieval.indexing.jobs import Job
+from retrieval.indexing.summaries import ExtractiveSummarizer
 from retrieval.settings import IndexSettings
-from retrieval.summaries import ExtractiveSummarizer
 from svckit.config import Env
 from svckit.db import DbTimeouts, create_database, create_pool, drop_database
 from svckit.embedded import EmbeddedPostgres

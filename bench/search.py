@@ -7,7 +7,7 @@ What the index holds (built in a minute or two, not by the indexer):
     installed in this environment (site-packages), walked in sorted order until --nodes;
     real qualified names, signatures, docstrings and bodies (cut at 2000 chars), grouped
     into one repository per top-level package. tsv / summary_tsv are built exactly as the
-    indexer builds them (retrieval.lexical.lexical_text, same weights); the summary is the
+    indexer builds them (retrieval.search.lexemes.lexical_text, same weights); the summary is the
     indexer's extractive summary.
   * embeddings: real all-MiniLM-L6-v2 vectors (the running embedder) for --real nodes and
     their summaries (the ones prose queries are drawn from) and for the first 500 doc
@@ -60,13 +60,13 @@ from cograph.retrieval.v1 import retrieval_pb2_grpc
 from embedder.app import EmbedderApp, start_embedder
 from embedder.client import EmbedderClient
 from embedder.settings import EmbedderSettings
-from retrieval import search_store
 from retrieval.acl import Viewer
 from retrieval.app import MIGRATIONS, RetrievalApp, start_retrieval
-from retrieval.lexical import lexical_text
-from retrieval.search_store import Scope
+from retrieval.indexing.summaries import SummaryInput, extractive_summary
+from retrieval.search import search_sql
+from retrieval.search.lexemes import lexical_text
+from retrieval.search.search_sql import Scope
 from retrieval.settings import RetrievalSettings
-from retrieval.summaries import SummaryInput, extractive_summary
 from svckit.config import Env
 from svckit.db import create_database, drop_database
 from svckit.embedded import EmbeddedPostgres
@@ -483,9 +483,7 @@ async def retrieval_server(
 
 
 async def explain_vector(conn: asyncpg.Connection, vector: Vectors, cap: int) -> str:
-    sql, args = search_store.vector_sql(
-        "code", "body", Scope(Viewer(PRINCIPAL, False)), vector, cap
-    )
+    sql, args = search_sql.vector_sql("code", "body", Scope(Viewer(PRINCIPAL, False)), vector, cap)
     async with conn.transaction():
         await conn.execute(
             f"SET LOCAL hnsw.ef_search = {cap}; SET LOCAL hnsw.iterative_scan = relaxed_order"

@@ -29,7 +29,7 @@ from bench.quality.datasets import QUERY_CLASSES
 from bench.quality.replay import load_index
 from bench.quality.runner import FUSED, Outcome, Sweep, evaluate, missing_answers
 from bench.quality.stack import index_all, running_stack
-from retrieval.prepare import CODE_EMBED_TEXTS
+from retrieval.indexing.prepare import CODE_EMBED_TEXTS
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], dict[str, Any]]:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from retrieval.parsing.nodes import CodeNode
-from retrieval.sources import VENDORED_DIRS
+from retrieval.indexing.parsing.nodes import CodeNode
+from retrieval.indexing.sources import VENDORED_DIRS
 
 Language = Literal["python", "javascript", "markdown"]
 

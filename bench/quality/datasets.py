@@ -39,9 +39,9 @@ from bench.quality.corpus import (
     write_tree,
 )
 from bench.quality.perturb import clean_prose, first_sentence, one_line, perturb_signature
-from retrieval.markdown import chunk_markdown
-from retrieval.parsing import CodeParser
-from retrieval.parsing.nodes import CodeNode
+from retrieval.indexing.markdown import chunk_markdown
+from retrieval.indexing.parsing import CodeParser
+from retrieval.indexing.parsing.nodes import CodeNode
 
 T = TypeVar("T")
 QueryClass = Literal["symbol", "signature", "semantic", "docs"]

@@ -21,11 +21,11 @@ import asyncpg
 from bench.quality.search_client import Row
 from embedder.client import EmbedderClient
 from retrieval.acl import Viewer
-from retrieval.fusion import STREAM_NAMES, StreamHit, fuse_store, merge_stores
 from retrieval.layers import BROAD, Store, Unit, layers_of_unit, stores_for, units_for
-from retrieval.query_terms import has_text
-from retrieval.search_store import Scope
-from retrieval.streams import StreamTask, merge_units, plan_streams, run_stream
+from retrieval.search.fusion import STREAM_NAMES, StreamHit, fuse_store, merge_stores
+from retrieval.search.query_text import has_text
+from retrieval.search.search_sql import Scope
+from retrieval.search.streams import StreamTask, merge_units, plan_streams, run_stream
 
 RowIndex = Mapping[tuple[Store, int], Row]
 

@@ -23,7 +23,7 @@ from bench.quality.replay import RowIndex, collect, fused_ids, rows_of
 from bench.quality.search_client import Row, search
 from bench.quality.stack import Stack
 from retrieval.layers import Unit
-from retrieval.search_settings import DEFAULT_RRF_K
+from retrieval.search.search_settings import DEFAULT_RRF_K
 
 SINGLE_STREAMS: tuple[str, ...] = ("vector", "lexical", "symbol")
 FUSED = "fused"

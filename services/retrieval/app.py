@@ -12,15 +12,15 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from embedder.client import EmbedderClient
-from retrieval.freshness import HeadProbe
-from retrieval.indexer import Indexer
-from retrieval.jobs import JobManager
-from retrieval.pipeline import TextEmbedder
-from retrieval.rerank import CrossEncoderReranker, Reranker, build_reranker
-from retrieval.search import SearchEngine
+from retrieval.indexing.freshness import HeadProbe
+from retrieval.indexing.indexer import Indexer
+from retrieval.indexing.jobs import JobManager
+from retrieval.indexing.pipeline import TextEmbedder
+from retrieval.indexing.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
+from retrieval.search.engine import SearchEngine
+from retrieval.search.rerank import CrossEncoderReranker, Reranker, build_reranker
 from retrieval.servicer import RetrievalServicer
 from retrieval.settings import RetrievalSettings, SummarizerSettings
-from retrieval.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
 from svckit.clients import dial
 from svckit.db import DbTimeouts, create_pool, ensure_extensions
 from svckit.internal_auth import TokenSigner, TokenVerifier

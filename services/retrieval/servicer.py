@@ -15,17 +15,17 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api import limits
-from retrieval import access, permissions, store
+from retrieval import catalog, grants, permissions
 from retrieval.acl import Viewer
-from retrieval.freshness import Freshness, HeadCheck, HeadProbe, IndexedSource
-from retrieval.graph import expand, find_definitions
-from retrieval.indexer import CollectionRequest, Indexer, RepositoryRequest, UploadedDocument
-from retrieval.jobs import Job, JobManager
-from retrieval.search import SearchEngine
-from retrieval.search_messages import graph_to_pb, node_to_pb, outcome_to_pb, query_from_pb
-from retrieval.search_settings import SearchSettings
-from retrieval.settings import IndexSettings
-from retrieval.source_policy import (
+from retrieval.indexing.freshness import Freshness, HeadCheck, HeadProbe, IndexedSource
+from retrieval.indexing.indexer import (
+    CollectionRequest,
+    Indexer,
+    RepositoryRequest,
+    UploadedDocument,
+)
+from retrieval.indexing.jobs import Job, JobManager
+from retrieval.indexing.source_policy import (
     MAX_SLUG_CHARS,
     MAX_SOURCE_CHARS,
     LocalPolicy,
@@ -34,7 +34,12 @@ from retrieval.source_policy import (
     check_text,
     parse_source,
 )
-from retrieval.sources import derive_slug
+from retrieval.indexing.sources import derive_slug
+from retrieval.search.engine import SearchEngine
+from retrieval.search.graph import expand, find_definitions
+from retrieval.search.messages import graph_to_pb, node_to_pb, outcome_to_pb, query_from_pb
+from retrieval.search.search_settings import SearchSettings
+from retrieval.settings import IndexSettings
 from svckit.errors import FailedPrecondition, InvalidArgument, NotFound
 
 _JOB_KINDS = {
@@ -157,10 +162,10 @@ _ROLES = {
 }
 
 
-def _role(value: retrieval_pb2.AccessRole.ValueType) -> access.Role:
+def _role(value: retrieval_pb2.AccessRole.ValueType) -> grants.Role:
     if value not in _ROLES:
         raise InvalidArgument(f"unknown role {value}; use read or write")
-    return access.checked_role(_ROLES[value])
+    return grants.checked_role(_ROLES[value])
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
@@ -234,7 +239,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         if viewer.admin:
             return False
         async with self._pool.acquire() as conn:
-            found = await store.access_of(conn, kind, name, viewer)
+            found = await catalog.access_of(conn, kind, name, viewer)
         create: permissions.CreatePolicy = (
             "any" if self._settings.create_sources == "any" else "admin"
         )
@@ -293,7 +298,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         job = await self._jobs.get(job_id)
         if job is not None and not viewer.admin:
             async with self._pool.acquire() as conn:
-                target = await store.access_of(conn, job.kind, job.target, viewer)
+                target = await catalog.access_of(conn, job.kind, job.target, viewer)
             if not permissions.job_visible(viewer, job.requested_by, target):
                 job = None  # someone else's job on a target this viewer cannot read
         if job is None:
@@ -304,7 +309,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self, request: retrieval_pb2.ListRepositoriesRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.ListRepositoriesResponse:
         async with self._pool.acquire() as conn:
-            rows = await store.list_repositories(conn, Viewer.current())
+            rows = await catalog.list_repositories(conn, Viewer.current())
         heads = await self._heads.check_all([indexed_source(row) for row in rows])
         return retrieval_pb2.ListRepositoriesResponse(
             repositories=[repository_to_proto(r, h) for r, h in zip(rows, heads, strict=True)]
@@ -314,7 +319,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self, request: retrieval_pb2.GetRepositoryRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.GetRepositoryResponse:
         async with self._pool.acquire() as conn:
-            row = await store.get_repository(conn, request.slug.strip().lower(), Viewer.current())
+            row = await catalog.get_repository(conn, request.slug.strip().lower(), Viewer.current())
         if row is None:  # unreadable and absent look the same: nothing leaks
             raise NotFound(f"no repository {request.slug}")
         head = await self._heads.check(indexed_source(row))
@@ -330,14 +335,14 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             raise InvalidArgument(f"slug is required and at most {MAX_SLUG_CHARS} characters")
         viewer = Viewer.current()
         async with self._pool.acquire() as conn:
-            found = await store.access_of(conn, "repository", slug, viewer)
+            found = await catalog.access_of(conn, "repository", slug, viewer)
             permissions.authorize_delete(found, viewer, "repository", slug)
-            repository_id = await store.repository_id_by_slug(conn, slug)
+            repository_id = await catalog.repository_id_by_slug(conn, slug)
             if repository_id is None:
                 raise NotFound(f"no repository {request.slug}")
             if self._jobs.active_job("repository", slug) is not None:
                 raise FailedPrecondition(f"{slug} is being indexed; delete it when the job ends")
-            await store.delete_repository(conn, repository_id)
+            await catalog.delete_repository(conn, repository_id)
         await self._indexer.forget_repository(slug)
         return retrieval_pb2.DeleteRepositoryResponse(deleted=True)
 
@@ -345,7 +350,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self, request: retrieval_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.ListCollectionsResponse:
         async with self._pool.acquire() as conn:
-            rows = await store.list_collections(conn, Viewer.current())
+            rows = await catalog.list_collections(conn, Viewer.current())
         return retrieval_pb2.ListCollectionsResponse(
             collections=[
                 retrieval_pb2.Collection(
@@ -380,7 +385,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             )
         viewer = Viewer.current()
         async with self._pool.acquire() as conn:
-            if not await store.repository_readable_by(conn, repo, viewer):
+            if not await catalog.repository_readable_by(conn, repo, viewer):
                 raise NotFound(f"no repository {repo}")
             definitions = await find_definitions(conn, repo, symbol, viewer)
             seeds = [int(node.id.split(":", 1)[1]) for node in definitions]
@@ -392,32 +397,32 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def GrantAccess(
         self, request: retrieval_pb2.GrantAccessRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.GrantAccessResponse:
-        access.require_admin(Viewer.current())
-        principal = access.checked_principal(request.principal_id)
+        grants.require_admin(Viewer.current())
+        principal = grants.checked_principal(request.principal_id)
         target = _access_target(request)
         role = _role(request.role)
         async with self._pool.acquire() as conn:
-            changed = await access.grant(conn, principal, target, role)
+            changed = await grants.grant(conn, principal, target, role)
         return retrieval_pb2.GrantAccessResponse(changed=changed)
 
     async def RevokeAccess(
         self, request: retrieval_pb2.RevokeAccessRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.RevokeAccessResponse:
-        access.require_admin(Viewer.current())
-        principal = access.checked_principal(request.principal_id)
+        grants.require_admin(Viewer.current())
+        principal = grants.checked_principal(request.principal_id)
         target = _access_target(request)
         role = _role(request.role)
         async with self._pool.acquire() as conn:
-            changed = await access.revoke(conn, principal, target, role)
+            changed = await grants.revoke(conn, principal, target, role)
         return retrieval_pb2.RevokeAccessResponse(changed=changed)
 
     async def SetVisibility(
         self, request: retrieval_pb2.SetVisibilityRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.SetVisibilityResponse:
-        access.require_admin(Viewer.current())
+        grants.require_admin(Viewer.current())
         target = _access_target(request)
         async with self._pool.acquire() as conn:
-            changed = await access.set_visibility(conn, target, request.public)
+            changed = await grants.set_visibility(conn, target, request.public)
         return retrieval_pb2.SetVisibilityResponse(changed=changed)
 
 
@@ -425,6 +430,6 @@ def _access_target(
     request: retrieval_pb2.GrantAccessRequest
     | retrieval_pb2.RevokeAccessRequest
     | retrieval_pb2.SetVisibilityRequest,
-) -> access.Target:
+) -> grants.Target:
     kind = request.WhichOneof("target") or ""
-    return access.checked_target(kind, getattr(request, kind) if kind else "")
+    return grants.checked_target(kind, getattr(request, kind) if kind else "")

@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrieval.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
-from retrieval.search_settings import SPLIT_IDENTIFIERS, SearchSettings
+from retrieval.indexing.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
+from retrieval.search.search_settings import SPLIT_IDENTIFIERS, SearchSettings
 from svckit.config import ConfigError, Env, data_dir, internal_secret, query_embed_timeout_s
 
 

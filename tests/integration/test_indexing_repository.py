@@ -10,10 +10,10 @@ import asyncpg
 import pytest
 
 from embedder.client import EmbedderClient
-from retrieval.indexer import Indexer, RepositoryRequest
-from retrieval.jobs import Job
+from retrieval.indexing.indexer import Indexer, RepositoryRequest
+from retrieval.indexing.jobs import Job
+from retrieval.indexing.summaries import ExtractiveSummarizer
 from retrieval.settings import IndexSettings
-from retrieval.summaries import ExtractiveSummarizer
 from svckit.config import Env
 from tests.integration.test_indexing_fixtures import (
     JAN_TS,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
-from retrieval.fusion import PIN_SCORE
-from retrieval.search_settings import DEFAULT_RRF_K
+from retrieval.search.fusion import PIN_SCORE
+from retrieval.search.search_settings import DEFAULT_RRF_K
 from tests.integration.search_fixtures import (
     DEMO,
     HANDBOOK,

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
-from retrieval import search_store
 from retrieval.acl import Viewer
-from retrieval.search_store import Scope
+from retrieval.search import search_sql
+from retrieval.search.search_sql import Scope
 from tests.integration.search_fixtures import (
     ADMIN,
     ALICE,
@@ -58,8 +58,8 @@ async def test_failing_stream_logs_and_contributes_nothing(
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise asyncpg.PostgresError("injected symbol failure")
 
-    monkeypatch.setattr(search_store, "run_symbol", broken)
-    with caplog.at_level(logging.WARNING, logger="retrieval.search"):
+    monkeypatch.setattr(search_sql, "run_symbol", broken)
+    with caplog.at_level(logging.WARNING, logger="retrieval.search.engine"):
         reply = await search_env.search("ParseConfig", repo=DEMO)
     assert reply.streams.symbol == pb.STREAM_STATUS_UNAVAILABLE
     assert reply.streams.vector == pb.STREAM_STATUS_OK
@@ -178,7 +178,7 @@ async def test_stream_queries_use_their_indexes(search_env: SearchEnv) -> None:
                 )
             await conn.execute("ANALYZE code_nodes")
             scope = Scope(Viewer("alice", False))
-            vector_sql, args = search_store.vector_sql("code", "body", scope, vectors[0], 300)
+            vector_sql, args = search_sql.vector_sql("code", "body", scope, vectors[0], 300)
             plan = await _plan(
                 conn,
                 vector_sql,
@@ -188,7 +188,7 @@ async def test_stream_queries_use_their_indexes(search_env: SearchEnv) -> None:
                 "SET LOCAL hnsw.iterative_scan = relaxed_order",
             )
             assert "code_nodes_embedding" in plan, plan
-            symbol_sql, args = search_store.symbol_sql(scope, "func_123", 300)
+            symbol_sql, args = search_sql.symbol_sql(scope, "func_123", 300)
             plan = await _plan(
                 conn,
                 symbol_sql,
@@ -197,7 +197,7 @@ async def test_stream_queries_use_their_indexes(search_env: SearchEnv) -> None:
             )
             assert "code_nodes_qname_trgm" in plan, plan
             # And the vector stream returns a full candidate list under the filter.
-            hits = await search_store.run_vector(
+            hits = await search_sql.run_vector(
                 conn, "code", "body", scope=Scope(Viewer("root", True)), vector=vectors[0], cap=300
             )
             assert len(hits) == 300 and hits[0].score == pytest.approx(1.0, abs=1e-5)

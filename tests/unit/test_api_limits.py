@@ -27,8 +27,8 @@ from gateway.routes_commons import commons_router
 from gateway.routes_keys import keys_router
 from gateway.routes_retrieval import retrieval_router
 from gateway.settings import GatewaySettings
-from retrieval.search_query import build_query
-from retrieval.search_settings import SearchSettings
+from retrieval.search.query import build_query
+from retrieval.search.search_settings import SearchSettings
 from router.routing import validate as validate_route
 from router.settings import RouterSettings
 from svckit.config import Env

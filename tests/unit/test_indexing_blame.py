@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from retrieval.blame import LineTimes, parse_porcelain
+from retrieval.indexing.blame import LineTimes, parse_porcelain
 
 A = "a" * 40
 B = "b" * 40

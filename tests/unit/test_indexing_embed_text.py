@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT, code_embedding_text
-from retrieval.records import NodeRecord
+from retrieval.indexing.prepare import (
+    CODE_EMBED_TEXTS,
+    DEFAULT_CODE_EMBED_TEXT,
+    code_embedding_text,
+)
+from retrieval.indexing.records import NodeRecord
 from retrieval.settings import IndexSettings
 from svckit.config import ConfigError, Env
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.freshness import Freshness, HeadProbe, IndexedSource
+from retrieval.indexing.freshness import Freshness, HeadProbe, IndexedSource
 from tests.integration.test_indexing_fixtures import JAN, MAR, commit_all, git, write
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.lexical import (
+from retrieval.search.lexemes import (
     identifier_parts,
     lexical_terms,
     lexical_text,
     query_terms,
     tsquery_source,
 )
-from retrieval.query_terms import code_tsquery
-from retrieval.search_settings import SearchSettings
+from retrieval.search.query_text import code_tsquery
+from retrieval.search.search_settings import SearchSettings
 from retrieval.settings import IndexSettings
 from svckit.config import Env
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from retrieval.markdown import chunk_markdown, heading_tree, headings
+from retrieval.indexing.markdown import chunk_markdown, heading_tree, headings
 
 DOC = """Intro before any heading.
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from embedder.client import EmbedderUnavailable
-from retrieval.pipeline import EmbedPipeline, Emit, Vectors, WorkUnit
+from retrieval.indexing.pipeline import EmbedPipeline, Emit, Vectors, WorkUnit
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

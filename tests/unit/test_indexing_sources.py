@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.sources import (
+from retrieval.indexing.sources import (
     Checkout,
     SkipRules,
     derive_slug,

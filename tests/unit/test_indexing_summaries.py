@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from retrieval.summaries import (
+from retrieval.indexing.summaries import (
     ExtractiveSummarizer,
     OpenAISummarizer,
     SummaryInput,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrieval.terms import CORPUS_CAP, collection_corpus, repository_corpus
+from retrieval.indexing.router_corpus import CORPUS_CAP, collection_corpus, repository_corpus
 
 
 def test_repository_corpus_sources() -> None:

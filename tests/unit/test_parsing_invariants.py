@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.parsing import EDGE_KINDS, NODE_KINDS, CodeParser, ParsedFile, detect_language
+from retrieval.indexing.parsing import (
+    EDGE_KINDS,
+    NODE_KINDS,
+    CodeParser,
+    ParsedFile,
+    detect_language,
+)
 
 _SITE = Path(pytest.__file__).resolve().parents[1]  # site-packages of the running venv
 REAL_FILES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.parsing import CodeNode, CodeParser, Edge, ParsedFile
+from retrieval.indexing.parsing import CodeNode, CodeParser, Edge, ParsedFile
 
 SOURCE = b"""\
 package com.example.billing;

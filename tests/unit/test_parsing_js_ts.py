@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrieval.parsing import CodeNode, CodeParser, Edge, ParsedFile
+from retrieval.indexing.parsing import CodeNode, CodeParser, Edge, ParsedFile
 
 TS = b"""\
 import { a, b as c } from './util';

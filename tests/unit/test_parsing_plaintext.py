@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from retrieval.parsing import chunk_plain_text
+from retrieval.indexing.parsing import chunk_plain_text
 
 
 def test_small_file_is_one_chunk() -> None:

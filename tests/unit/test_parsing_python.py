@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.parsing import CodeNode, CodeParser, Edge, ParsedFile, parse_file
+from retrieval.indexing.parsing import CodeNode, CodeParser, Edge, ParsedFile, parse_file
 
 SOURCE = b'''\
 """Retry helpers."""

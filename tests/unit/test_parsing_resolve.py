@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.parsing import (
+from retrieval.indexing.parsing import (
     CodeParser,
     ParsedFile,
     ResolvedEdge,

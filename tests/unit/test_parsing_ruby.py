@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrieval.parsing import CodeNode, CodeParser, Edge, ParsedFile
+from retrieval.indexing.parsing import CodeNode, CodeParser, Edge, ParsedFile
 
 SOURCE = b"""\
 require 'json'

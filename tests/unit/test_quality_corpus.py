@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 from bench.quality.corpus import PackageSource, copy_path, strip_docstrings
-from retrieval.parsing import CodeParser
-from retrieval.parsing.nodes import CodeNode
+from retrieval.indexing.parsing import CodeParser
+from retrieval.indexing.parsing.nodes import CodeNode
 
 PY = '''"""Module doc."""
 

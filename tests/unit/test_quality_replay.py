@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from bench.quality.replay import Candidates, RowIndex, fused_ids, rows_of
 from bench.quality.search_client import Row
-from retrieval.fusion import StreamHit
-from retrieval.streams import StreamTask
+from retrieval.search.fusion import StreamHit
+from retrieval.search.streams import StreamTask
 
 VEC_BODY = StreamTask("code", "body", "vector")
 VEC_SUM = StreamTask("code", "summary", "vector")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from retrieval.fusion import Fused, StreamHit, StreamName, fuse_store, merge_stores
+from retrieval.search.fusion import Fused, StreamHit, StreamName, fuse_store, merge_stores
 
 Streams = dict[StreamName, list[StreamHit]]
 

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from retrieval.fusion import StreamName
 from retrieval.layers import (
     BROAD,
     Store,
@@ -17,10 +16,11 @@ from retrieval.layers import (
     stores_for,
     units_for,
 )
-from retrieval.query_terms import code_tsquery, doc_tsquery, has_text
-from retrieval.search_query import build_query
-from retrieval.search_settings import SearchSettings
-from retrieval.streams import StreamTask, plan_streams
+from retrieval.search.fusion import StreamName
+from retrieval.search.query import build_query
+from retrieval.search.query_text import code_tsquery, doc_tsquery, has_text
+from retrieval.search.search_settings import SearchSettings
+from retrieval.search.streams import StreamTask, plan_streams
 from svckit.config import ConfigError, Env
 from svckit.errors import InvalidArgument
 

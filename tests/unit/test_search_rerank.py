@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from retrieval.rerank import (
+from retrieval.search.rerank import (
     CohereReranker,
     JinaReranker,
     RerankError,
@@ -17,7 +17,7 @@ from retrieval.rerank import (
     exact_symbol_match,
     should_rerank,
 )
-from retrieval.search_settings import RerankSettings
+from retrieval.search.search_settings import RerankSettings
 from svckit.config import Env
 from tests.rerank_fakes import API_KEY, fake_vendor
 
@@ -93,7 +93,7 @@ async def test_unreachable_vendor_is_an_error() -> None:
 
 def test_providers_that_cannot_be_built_degrade_to_none(caplog: pytest.LogCaptureFixture) -> None:
     env = {"RETRIEVAL_RERANK_ENABLED": "true"}
-    with caplog.at_level(logging.WARNING, logger="retrieval.rerank"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.search.rerank"):
         keyless = RerankSettings.from_env(Env({**env, "RETRIEVAL_RERANK_PROVIDER": "cohere"}))
         assert build_reranker(keyless, None) is None
         local = RerankSettings.from_env(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.snippets import first_match, make_snippet
+from retrieval.search.snippets import first_match, make_snippet
 
 
 def test_short_text_is_whole_and_not_truncated() -> None:

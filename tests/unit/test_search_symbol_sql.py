@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval.acl import Viewer
-from retrieval.search_store import Scope, symbol_identifier, symbol_sql
+from retrieval.search.search_sql import Scope, symbol_identifier, symbol_sql
 
 
 @pytest.mark.parametrize(

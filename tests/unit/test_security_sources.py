@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.freshness import Freshness, HeadProbe, IndexedSource
-from retrieval.git import GitError, GitTimeout, git_environment, run_git
-from retrieval.settings import IndexSettings
-from retrieval.source_policy import (
+from retrieval.indexing.freshness import Freshness, HeadProbe, IndexedSource
+from retrieval.indexing.git import GitError, GitTimeout, git_environment, run_git
+from retrieval.indexing.source_policy import (
     LocalPolicy,
     check_branch,
     check_slug,
     clone_path,
     parse_source,
 )
-from retrieval.sources import materialize, remove_clone
+from retrieval.indexing.sources import materialize, remove_clone
+from retrieval.settings import IndexSettings
 from svckit.config import ConfigError, Env
 from svckit.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from tests.integration.test_indexing_fixtures import JAN, commit_all, git, write

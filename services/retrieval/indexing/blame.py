@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from retrieval.git import GitError, run_git
+from retrieval.indexing.git import GitError, run_git
 
 _HEADER = re.compile(rb"^([0-9a-f]{40}) \d+ (\d+)(?: \d+)?$")
 _UNCOMMITTED = b"0" * 40

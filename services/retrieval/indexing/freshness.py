@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from retrieval.git import GitError, GitTimeout, run_git_async
-from retrieval.source_policy import check_branch, parse_source
+from retrieval.indexing.git import GitError, GitTimeout, run_git_async
+from retrieval.indexing.source_policy import check_branch, parse_source
 from svckit.errors import InvalidArgument
 
 # A head lookup prints one line per matching ref; more than this is not an answer.

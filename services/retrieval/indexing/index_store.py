@@ -1,4 +1,4 @@
-"""SQL for indexing and for describing what is indexed. Domain modules never write SQL."""
+"""SQL that indexing writes: repositories, files, nodes, edges, documents, router terms."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from typing import Any
 
 import asyncpg
 
-from retrieval.acl import Access, Viewer, collection_readable, repository_readable
-from retrieval.lexical import lexical_text
-from retrieval.pipeline import Vectors, WorkUnit
-from retrieval.records import FilePayload
+from retrieval.indexing.pipeline import Vectors, WorkUnit
+from retrieval.indexing.records import FilePayload
+from retrieval.search.lexemes import lexical_text
 
 # Full-text inputs are capped: tsvector positions stop at 16383 anyway and a 1 MB limit
 # applies; the head of a body carries most of its vocabulary.
@@ -124,45 +123,6 @@ async def add_grants(
             target_id,
             role,
         )
-
-
-_ACCESS_SQL = {
-    "repository": """
-        SELECT r.public, (SELECT g.role FROM grants g
-                          WHERE g.repository_id = r.id AND g.principal_id = $2::text) AS role
-        FROM repositories r WHERE r.slug = $1
-    """,
-    "collection": """
-        SELECT c.public, (SELECT g.role FROM grants g
-                          WHERE g.collection_id = c.id AND g.principal_id = $2::text) AS role
-        FROM collections c WHERE c.name = $1
-    """,
-}
-
-
-async def access_of(conn: asyncpg.Connection, kind: str, name: str, viewer: Viewer) -> Access:
-    """What `viewer` may do with the repository (slug) or collection (name) `name`."""
-    row = await conn.fetchrow(_ACCESS_SQL[kind], name, viewer.principal_id)
-    if row is None:
-        return Access.of(viewer, exists=False, public=False, role=None)
-    return Access.of(viewer, exists=True, public=row["public"], role=row["role"])
-
-
-async def repository_id_by_slug(conn: asyncpg.Connection, slug: str) -> int | None:
-    value: int | None = await conn.fetchval("SELECT id FROM repositories WHERE slug = $1", slug)
-    return value
-
-
-async def repository_readable_by(conn: asyncpg.Connection, slug: str, viewer: Viewer) -> bool:
-    return bool(
-        await conn.fetchval(
-            f"SELECT 1 FROM repositories r WHERE r.slug = $3 AND "
-            f"{repository_readable('r', '$1', '$2')}",
-            viewer.principal_id,
-            viewer.admin,
-            slug,
-        )
-    )
 
 
 async def needs_linking(conn: asyncpg.Connection, repository_id: int) -> bool:
@@ -429,46 +389,6 @@ async def finish_repository(
         )
 
 
-_REPOSITORY_COLUMNS = """
-    r.id, r.slug, r.branch, r.source, r.source_kind, r.commit_sha, r.indexed_at, r.public,
-    r.file_count, r.node_count, r.edge_count, r.doc_chunk_count,
-    COALESCE((SELECT jsonb_object_agg(language, n) FROM (
-        SELECT language, count(*) AS n FROM files f WHERE f.repository_id = r.id
-        GROUP BY language) l), '{}'::jsonb) AS files_by_language
-"""
-
-
-async def list_repositories(conn: asyncpg.Connection, viewer: Viewer) -> list[asyncpg.Record]:
-    return list(
-        await conn.fetch(
-            f"SELECT {_REPOSITORY_COLUMNS} FROM repositories r "
-            f"WHERE {repository_readable('r', '$1', '$2')} ORDER BY r.slug",
-            viewer.principal_id,
-            viewer.admin,
-        )
-    )
-
-
-async def get_repository(
-    conn: asyncpg.Connection, slug: str, viewer: Viewer
-) -> asyncpg.Record | None:
-    row: asyncpg.Record | None = await conn.fetchrow(
-        f"SELECT {_REPOSITORY_COLUMNS} FROM repositories r "
-        f"WHERE r.slug = $3 AND {repository_readable('r', '$1', '$2')}",
-        viewer.principal_id,
-        viewer.admin,
-        slug,
-    )
-    return row
-
-
-async def delete_repository(conn: asyncpg.Connection, repository_id: int) -> None:
-    # Edges first: cascading them row by row from code_nodes is the slow path.
-    async with conn.transaction():
-        await conn.execute("DELETE FROM code_edges WHERE repository_id = $1", repository_id)
-        await conn.execute("DELETE FROM repositories WHERE id = $1", repository_id)
-
-
 # ---------------------------------------------------------------- collections
 
 
@@ -493,22 +413,6 @@ async def upsert_collection(
     )
     assert row is not None
     return row["id"], row["description"], row["created"]
-
-
-async def collection_readable_by(conn: asyncpg.Connection, name: str, viewer: Viewer) -> bool:
-    return bool(
-        await conn.fetchval(
-            f"SELECT 1 FROM collections c WHERE c.name = $3 AND "
-            f"{collection_readable('c', '$1', '$2')}",
-            viewer.principal_id,
-            viewer.admin,
-            name,
-        )
-    )
-
-
-async def collection_exists(conn: asyncpg.Connection, name: str) -> bool:
-    return bool(await conn.fetchval("SELECT 1 FROM collections WHERE name = $1", name))
 
 
 async def document_hashes(conn: asyncpg.Connection, collection_id: int) -> dict[str, str]:
@@ -578,17 +482,3 @@ async def finish_collection(
             collection_id,
             heading_tree,
         )
-
-
-async def list_collections(conn: asyncpg.Connection, viewer: Viewer) -> list[asyncpg.Record]:
-    return list(
-        await conn.fetch(
-            f"""
-            SELECT c.name, c.description, c.public, c.document_count, c.chunk_count,
-                   c.indexed_at
-            FROM collections c WHERE {collection_readable("c", "$1", "$2")} ORDER BY c.name
-            """,
-            viewer.principal_id,
-            viewer.admin,
-        )
-    )

@@ -20,17 +20,16 @@ from pathlib import Path
 
 import asyncpg
 
-from retrieval import store
-from retrieval.jobs import Job, Progress
-from retrieval.linking import compute_links
-from retrieval.markdown import heading_tree, is_markdown
-from retrieval.parsing import detect_language
-from retrieval.permissions import not_writable
-from retrieval.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
-from retrieval.prepare import FilePreparer, prepare_document, text_language
-from retrieval.settings import IndexSettings
-from retrieval.source_policy import LocalPolicy
-from retrieval.sources import (
+from retrieval.indexing import index_store as store
+from retrieval.indexing.jobs import Job, Progress
+from retrieval.indexing.linking import compute_links
+from retrieval.indexing.markdown import heading_tree, is_markdown
+from retrieval.indexing.parsing import detect_language
+from retrieval.indexing.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
+from retrieval.indexing.prepare import FilePreparer, prepare_document, text_language
+from retrieval.indexing.router_corpus import README_CHARS, collection_corpus, repository_corpus
+from retrieval.indexing.source_policy import LocalPolicy
+from retrieval.indexing.sources import (
     Checkout,
     GitLimits,
     SkipRules,
@@ -40,8 +39,9 @@ from retrieval.sources import (
     remove_clone,
     walk_directory,
 )
-from retrieval.summaries import Summarizer
-from retrieval.terms import README_CHARS, collection_corpus, repository_corpus
+from retrieval.indexing.summaries import Summarizer
+from retrieval.permissions import not_writable
+from retrieval.settings import IndexSettings
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retrieval.parsing import CodeNode, Edge, resolve_edges
+from retrieval.indexing.parsing import CodeNode, Edge, resolve_edges
 
 
 def compute_links(

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from retrieval.blame import LineTimes, blame_file
-from retrieval.lexical import identifier_parts
-from retrieval.markdown import chunk_markdown, is_markdown
-from retrieval.parsing import CodeParser, chunk_plain_text
-from retrieval.pipeline import WorkUnit
-from retrieval.records import DocRecord, EdgeRecord, FilePayload, NodeRecord
-from retrieval.sources import SourceFile
-from retrieval.summaries import SummaryInput
+from retrieval.indexing.blame import LineTimes, blame_file
+from retrieval.indexing.markdown import chunk_markdown, is_markdown
+from retrieval.indexing.parsing import CodeParser, chunk_plain_text
+from retrieval.indexing.pipeline import WorkUnit
+from retrieval.indexing.records import DocRecord, EdgeRecord, FilePayload, NodeRecord
+from retrieval.indexing.sources import SourceFile
+from retrieval.indexing.summaries import SummaryInput
+from retrieval.search.lexemes import identifier_parts
 
 # Prose that is not markdown still belongs with the repository's documents.
 _PROSE_EXTENSIONS = {".rst": "rst", ".txt": "text", ".adoc": "asciidoc", ".org": "org"}

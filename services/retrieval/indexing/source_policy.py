@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from retrieval.git import GitError, run_git
+from retrieval.indexing.git import GitError, run_git
 from svckit.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 
 MAX_SOURCE_CHARS = 4096

@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 
 import pathspec
 
-from retrieval.git import QUICK_TIMEOUT_S, GitError, run_git_text
-from retrieval.source_policy import (
+from retrieval.indexing.git import QUICK_TIMEOUT_S, GitError, run_git_text
+from retrieval.indexing.source_policy import (
     LocalPolicy,
     check_branch,
     check_slug,
@@ -82,7 +82,7 @@ def git(
     allow_file: bool = False,
     ceiling: Path | None = None,
 ) -> str:
-    """Runs git through the service's one guarded runner (retrieval.git)."""
+    """Runs git through the service's one guarded runner (retrieval.indexing.git)."""
     return run_git_text(args, root, timeout_s=timeout, allow_file=allow_file, ceiling=ceiling)
 
 

@@ -22,9 +22,10 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
-from retrieval import store as repo_store
+from retrieval import catalog
 from retrieval.acl import Viewer
-from retrieval.fusion import (
+from retrieval.layers import Layer, Store, layers_of_unit, stores_for, units_for
+from retrieval.search.fusion import (
     STREAM_NAMES,
     Fused,
     Provenance,
@@ -33,15 +34,14 @@ from retrieval.fusion import (
     fuse_store,
     merge_stores,
 )
-from retrieval.graph import GraphResult, expand
-from retrieval.layers import Layer, Store, layers_of_unit, stores_for, units_for
-from retrieval.query_terms import has_text
-from retrieval.rerank import Reranker, RerankError, exact_symbol_match, should_rerank
-from retrieval.search_query import SearchQuery
-from retrieval.search_settings import SearchSettings
-from retrieval.search_store import Scope, hydrate
-from retrieval.snippets import make_snippet
-from retrieval.streams import StreamTask, merge_units, plan_streams, run_stream
+from retrieval.search.graph import GraphResult, expand
+from retrieval.search.query import SearchQuery
+from retrieval.search.query_text import has_text
+from retrieval.search.rerank import Reranker, RerankError, exact_symbol_match, should_rerank
+from retrieval.search.search_settings import SearchSettings
+from retrieval.search.search_sql import Scope, hydrate
+from retrieval.search.snippets import make_snippet
+from retrieval.search.streams import StreamTask, merge_units, plan_streams, run_stream
 from svckit.errors import NotFound, database_outage
 
 log = logging.getLogger(__name__)
@@ -197,9 +197,9 @@ class SearchEngine:
             return
         async with self._pool.acquire() as conn:
             if query.repo is not None:
-                if not await repo_store.repository_readable_by(conn, query.repo, viewer):
+                if not await catalog.repository_readable_by(conn, query.repo, viewer):
                     raise NotFound(f"no repository {query.repo}")
-            elif query.collection is not None and not await repo_store.collection_readable_by(
+            elif query.collection is not None and not await catalog.collection_readable_by(
                 conn, query.collection, viewer
             ):
                 raise NotFound(f"no collection {query.collection}")

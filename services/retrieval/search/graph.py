@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from retrieval.acl import Viewer, repository_readable
-from retrieval.search_settings import GRAPH_NODE_CAP
+from retrieval.search.search_settings import GRAPH_NODE_CAP
 
 
 def node_id(row_id: int) -> str:

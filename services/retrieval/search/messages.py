@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
-from retrieval.graph import GraphNode, GraphResult
 from retrieval.layers import Layer, Store
-from retrieval.search import SearchHit, SearchOutcome, StreamState
-from retrieval.search_query import SearchQuery, build_query
-from retrieval.search_settings import SearchSettings
+from retrieval.search.engine import SearchHit, SearchOutcome, StreamState
+from retrieval.search.graph import GraphNode, GraphResult
+from retrieval.search.query import SearchQuery, build_query
+from retrieval.search.search_settings import SearchSettings
 from svckit.errors import InvalidArgument
 
 LAYER_TO_PB: dict[Layer, pb.Layer.ValueType] = {

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cograph_api import limits
-from retrieval.fusion import STREAM_NAMES, StreamName
 from retrieval.layers import Layer, resolve_layers
-from retrieval.search_settings import (
+from retrieval.search.fusion import STREAM_NAMES, StreamName
+from retrieval.search.search_settings import (
     SNIPPET_MAX,
     SNIPPET_MIN,
     TOP_K_MAX,

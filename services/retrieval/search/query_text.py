@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from itertools import combinations
 
-from retrieval.lexical import query_terms
+from retrieval.search.lexemes import query_terms
 
 _WORD = re.compile(r"\w+")
 

@@ -22,7 +22,7 @@ import grpc
 import httpx
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
-from retrieval.search_settings import RerankSettings
+from retrieval.search.search_settings import RerankSettings
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from retrieval.acl import Viewer, collection_readable, repository_readable
-from retrieval.fusion import StreamHit
 from retrieval.layers import Store, Unit
+from retrieval.search.fusion import StreamHit
 
 SYMBOL_THRESHOLD = 0.3  # spec: pg_trgm similarity on qualified_name >= 0.3
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from retrieval.lexical import identifier_parts
-from retrieval.query_terms import STOPWORDS
+from retrieval.search.lexemes import identifier_parts
+from retrieval.search.query_text import STOPWORDS
 
 _WORD = re.compile(r"\w+")
 _JOIN = r"[_\-\s.]?"  # how identifier parts may be glued in text

@@ -15,11 +15,11 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
-from retrieval import search_store
-from retrieval.fusion import STREAM_NAMES, StreamHit, StreamName
 from retrieval.layers import UNIT_ORDER, Store, Unit
-from retrieval.query_terms import code_tsquery, doc_tsquery
-from retrieval.search_store import Scope
+from retrieval.search import search_sql
+from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName
+from retrieval.search.query_text import code_tsquery, doc_tsquery
+from retrieval.search.search_sql import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ async def run_stream(
         if task.stream == "vector":
             if vector is None:
                 return []
-            return await search_store.run_vector(
+            return await search_sql.run_vector(
                 conn, task.store, task.unit, scope=scope, vector=vector, cap=cap
             )
         if task.stream == "lexical":
@@ -95,7 +95,7 @@ async def run_stream(
             )
             if not tsquery:
                 return []
-            return await search_store.run_lexical(
+            return await search_sql.run_lexical(
                 conn, task.store, task.unit, scope=scope, tsquery=tsquery, cap=cap
             )
-        return await search_store.run_symbol(conn, task.unit, scope, query, cap)
+        return await search_sql.run_symbol(conn, task.unit, scope, query, cap)

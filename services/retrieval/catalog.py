@@ -1,0 +1,115 @@
+"""The catalog: what is indexed, who may see it, and deleting it (SQL).
+
+Every read filters with the access rules inside the query, so a key never learns of a
+repository or collection it may not read.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from retrieval.acl import Access, Viewer, collection_readable, repository_readable
+
+_ACCESS_SQL = {
+    "repository": """
+        SELECT r.public, (SELECT g.role FROM grants g
+                          WHERE g.repository_id = r.id AND g.principal_id = $2::text) AS role
+        FROM repositories r WHERE r.slug = $1
+    """,
+    "collection": """
+        SELECT c.public, (SELECT g.role FROM grants g
+                          WHERE g.collection_id = c.id AND g.principal_id = $2::text) AS role
+        FROM collections c WHERE c.name = $1
+    """,
+}
+
+
+async def access_of(conn: asyncpg.Connection, kind: str, name: str, viewer: Viewer) -> Access:
+    """What `viewer` may do with the repository (slug) or collection (name) `name`."""
+    row = await conn.fetchrow(_ACCESS_SQL[kind], name, viewer.principal_id)
+    if row is None:
+        return Access.of(viewer, exists=False, public=False, role=None)
+    return Access.of(viewer, exists=True, public=row["public"], role=row["role"])
+
+
+async def repository_id_by_slug(conn: asyncpg.Connection, slug: str) -> int | None:
+    value: int | None = await conn.fetchval("SELECT id FROM repositories WHERE slug = $1", slug)
+    return value
+
+
+async def repository_readable_by(conn: asyncpg.Connection, slug: str, viewer: Viewer) -> bool:
+    return bool(
+        await conn.fetchval(
+            f"SELECT 1 FROM repositories r WHERE r.slug = $3 AND "
+            f"{repository_readable('r', '$1', '$2')}",
+            viewer.principal_id,
+            viewer.admin,
+            slug,
+        )
+    )
+
+
+_REPOSITORY_COLUMNS = """
+    r.id, r.slug, r.branch, r.source, r.source_kind, r.commit_sha, r.indexed_at, r.public,
+    r.file_count, r.node_count, r.edge_count, r.doc_chunk_count,
+    COALESCE((SELECT jsonb_object_agg(language, n) FROM (
+        SELECT language, count(*) AS n FROM files f WHERE f.repository_id = r.id
+        GROUP BY language) l), '{}'::jsonb) AS files_by_language
+"""
+
+
+async def list_repositories(conn: asyncpg.Connection, viewer: Viewer) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            f"SELECT {_REPOSITORY_COLUMNS} FROM repositories r "
+            f"WHERE {repository_readable('r', '$1', '$2')} ORDER BY r.slug",
+            viewer.principal_id,
+            viewer.admin,
+        )
+    )
+
+
+async def get_repository(
+    conn: asyncpg.Connection, slug: str, viewer: Viewer
+) -> asyncpg.Record | None:
+    row: asyncpg.Record | None = await conn.fetchrow(
+        f"SELECT {_REPOSITORY_COLUMNS} FROM repositories r "
+        f"WHERE r.slug = $3 AND {repository_readable('r', '$1', '$2')}",
+        viewer.principal_id,
+        viewer.admin,
+        slug,
+    )
+    return row
+
+
+async def delete_repository(conn: asyncpg.Connection, repository_id: int) -> None:
+    # Edges first: cascading them row by row from code_nodes is the slow path.
+    async with conn.transaction():
+        await conn.execute("DELETE FROM code_edges WHERE repository_id = $1", repository_id)
+        await conn.execute("DELETE FROM repositories WHERE id = $1", repository_id)
+
+
+async def collection_readable_by(conn: asyncpg.Connection, name: str, viewer: Viewer) -> bool:
+    return bool(
+        await conn.fetchval(
+            f"SELECT 1 FROM collections c WHERE c.name = $3 AND "
+            f"{collection_readable('c', '$1', '$2')}",
+            viewer.principal_id,
+            viewer.admin,
+            name,
+        )
+    )
+
+
+async def list_collections(conn: asyncpg.Connection, viewer: Viewer) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            f"""
+            SELECT c.name, c.description, c.public, c.document_count, c.chunk_count,
+                   c.indexed_at
+            FROM collections c WHERE {collection_readable("c", "$1", "$2")} ORDER BY c.name
+            """,
+            viewer.principal_id,
+            viewer.admin,
+        )
+    )
