@@ -1,5 +1,5 @@
 # The two commands the README promises: `make up` runs Cograph, `make test` tests it.
-.PHONY: up test unit lint protos bench-embedder clean
+.PHONY: up test unit lint protos docs bench-embedder clean
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -23,10 +23,16 @@ lint:
 	$(VENV)/bin/mypy
 	$(VENV)/bin/buf lint
 	$(VENV)/bin/buf format -d --exit-code
+	BUF=$(VENV)/bin/buf scripts/buf_breaking.sh
 
 protos:
 	@scripts/bootstrap.sh dev
 	scripts/gen_protos.sh
+
+# docs/configuration.md from the settings code (tests/unit/test_config_docs.py checks it).
+docs:
+	@scripts/bootstrap.sh dev
+	$(PY) -m scripts.config_docs
 
 bench-embedder:
 	@scripts/bootstrap.sh dev
