@@ -3,6 +3,8 @@
     python -m bench.quality [--small] [--out DIR (bench/out/quality)] [--manifest PATH]
                             [--concurrency N] [--per-class N] [--keep] [--embed-text V]
                             [--env RETRIEVAL_NAME=VALUE ...] [--classes CLASS ...]
+    python -m bench.quality --corpus {small-files,nested,languages,history,unseen} ...
+                            [--quick] [--out DIR] [--env ...] [--keep]
 
 Builds the query sets from packages installed on this machine (fixed seeds), indexes the
 copies into a fresh embedded PostgreSQL through the retrieval service (real embedder
@@ -10,6 +12,11 @@ process), runs every query through the `Search` RPC per configuration, replays f
 the rrf_k / candidate_cap sweep, and writes report.md, results.json, quality.png and
 manifest.json under --out. `--small` is the CI mode (a few hundred queries, one package per
 language): it exits non-zero when fused MRR@10 is below the best single stream on any class.
+
+`--corpus` runs the unseen corpora of issue 16 instead (unseen.py: many small files, deep
+nesting, several languages, localisation from history; `unseen` is all four), each query
+scoped to its repository, the service's streams and fused search beside the external
+dense, BM25 and dense+BM25 baselines (unseen_run.py); `--quick` samples fewer queries.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.quality import datasets, report
+from bench.quality import datasets, report, unseen, unseen_report, unseen_run
 from bench.quality.datasets import QUERY_CLASSES
 from bench.quality.replay import load_index
 from bench.quality.runner import FUSED, Outcome, Sweep, evaluate, missing_answers
@@ -76,6 +83,82 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], d
     return outcomes, extra
 
 
+async def run_unseen(args: argparse.Namespace, workdir: Path) -> tuple[Any, dict[str, Any]]:
+    corpora = list(unseen.CORPORA) if "unseen" in args.corpus else list(args.corpus)
+    started = time.perf_counter()
+    sizes = unseen.SIZES["quick" if args.quick else "full"]
+    sets = unseen.build(corpora, workdir, sizes)
+    repos = [r for s in sets for r in s.repos]
+    queries = [q for s in sets for q in s.queries]
+    print(f"built {len(queries)} queries over {len(repos)} repositories")
+    by_repo = {r.slug: unseen.repo_candidates(r) for r in repos}
+    env = dict(item.split("=", 1) for item in args.env)
+    async with running_stack(workdir, env) as stack:
+        t0 = time.perf_counter()
+        seconds = await index_all(stack, repos)
+        index_s = time.perf_counter() - t0
+        print(f"indexed in {index_s:.0f} s")
+        rows = await load_index(stack.pool)
+        present = {(r.repo, r.path, r.qualified_name) for r in rows.values()}
+        kept = [q for q in queries if all(a.key() in present for a in q.answers)]
+        dropped = [q.id for q in queries if q not in set(kept)]
+        t0 = time.perf_counter()
+        outcomes = await unseen_run.evaluate(stack, kept, by_repo, concurrency=args.concurrency)
+        query_s = time.perf_counter() - t0
+    extra = {
+        "run": {
+            "corpora": corpora,
+            "sizes": sizes.__dict__,
+            "index_seconds": index_s,
+            "index_seconds_by_repo": seconds,
+            "query_seconds": query_s,
+            "total_seconds": time.perf_counter() - started,
+            "indexed_rows": len(rows),
+            "candidates_by_repo": {slug: len(c) for slug, c in by_repo.items()},
+            "answers_not_indexed": dropped,
+            "settings": env,
+        },
+        "sets": {
+            s.corpus: {
+                "notes": s.notes,
+                "repositories": [
+                    {
+                        "slug": r.slug,
+                        "language": r.language,
+                        "version": r.version,
+                        "files": len(r.file_chars),
+                    }
+                    for r in s.repos
+                ],
+            }
+            for s in sets
+        },
+    }
+    return outcomes, extra
+
+
+def main_unseen(args: argparse.Namespace) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-unseen-"))
+    try:
+        outcomes, extra = asyncio.run(run_unseen(args, workdir))
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    run = extra["run"]
+    notes = [
+        f"indexed {run['indexed_rows']} rows in {run['index_seconds']:.0f} s; "
+        f"{len(outcomes)} queries in {run['query_seconds']:.0f} s",
+        f"{len(run['answers_not_indexed'])} queries dropped: an answer not indexed",
+    ]
+    text = unseen_report.render(outcomes, notes)
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.md").write_text(text)
+    report.write_json(args.out / "results.json", unseen_report.payload(outcomes, extra))
+    report.write_json(args.out / "queries.json", {"queries": unseen_report.per_query(outcomes)})
+    print(f"wrote {args.out}/report.md, results.json, queries.json")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--small", action="store_true", help="the CI mode: a few hundred queries")
@@ -104,7 +187,19 @@ def main() -> None:
         help="a retrieval setting for this run, e.g. RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS=false",
     )
     parser.add_argument("--replot", type=Path, help="only redraw the PNG of a results.json")
+    parser.add_argument(
+        "--corpus",
+        nargs="+",
+        choices=[*unseen.CORPORA, "unseen"],
+        help="run these unseen corpora (issue 16) instead of the package sets",
+    )
+    parser.add_argument("--quick", action="store_true", help="--corpus: fewer queries")
     args = parser.parse_args()
+    if args.corpus:
+        if args.out == Path("bench/out/quality"):
+            args.out = Path("bench/out/unseen")
+        main_unseen(args)
+        return
     if args.replot:
         data = json.loads(args.replot.read_text())
         out = args.replot.with_name("quality.png")
