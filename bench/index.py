@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 from bench.internal_auth import signed_channel, with_secret
-from embedder.client import EmbedderClient
+from cograph_api.embedder_client import EmbedderClient
 from retrieval.app import MIGRATIONS
 from retrieval.indexing.indexer import Indexer, RepositoryRequest
 from retrieval.indexing.jobs import Job

@@ -38,7 +38,7 @@ import asyncpg
 
 from bench.internal_auth import signed_channel, with_secret
 from cograph.router.v1 import router_pb2, router_pb2_grpc
-from retrieval.acl import Viewer
+from cograph_api.access_rules import Viewer
 from router.app import MIGRATIONS, RouterApp, start_router
 from router.settings import RouterSettings
 from svckit.config import Env

@@ -57,10 +57,10 @@ import numpy.typing as npt
 from bench.internal_auth import signed_channel, with_secret
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
+from cograph_api.access_rules import Viewer
+from cograph_api.embedder_client import EmbedderClient
 from embedder.app import EmbedderApp, start_embedder
-from embedder.client import EmbedderClient
 from embedder.settings import EmbedderSettings
-from retrieval.acl import Viewer
 from retrieval.app import MIGRATIONS, RetrievalApp, start_retrieval
 from retrieval.indexing.summaries import SummaryInput, extractive_summary
 from retrieval.search import search_sql

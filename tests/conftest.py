@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from cograph_api.embedder_client import EmbedderClient
 from embedder.app import EmbedderApp, start_embedder
-from embedder.client import EmbedderClient
 from embedder.settings import EmbedderSettings
 from svckit.config import Env
 from svckit.db import create_database, drop_database

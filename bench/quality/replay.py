@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import asyncpg
 
 from bench.quality.search_client import Row
-from embedder.client import EmbedderClient
-from retrieval.acl import Viewer
+from cograph_api.access_rules import Viewer
+from cograph_api.embedder_client import EmbedderClient
 from retrieval.layers import BROAD, Store, Unit, layers_of_unit, stores_for, units_for
 from retrieval.search.fusion import STREAM_NAMES, StreamHit, fuse_store, merge_stores
 from retrieval.search.query_text import has_text

@@ -24,7 +24,7 @@ from bench.index import start_embedder
 from bench.internal_auth import signed_channel, with_secret
 from bench.quality.datasets import RepoCopy
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from embedder.client import EmbedderClient
+from cograph_api.embedder_client import EmbedderClient
 from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env

@@ -22,10 +22,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cograph_api import limits as L
-from gateway import models
-from gateway.api import CographApi, Json
-from gateway.auth import principal_of
-from gateway.errors import ApiError
+from cograph_api import rest_models as models
+from cograph_api.operations import CographApi, Json
+from cograph_api.rest_errors import ApiError
 from svckit import requestctx
 
 log = logging.getLogger(__name__)
@@ -473,8 +472,14 @@ async def call_tool(
         return _result(err.body(), error=True)
 
 
-def build_mcp_server(api: CographApi) -> Server[Any]:
-    """A low-level MCP server exposing the tools over `api`."""
+def build_mcp_server(
+    api: CographApi, principal_of: Callable[[Any], requestctx.Principal | None] | None = None
+) -> Server[Any]:
+    """A low-level MCP server exposing the tools over `api`.
+
+    Over HTTP, `principal_of` reads the caller the HTTP server authenticated from the ASGI
+    scope of the request (the gateway's auth middleware); over stdio there is none.
+    """
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -488,7 +493,7 @@ def build_mcp_server(api: CographApi) -> Server[Any]:
         # context: re-establish the principal the auth middleware put on the request.
         request = ctx.request
         scope = getattr(request, "scope", None)
-        if scope is None:
+        if scope is None or principal_of is None:
             return await call_tool(api, params.name, params.arguments)
         token = requestctx.set_principal(principal_of(scope))
         rid = requestctx.set_request_id(requestctx.new_request_id())

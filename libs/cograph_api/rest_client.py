@@ -14,10 +14,10 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway import models
-from gateway.api import Json
-from gateway.errors import ApiError
-from gateway.keys_store import ADMIN_KEY_FILE
+from cograph_api import rest_models as models
+from cograph_api.admin_keys import ADMIN_KEY_FILE
+from cograph_api.operations import Json
+from cograph_api.rest_errors import ApiError
 from svckit.config import Env, data_dir
 
 DEFAULT_URL = "http://127.0.0.1:8080"

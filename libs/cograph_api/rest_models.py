@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from cograph_api import limits as L
-from gateway.errors import invalid
+from cograph_api.rest_errors import invalid
 
 
 def _clean(value: str) -> str:

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cograph_api import rest_models as models
 from cograph_cli.rest_calls import call_gateway, guarded, invalid_argument
-from gateway import models
 
 
 def _target_options(parser: argparse.ArgumentParser) -> None:

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cograph_api import rest_models as models
+from cograph_api.admin_keys import BootstrapOutcome, bootstrap_admin_key
 from cograph_cli.rest_calls import call_gateway, guarded, invalid_argument
-from gateway import models
-from gateway.keys_store import BootstrapOutcome, bootstrap_admin_key
+from cograph_cli.services import gateway_migrations
 from svckit.config import Env
 
 KEY_FILE_ENV = "COGRAPH_ADMIN_KEY_FILE"
@@ -153,9 +154,11 @@ def _bootstrap(args: argparse.Namespace) -> int:
         return 2
     dsn = Env().str("COGRAPH_DATABASE_URL")  # a ConfigError is reported by main
     try:
-        outcome, key_id = asyncio.run(bootstrap_admin_key(dsn, secret, name=args.name))
+        outcome, key_id = asyncio.run(
+            bootstrap_admin_key(dsn, secret, gateway_migrations(), name=args.name)
+        )
     except ValueError as err:
-        # The message never quotes the key (keys_store.check_provided_key).
+        # The message never quotes the key (admin_keys.check_provided_key).
         print(f"error: {err}", file=sys.stderr)
         return 2
     if outcome is BootstrapOutcome.CREATED:

@@ -11,8 +11,8 @@ import asyncio
 import os
 import sys
 
-from gateway.mcp_server import serve_stdio
-from gateway.rest_client import ClientConfig, RestClient
+from cograph_api.mcp_tools import serve_stdio
+from cograph_api.rest_client import ClientConfig, RestClient
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import ApiError
-from gateway.rest_client import ClientConfig, RestClient
+from cograph_api.rest_client import ClientConfig, RestClient
+from cograph_api.rest_errors import ApiError
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -42,3 +42,11 @@ SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("commons", 50054, health_name="cograph.commons.v1.CommonsService"),
     ServiceSpec("gateway", 8080, kind="http"),
 )
+
+
+def gateway_migrations() -> Path:
+    """The gateway's migrations (its key table), found without importing the gateway."""
+    folder = next(spec for spec in SERVICES if spec.name == "gateway").migrations_dir()
+    if folder is None:
+        raise RuntimeError("the gateway's migrations are not installed")
+    return folder

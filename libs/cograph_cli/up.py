@@ -62,9 +62,10 @@ async def _bootstrap_admin_key(dsn: str, root: Path, specs: list[ServiceSpec]) -
     """The first start creates an admin key so the person running Cograph can use it."""
     if not any(spec.name == "gateway" for spec in specs):
         return None
-    from gateway.keys_store import ensure_admin_key
+    from cograph_api.admin_keys import ensure_admin_key
+    from cograph_cli.services import gateway_migrations
 
-    return await ensure_admin_key(dsn, root)
+    return await ensure_admin_key(dsn, root, gateway_migrations())
 
 
 def _internal_secret_env(environ: Mapping[str, str], root: Path) -> dict[str, str]:

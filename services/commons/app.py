@@ -11,13 +11,13 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph_api.embedder_client import EmbedderClient
 from commons.backfill import BackfillWorker
 from commons.board import NotesBoard, SearchConfig
 from commons.embedding import NoteEmbedder
 from commons.servicer import CommonsServicer
 from commons.settings import CommonsSettings
 from commons.store import CommonsStore
-from embedder.client import EmbedderClient
 from svckit.clients import dial
 from svckit.db import create_pool, ensure_extensions
 from svckit.internal_auth import TokenSigner, TokenVerifier

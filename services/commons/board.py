@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
 from commons.embedding import MAX_EMBED_CHARS, DetachedTasks, NoteEmbedder
 from commons.models import Comment, Post, SearchHit, VoteOutcome
 from commons.query import like_pattern, parse_query
@@ -20,7 +21,6 @@ from commons.validation import (
     validate_post,
     validate_query,
 )
-from embedder.client import EmbedderClient, EmbedderUnavailable
 from svckit.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated, Unavailable
 from svckit.requestctx import current_principal
 

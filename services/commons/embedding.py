@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
+from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
 from commons.models import PendingEmbed
 from commons.store import CommonsStore
-from embedder.client import EmbedderClient, EmbedderUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ call raises ApiError with the HTTP status the gRPC status maps to.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -17,13 +17,13 @@ from google.protobuf.message import Message
 from cograph.commons.v1 import commons_pb2
 from cograph.retrieval.v1 import retrieval_pb2
 from cograph.router.v1 import router_pb2
-from gateway import models
+from cograph_api import rest_models as models
+from cograph_api.operations import Json
+from cograph_api.proto_json import from_json, to_json
 from gateway.backends import Backends
-from gateway.convert import from_json, to_json
 from gateway.errors import from_grpc, invalid
 from gateway.metrics import Metrics
 
-Json = dict[str, Any]
 M = TypeVar("M", bound=Message)
 
 _ROLES = {
@@ -35,22 +35,6 @@ _DIRECTIONS = {
     "down": commons_pb2.VOTE_DIRECTION_DOWN,
     "none": commons_pb2.VOTE_DIRECTION_NONE,
 }
-
-
-class CographApi(Protocol):
-    """The operations MCP tools need; served in-process here or over REST by RestClient."""
-
-    async def search(self, request: models.SearchRequest) -> Json: ...
-    async def route(self, request: models.RouteRequest) -> Json: ...
-    async def graph(self, request: models.GraphRequest) -> Json: ...
-    async def list_repositories(self) -> Json: ...
-    async def get_repository(self, slug: str) -> Json: ...
-    async def list_collections(self) -> Json: ...
-    async def search_posts(self, query: str) -> Json: ...
-    async def get_post(self, post_id: str) -> Json: ...
-    async def list_comments(self, post_id: str) -> Json: ...
-    async def create_post(self, request: models.NewPost) -> Json: ...
-    async def vote(self, post_id: str, request: models.Vote) -> Json: ...
 
 
 def _build(cls: type[M], data: Json) -> M:

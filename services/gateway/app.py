@@ -16,13 +16,13 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.routing import Route
 
+from cograph_api.mcp_tools import build_mcp_server, mcp_http
 from gateway.api import GatewayApi
-from gateway.auth import Authenticator, AuthMiddleware, PublicPaths
+from gateway.auth import Authenticator, AuthMiddleware, PublicPaths, principal_of
 from gateway.backends import Backends
 from gateway.body_limit import BodyLimitMiddleware
 from gateway.errors import install_error_handlers
 from gateway.keys_store import MIGRATIONS, KeysStore
-from gateway.mcp_server import build_mcp_server, mcp_http
 from gateway.metrics import Metrics, MetricsMiddleware
 from gateway.routes_access import access_router
 from gateway.routes_commons import commons_router
@@ -73,7 +73,7 @@ def build_app(
     """The ASGI app; owns nothing it did not create (the pool and channels are passed in)."""
     metrics = metrics or Metrics()
     api = GatewayApi(backends, metrics)
-    mcp = mcp_http(build_mcp_server(api)) if settings.mcp_enabled else None
+    mcp = mcp_http(build_mcp_server(api, principal_of)) if settings.mcp_enabled else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

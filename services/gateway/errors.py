@@ -16,7 +16,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cograph_api.rest_errors import ApiError, invalid, not_deployed
 from svckit.errors import REASON_METADATA_KEY, database_outage
+
+# ApiError, invalid and not_deployed are defined once in cograph_api.rest_errors (the REST
+# client raises the same error) and offered here beside the gRPC mapping.
+__all__ = [
+    "ApiError",
+    "from_grpc",
+    "install_error_handlers",
+    "invalid",
+    "not_deployed",
+    "reason_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,27 +63,6 @@ _HTTP_CODES: dict[int, str] = {
     501: "not_implemented",
     503: "unavailable",
 }
-
-
-class ApiError(Exception):
-    """An error with its HTTP status, machine code and human detail."""
-
-    def __init__(self, status: int, error: str, detail: str) -> None:
-        super().__init__(f"{status} {error}: {detail}")
-        self.status = status
-        self.error = error
-        self.detail = detail
-
-    def body(self) -> dict[str, str]:
-        return {"error": self.error, "detail": self.detail}
-
-
-def invalid(detail: str) -> ApiError:
-    return ApiError(400, "invalid_argument", detail)
-
-
-def not_deployed(backend: str) -> ApiError:
-    return ApiError(503, "unavailable", f"the {backend} service is not configured")
 
 
 def reason_of(err: grpc.aio.AioRpcError) -> str | None:

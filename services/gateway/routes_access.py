@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from gateway import models
+from cograph_api import rest_models as models
 from gateway.api import GatewayApi
 from gateway.responses import errors
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response
 
 from cograph_api import limits
-from gateway import models
+from cograph_api import rest_models as models
 from gateway.api import GatewayApi
 from gateway.responses import errors
 

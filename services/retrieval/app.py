@@ -11,7 +11,7 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from embedder.client import EmbedderClient
+from cograph_api.embedder_client import EmbedderClient
 from retrieval.indexing.freshness import HeadProbe
 from retrieval.indexing.indexer import Indexer
 from retrieval.indexing.jobs import JobManager

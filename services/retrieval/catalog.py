@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from retrieval.acl import Access, Viewer, collection_readable, repository_readable
+from cograph_api.access_rules import Access, Viewer, collection_readable, repository_readable
 
 _ACCESS_SQL = {
     "repository": """

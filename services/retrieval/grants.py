@@ -12,7 +12,7 @@ from typing import Literal
 
 import asyncpg
 
-from retrieval.acl import Viewer
+from cograph_api.access_rules import Viewer
 from svckit.errors import InvalidArgument, NotFound, PermissionDenied
 
 TargetKind = Literal["repository", "collection"]

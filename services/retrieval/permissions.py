@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from retrieval.acl import Access, Viewer
+from cograph_api.access_rules import Access, Viewer
 from svckit.errors import NotFound, PermissionDenied
 
 Kind = Literal["repository", "collection"]

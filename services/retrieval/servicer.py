@@ -15,8 +15,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api import limits
+from cograph_api.access_rules import Viewer
 from retrieval import catalog, grants, permissions
-from retrieval.acl import Viewer
 from retrieval.indexing.freshness import Freshness, HeadCheck, HeadProbe, IndexedSource
 from retrieval.indexing.indexer import (
     CollectionRequest,

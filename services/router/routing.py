@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cograph_api.access_rules import Viewer
 from cograph_api.limits import ROUTE_RESULTS_MIN
-from retrieval.acl import Viewer
 from router.rationale import describe, describe_collection
 from router.scoring import score
 from router.store import RANK_DIGITS, PoolMatches, RouterStore

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from retrieval.acl import Viewer, collection_readable, repository_readable
+from cograph_api.access_rules import Viewer, collection_readable, repository_readable
 from router.terms import QueryTerm
 from svckit.errors import DeadlineExceeded, Unavailable
 

@@ -17,9 +17,10 @@ from typing import Any
 import httpx
 
 import router as router_package
+from cograph_api.admin_keys import ensure_admin_key
 from commons.app import CommonsApp, start_commons
 from gateway.app import GatewayApp, start_gateway
-from gateway.keys_store import KeysStore, ensure_admin_key
+from gateway.keys_store import MIGRATIONS, KeysStore
 from gateway.settings import GatewaySettings
 from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
@@ -128,7 +129,7 @@ async def gateway_stack(
             )
             stack.push_async_callback(commons.stop)
             addrs["commons"] = f"127.0.0.1:{commons.port}"
-        admin_key = await ensure_admin_key(url, data_dir)
+        admin_key = await ensure_admin_key(url, data_dir, MIGRATIONS)
         assert admin_key is not None
         gateway = await start_gateway(gateway_settings(url, addrs, **overrides))
         stack.push_async_callback(gateway.stop)

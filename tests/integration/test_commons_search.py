@@ -14,9 +14,9 @@ import pytest_asyncio
 from pgvector.asyncpg import register_vector
 
 from cograph.commons.v1 import commons_pb2
+from cograph_api.embedder_client import EmbedderClient
 from commons.ranking import Strategy
 from commons.store import configure_filtered, configure_two_stage, search_sql
-from embedder.client import EmbedderClient
 from tests.integration.commons_fixtures import (
     Running,
     commons_settings,

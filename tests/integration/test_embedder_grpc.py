@@ -10,8 +10,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
 from embedder.app import start_embedder
-from embedder.client import EmbedderClient, EmbedderUnavailable
 from svckit.errors import InvalidArgument
 from tests.conftest import embedder_settings
 from tests.internal_auth import signed_channel

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.keys_store import ensure_admin_key
+from cograph_api.admin_keys import ensure_admin_key
+from gateway.keys_store import MIGRATIONS
 from tests.integration.gateway_fixtures import gateway_stack, wait_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -47,7 +48,9 @@ async def test_bootstrap_and_keys_cli(
         assert stat.S_IMODE(admin_file.stat().st_mode) == 0o600
         assert admin_file.read_text().strip() == stack.admin_key
         # An active admin key exists: the bootstrap creates nothing the second time.
-        assert await ensure_admin_key(stack.database_url, tmp_path / "elsewhere") is None
+        assert (
+            await ensure_admin_key(stack.database_url, tmp_path / "elsewhere", MIGRATIONS) is None
+        )
         assert not (tmp_path / "elsewhere" / "admin.key").exists()
 
         # No COGRAPH_API_KEY: the CLI reads the admin key from the data directory.

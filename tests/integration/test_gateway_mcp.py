@@ -15,7 +15,7 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from gateway.mcp_server import SCHEMAS
+from cograph_api.mcp_tools import SCHEMAS
 from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_job, wait_searchable
 from tests.integration.test_indexing_fixtures import JAN, MAR, commit_all, git, write
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest_asyncio
 
-from embedder.client import EmbedderClient, Vectors
+from cograph_api.embedder_client import EmbedderClient, Vectors
 from retrieval.app import MIGRATIONS
 from svckit.db import create_pool
 from svckit.migrations import migrate

@@ -9,7 +9,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from embedder.client import EmbedderClient
+from cograph_api.embedder_client import EmbedderClient
 from retrieval.indexing.indexer import Indexer, RepositoryRequest
 from retrieval.indexing.jobs import Job
 from retrieval.indexing.summaries import ExtractiveSummarizer

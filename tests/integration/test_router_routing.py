@@ -42,8 +42,8 @@ import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph.router.v1 import router_pb2, router_pb2_grpc
+from cograph_api.access_rules import Viewer
 from cograph_cli import route_cmd
-from retrieval.acl import Viewer
 from router.app import MIGRATIONS, RouterApp, start_router
 from router.routing import Routing
 from router.settings import RouterSettings

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
-from retrieval.acl import Viewer
+from cograph_api.access_rules import Viewer
 from retrieval.search import search_sql
 from retrieval.search.search_sql import Scope
 from tests.integration.search_fixtures import (

@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from cograph_api.embedder_client import EmbedderClient
 from embedder.app import start_embedder
-from embedder.client import EmbedderClient
 from svckit import requestctx
 from svckit.clients import dial
 from svckit.logs import JsonFormatter

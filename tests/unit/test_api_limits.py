@@ -16,10 +16,9 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from cograph_api import limits
+from cograph_api import limits, mcp_tools
 from commons.settings import CommonsSettings
 from commons.validation import validate_comment, validate_post, validate_query
-from gateway import mcp_server
 from gateway.api import GatewayApi
 from gateway.backends import Backends
 from gateway.keys_store import KeysStore
@@ -176,7 +175,7 @@ def test_commons_schema_is_what_the_commons_enforces(
 
 
 def test_mcp_schemas_publish_the_same_limits(openapi: Schema) -> None:
-    tools = mcp_server.SCHEMAS
+    tools = mcp_tools.SCHEMAS
     rest_search = {f: _body_field(openapi, "/api/search", f) for f in ("query", "repo", "layers")}
     search = tools["cograph_search"]["properties"]
     assert search["query"]["maxLength"] == rest_search["query"]["maxLength"]
@@ -205,18 +204,18 @@ def test_mcp_schemas_publish_the_same_limits(openapi: Schema) -> None:
     assert tools["commons_search"]["properties"]["query"]["maxLength"] == q["maxLength"]
 
 
-@pytest.mark.parametrize("name", sorted(mcp_server.SCHEMAS))
+@pytest.mark.parametrize("name", sorted(mcp_tools.SCHEMAS))
 def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
     """The tool's pydantic model refuses exactly what its published JSON schema refuses."""
     models: dict[str, type[BaseModel]] = {
-        "cograph_search": mcp_server.SearchArgs,
-        "cograph_route": mcp_server.RouteArgs,
-        "cograph_graph": mcp_server.GraphArgs,
-        "cograph_status": mcp_server.StatusArgs,
-        "commons_search": mcp_server.CommonsSearchArgs,
-        "commons_get": mcp_server.CommonsGetArgs,
-        "commons_post": mcp_server.CommonsPostArgs,
-        "commons_vote": mcp_server.CommonsVoteArgs,
+        "cograph_search": mcp_tools.SearchArgs,
+        "cograph_route": mcp_tools.RouteArgs,
+        "cograph_graph": mcp_tools.GraphArgs,
+        "cograph_status": mcp_tools.StatusArgs,
+        "commons_search": mcp_tools.CommonsSearchArgs,
+        "commons_get": mcp_tools.CommonsGetArgs,
+        "commons_post": mcp_tools.CommonsPostArgs,
+        "commons_vote": mcp_tools.CommonsVoteArgs,
     }
     model = models[name]
     minimal = {
@@ -228,7 +227,7 @@ def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
         "body": "b",
         "direction": "up",
     }
-    schema = mcp_server.SCHEMAS[name]
+    schema = mcp_tools.SCHEMAS[name]
     base = {f: minimal[f] for f in schema["required"]}
     for field, prop in schema["properties"].items():
         if "maxLength" in prop:

@@ -1033,7 +1033,7 @@ def test_gateway_bootstraps_the_first_admin_key() -> None:
     args = parser.parse_args(init["command"][3:])
     assert args.handler is keys_cmd._bootstrap and args.if_present
     # The local overlay's development key is one the command accepts.
-    store = importlib.import_module("gateway.keys_store")
+    store = importlib.import_module("cograph_api.admin_keys")
     store.check_provided_key(_generated_secret("local", ADMIN_SECRET)["api-key"])
     assert not _generated_secret("production", ADMIN_SECRET)
 

@@ -12,8 +12,9 @@ from pydantic import BaseModel, ValidationError
 
 from cograph.commons.v1 import commons_pb2
 from cograph.retrieval.v1 import retrieval_pb2
-from gateway import mcp_server, models
-from gateway.convert import enum_name, from_json, to_json
+from cograph_api import mcp_tools
+from cograph_api import rest_models as models
+from cograph_api.proto_json import enum_name, from_json, to_json
 from gateway.errors import from_grpc
 from svckit.errors import REASON_METADATA_KEY
 
@@ -140,24 +141,24 @@ def test_reason_metadata_becomes_the_error_code() -> None:
 
 
 ARG_MODELS: dict[str, type[BaseModel]] = {
-    "cograph_search": mcp_server.SearchArgs,
-    "cograph_route": mcp_server.RouteArgs,
-    "cograph_graph": mcp_server.GraphArgs,
-    "cograph_status": mcp_server.StatusArgs,
-    "commons_search": mcp_server.CommonsSearchArgs,
-    "commons_get": mcp_server.CommonsGetArgs,
-    "commons_post": mcp_server.CommonsPostArgs,
-    "commons_vote": mcp_server.CommonsVoteArgs,
+    "cograph_search": mcp_tools.SearchArgs,
+    "cograph_route": mcp_tools.RouteArgs,
+    "cograph_graph": mcp_tools.GraphArgs,
+    "cograph_status": mcp_tools.StatusArgs,
+    "commons_search": mcp_tools.CommonsSearchArgs,
+    "commons_get": mcp_tools.CommonsGetArgs,
+    "commons_post": mcp_tools.CommonsPostArgs,
+    "commons_vote": mcp_tools.CommonsVoteArgs,
 }
 
 
-@pytest.mark.parametrize("name", sorted(mcp_server.SCHEMAS))
+@pytest.mark.parametrize("name", sorted(mcp_tools.SCHEMAS))
 def test_mcp_schema_matches_its_argument_model(name: str) -> None:
-    schema = mcp_server.SCHEMAS[name]
+    schema = mcp_tools.SCHEMAS[name]
     model = ARG_MODELS[name]
     assert set(schema["properties"]) == set(model.model_fields)
     required = {n for n, f in model.model_fields.items() if f.is_required()}
     assert set(schema["required"]) == required
     for prop in schema["properties"].values():
         assert prop["type"] in ("string", "integer", "boolean", "array")
-    assert set(mcp_server.HANDLERS) == set(mcp_server.SCHEMAS) == set(mcp_server.DESCRIPTIONS)
+    assert set(mcp_tools.HANDLERS) == set(mcp_tools.SCHEMAS) == set(mcp_tools.DESCRIPTIONS)

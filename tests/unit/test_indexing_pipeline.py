@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from embedder.client import EmbedderUnavailable
+from cograph_api.embedder_client import EmbedderUnavailable
 from retrieval.indexing.pipeline import EmbedPipeline, Emit, Vectors, WorkUnit
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.acl import Viewer
+from cograph_api.access_rules import Viewer
 from retrieval.search.search_sql import Scope, symbol_identifier, symbol_sql
 
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from embedder.client import EmbedderUnavailable
+from cograph_api.embedder_client import EmbedderUnavailable
 
 log = logging.getLogger(__name__)
 

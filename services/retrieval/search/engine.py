@@ -22,8 +22,8 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
+from cograph_api.access_rules import Viewer
 from retrieval import catalog
-from retrieval.acl import Viewer
 from retrieval.layers import Layer, Store, layers_of_unit, stores_for, units_for
 from retrieval.search.fusion import (
     STREAM_NAMES,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from retrieval.acl import Viewer, repository_readable
+from cograph_api.access_rules import Viewer, repository_readable
 from retrieval.search.search_settings import GRAPH_NODE_CAP
 
 

@@ -18,7 +18,7 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
-from retrieval.acl import Viewer, collection_readable, repository_readable
+from cograph_api.access_rules import Viewer, collection_readable, repository_readable
 from retrieval.layers import Store, Unit
 from retrieval.search.fusion import StreamHit
 
