@@ -1,0 +1,736 @@
+"""docs/configuration.md, generated from the code that reads each setting.
+
+Every service's settings are read by a `from_env(env)` classmethod over svckit.config.Env.
+This module runs each of them over a `RecordingEnv`, which notes every variable read (its
+name, default, bounds or choices, and who read it) and answers as an empty environment
+would, with placeholders where a value is required. The meanings are written by hand, once,
+in `META` below; the rest of each table comes from the code.
+
+    python -m scripts.config_docs           # rewrite docs/configuration.md
+    python -m scripts.config_docs --check   # exit 1 when the file is out of date
+
+tests/unit/test_config_docs.py fails when the committed file differs from what this
+produces, so a new variable without a meaning here fails `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from svckit.config import Env
+
+_Str = str
+_Int = int
+_Float = float
+_Bool = bool
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "configuration.md"
+# Required values, so that the loaders run to the end; never shown in the document.
+PLACEHOLDERS: dict[str, str] = {
+    "COGRAPH_DATABASE_URL": "postgresql://placeholder/cograph",
+    "COGRAPH_INTERNAL_SECRET": "placeholder-internal-secret-of-32-bytes-or-more",
+}
+
+
+@dataclass
+class Read:
+    """One variable as one reader reads it."""
+
+    name: str
+    kind: str  # str, optional_str, int, float, bool, choice, path
+    default: Any = None  # None: required (str) or unset (optional_str)
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+
+
+@dataclass
+class Recorder:
+    """Every read, by reader (a service or a command) and variable name."""
+
+    reads: dict[str, dict[str, Read]] = field(default_factory=dict)
+
+    def note(self, reader: str, read: Read) -> None:
+        self.reads.setdefault(reader, {}).setdefault(read.name, read)
+
+    def env(self, reader: str) -> RecordingEnv:
+        return RecordingEnv(self, reader)
+
+
+class RecordingEnv(Env):
+    """An Env over an empty environment (placeholders for required values) that records
+    what is read."""
+
+    def __init__(self, recorder: Recorder, reader: _Str) -> None:
+        super().__init__(PLACEHOLDERS)
+        self._recorder = recorder
+        self._reader = reader
+
+    def _note(self, read: Read) -> None:
+        self._recorder.note(self._reader, read)
+
+    def str(self, name: _Str, default: _Str | None = None) -> _Str:
+        self._note(Read(name, "str", default))
+        return super().str(name, default)
+
+    def optional_str(self, name: _Str) -> _Str | None:
+        self._note(Read(name, "optional_str"))
+        return super().optional_str(name)
+
+    def int(
+        self, name: _Str, default: _Int, *, min: _Int | None = None, max: _Int | None = None
+    ) -> _Int:
+        self._note(Read(name, "int", default, min, max))
+        return super().int(name, default, min=min, max=max)
+
+    def float(
+        self,
+        name: _Str,
+        default: _Float,
+        *,
+        min: _Float | None = None,
+        max: _Float | None = None,
+    ) -> _Float:
+        self._note(Read(name, "float", default, min, max))
+        return super().float(name, default, min=min, max=max)
+
+    def bool(self, name: _Str, default: _Bool) -> _Bool:
+        self._note(Read(name, "bool", default))
+        return super().bool(name, default)
+
+    def choice(self, name: _Str, default: _Str, choices: tuple[_Str, ...]) -> _Str:
+        self._note(Read(name, "choice", default, choices=choices))
+        # Env.choice reads through self.str; keep that read from being noted as a plain str.
+        return Env.choice(Env(PLACEHOLDERS), name, default, choices)
+
+    def path(self, name: _Str, default: Path) -> Path:
+        self._note(Read(name, "path", default))
+        return super().path(name, default)
+
+
+def _record_services(recorder: Recorder) -> None:
+    from commons.settings import CommonsSettings
+    from embedder.settings import EmbedderSettings
+    from gateway.settings import GatewaySettings
+    from retrieval.settings import RetrievalSettings
+    from router.settings import RouterSettings
+    from svckit.db import DbTimeouts
+
+    EmbedderSettings.from_env(recorder.env("embedder"))
+    RetrievalSettings.from_env(recorder.env("retrieval"))
+    RouterSettings.from_env(recorder.env("router"))
+    CommonsSettings.from_env(recorder.env("commons"))
+    GatewaySettings.from_env(recorder.env("gateway"))
+    DbTimeouts.from_env(recorder.env("database"))
+
+
+def _record_commands(recorder: Recorder) -> None:
+    from cograph_cli.identity import DEFAULT_ADDRS, OperatorIdentity, service_address
+    from cograph_cli.supervisor import RestartPolicy
+    from svckit.config import data_dir, internal_secret, operator_internal_secret
+
+    up = recorder.env("cograph up")
+    data_dir(up)
+    up.optional_str("COGRAPH_DATABASE_URL")
+    internal_secret(up)
+    RestartPolicy.from_env(up)
+
+    cli = recorder.env("cograph CLI")
+    data_dir(cli)
+    OperatorIdentity.from_env(cli)
+    for service in DEFAULT_ADDRS:
+        service_address(service, cli)
+    operator_internal_secret(cli)
+
+
+# Read outside an Env (os.environ or a mapping of their own); declared here, and
+# tests/unit/test_config_docs.py checks that every variable named in the code is documented.
+MANUAL: dict[str, list[Read]] = {
+    "tracing": [Read("OTEL_EXPORTER_OTLP_ENDPOINT", "optional_str")],
+    "cograph CLI": [
+        Read("COGRAPH_GATEWAY_URL", "str", "http://127.0.0.1:8080"),
+        Read("COGRAPH_API_KEY", "optional_str"),
+        Read("COGRAPH_ADMIN_KEY_FILE", "optional_str"),
+        Read("COGRAPH_ADMIN_KEY", "optional_str"),
+    ],
+}
+
+
+def record() -> Recorder:
+    recorder = Recorder()
+    _record_services(recorder)
+    _record_commands(recorder)
+    for reader, reads in MANUAL.items():
+        for read in reads:
+            recorder.note(reader, read)
+    return recorder
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What a variable means, written by hand; `default` and `allowed` replace what the code
+    says where that would read badly (a computed default, a placeholder, free text)."""
+
+    meaning: str
+    default: str | None = None
+    allowed: str | None = None
+
+
+HOST_PORT = "`host:port`"
+READY = "Set by `cograph up`: once serving, the process writes the port it bound to this file."
+
+META: dict[str, Meta] = {
+    # ---- read by several processes ----
+    "COGRAPH_DATABASE_URL": Meta(
+        "PostgreSQL with the `vector` and `pg_trgm` extensions. Unset, `cograph up` runs an "
+        "embedded server (data under `$COGRAPH_DATA_DIR/pg`) and hands its URL to the services; "
+        "the router falls back to it when `ROUTER_DATABASE_URL` is unset. `cograph migrate` and "
+        "`cograph keys bootstrap` read it too.",
+        default="required; `cograph up`: embedded",
+        allowed="a `postgresql://` URL",
+    ),
+    "COGRAPH_DATA_DIR": Meta(
+        "Where `cograph up` keeps the embedded database, the internal secret, the admin key "
+        "and `run/` (service logs, port files, `up.log`); retrieval keeps its clones there and "
+        "the embedder its exported model. Sources inside it are never indexed.",
+        allowed="a directory",
+    ),
+    "COGRAPH_INTERNAL_SECRET_FILE": Meta(
+        "A file holding the secret (at least 32 bytes) that signs every internal gRPC call. "
+        "Every service refuses to start without it or `COGRAPH_INTERNAL_SECRET` (not both). "
+        "`cograph up` creates `$COGRAPH_DATA_DIR/internal.secret` (0600) and passes its path "
+        "on; the operator commands read that file when neither is set; Kubernetes mounts the "
+        "`cograph-internal` Secret.",
+        default="required (this or `COGRAPH_INTERNAL_SECRET`)",
+        allowed="a file path",
+    ),
+    "COGRAPH_INTERNAL_SECRET": Meta(
+        "The internal secret as a value, instead of `COGRAPH_INTERNAL_SECRET_FILE`; a file keeps "
+        "it out of the process environment.",
+        default="required (this or `COGRAPH_INTERNAL_SECRET_FILE`)",
+        allowed="32 bytes or more",
+    ),
+    "COGRAPH_LOG_LEVEL": Meta(
+        "Level of the JSON logs on stderr.",
+        allowed="`DEBUG`, `INFO`, `WARNING`, `ERROR`",
+    ),
+    "EMBEDDER_ADDR": Meta(
+        "Where the embedder is found. The gateway only checks its health for `/readyz` and "
+        "skips that check when it is unset.",
+        default="`127.0.0.1:50051`; gateway: unset",
+        allowed=HOST_PORT,
+    ),
+    "EMBEDDER_TIMEOUT_S": Meta(
+        "Deadline of a query's embedding, in seconds. Past it code search answers without its "
+        "vector stream and note search fails with 503 `semantic_search_unavailable`."
+    ),
+    "EMBEDDING_TIMEOUT_QUERY": Meta(
+        "Overrides `EMBEDDER_TIMEOUT_S` for query embeddings when set.",
+        default="`EMBEDDER_TIMEOUT_S`",
+    ),
+    "RETRIEVAL_ADDR": Meta(
+        "Where retrieval is found. The gateway fronts only the backends whose address is set "
+        "(`cograph up` sets them): an unset one's routes answer 503 and `/readyz` does not wait "
+        "for it. `cograph index`, `collection` and `search` call it directly.",
+        default="gateway: unset; CLI: `127.0.0.1:50052`",
+        allowed=HOST_PORT,
+    ),
+    "ROUTER_ADDR": Meta(
+        "Where the router is found, as `RETRIEVAL_ADDR`; `cograph route` calls it directly.",
+        default="gateway: unset; CLI: `127.0.0.1:50053`",
+        allowed=HOST_PORT,
+    ),
+    "COMMONS_ADDR": Meta(
+        "Where the commons is found, as `RETRIEVAL_ADDR`; `cograph notes` calls it directly.",
+        default="gateway: unset; CLI: `127.0.0.1:50054`",
+        allowed=HOST_PORT,
+    ),
+    # ---- embedder ----
+    "EMBEDDER_LISTEN": Meta("Where the embedder's gRPC server listens.", allowed=HOST_PORT),
+    "EMBEDDER_READY_FILE": Meta(READY, allowed="a file path"),
+    "EMBEDDER_BACKEND": Meta(
+        "`onnx-int8`: an int8 export of the packaged model, made locally on first start (every "
+        "vector within cosine 0.98 of PyTorch's); `torch`: the model under PyTorch."
+    ),
+    "EMBEDDER_MODEL_PATH": Meta(
+        "A sentence-transformers model directory to load instead of the packaged all-MiniLM-L6-v2.",
+        allowed="a directory",
+    ),
+    "EMBEDDER_CACHE_DIR": Meta(
+        "Where the ONNX export is kept; the container image ships one in `/opt/cograph/models`.",
+        default="`$COGRAPH_DATA_DIR/models`",
+        allowed="a directory",
+    ),
+    "EMBEDDER_MAX_BATCH_TEXTS": Meta("Texts one Embed request may carry."),
+    "EMBEDDER_MAX_TEXT_CHARS": Meta("Characters of one text in an Embed request."),
+    "EMBEDDER_BATCH_SIZE": Meta("Texts per model call, after concurrent requests are coalesced."),
+    "EMBEDDER_MAX_WAIT_MS": Meta(
+        "How long an idle batcher waits for companions before it runs a batch, in milliseconds."
+    ),
+    "EMBEDDER_RERANKER_PATH": Meta(
+        "A local cross-encoder model directory, for `RETRIEVAL_RERANK_PROVIDER="
+        "local_cross_encoder`. Unset or unloadable: Rerank is unavailable, embeddings are not "
+        "affected.",
+        allowed="a directory",
+    ),
+    "EMBEDDER_THREADS": Meta(
+        "Inference threads; 0 lets the runtime use every core it sees. On Kubernetes keep it "
+        "equal to the container's CPU limit."
+    ),
+    # ---- retrieval: service ----
+    "RETRIEVAL_LISTEN": Meta("Where retrieval's gRPC server listens.", allowed=HOST_PORT),
+    "RETRIEVAL_READY_FILE": Meta(READY, allowed="a file path"),
+    "RETRIEVAL_DB_POOL_SIZE": Meta(
+        "Retrieval's database connections; a search holds one per stream and store at once."
+    ),
+    "RETRIEVAL_HEAD_CHECK_TIMEOUT_S": Meta(
+        "Freshness: how long `git ls-remote` may take to report a branch's current head, in "
+        "seconds; past it `freshness` is `unknown`."
+    ),
+    "RETRIEVAL_HEAD_CACHE_S": Meta("Freshness: how long a looked-up head is trusted, in seconds."),
+    # ---- retrieval: indexing ----
+    "RETRIEVAL_MAX_FILE_BYTES": Meta("Larger files are skipped and counted as `too_large`."),
+    "RETRIEVAL_EMBED_BATCH": Meta("Texts per Embed call while indexing."),
+    "RETRIEVAL_EMBED_CONCURRENCY": Meta(
+        "Embed calls in flight while indexing, so that the embedder never waits."
+    ),
+    "RETRIEVAL_INDEX_EMBED_TIMEOUT_S": Meta(
+        "Deadline of one Embed batch while indexing, in seconds."
+    ),
+    "RETRIEVAL_EMBED_MAX_CHARS": Meta(
+        "Characters of a text sent for embedding while indexing (the model reads about 256 "
+        "tokens; more only costs transfer)."
+    ),
+    "RETRIEVAL_PARSE_WORKERS": Meta("Threads parsing, blaming and hashing files."),
+    "RETRIEVAL_WRITE_GROUP": Meta("Files written per transaction."),
+    "RETRIEVAL_MAX_CONCURRENT_JOBS": Meta(
+        "Index jobs running at once; jobs on the same repository or collection never overlap."
+    ),
+    "RETRIEVAL_LOCAL_SOURCES": Meta(
+        "Who may index a path on the server or a `file://` URL: `admin` keys, or `any` key "
+        "(only on a single-user laptop: any key could then index and read back any directory "
+        "the service can read)."
+    ),
+    "RETRIEVAL_LOCAL_ROOTS": Meta(
+        "Directories that local sources and collection directories must lie under; unset: "
+        "anywhere. The data directory, anything in it and anything above it are refused "
+        "whatever this says.",
+        allowed="absolute directories, `:`-separated",
+    ),
+    "RETRIEVAL_CREATE_SOURCES": Meta(
+        "Who may create a repository or collection: `admin`, or `any` key (it gets a write "
+        "grant on what it creates; refusals then reveal which names are taken)."
+    ),
+    "RETRIEVAL_GIT_TIMEOUT_S": Meta(
+        "Deadline of a clone or fetch, in seconds (other git commands have short fixed ones); "
+        "past it the job fails."
+    ),
+    "RETRIEVAL_CODE_EMBED_TEXT": Meta(
+        "What a code node's vector is computed from: its name, signature and body; the name "
+        "split into words instead; name, signature and docstring; or the body alone. Applies "
+        "to files indexed after a change."
+    ),
+    "RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS": Meta(
+        "Whether code tsvectors and code queries split identifiers (`ParseConfig` meets "
+        "`parse config`). Indexing and search read it alike: change it only with a re-index."
+    ),
+    "SUMMARIZER_PROVIDER": Meta(
+        "How the `ast_summary` layer is written: `extractive` (offline: kind, name, first "
+        "docstring sentence, signature, what a node contains and calls) or `openai` (any "
+        "OpenAI-compatible chat-completions endpoint; a failed request keeps the extractive "
+        "summary)."
+    ),
+    "SUMMARIZER_BASE_URL": Meta(
+        "The chat-completions endpoint's base URL (OpenAI, vLLM, Ollama, llama.cpp server).",
+        default="`https://api.openai.com/v1` with `openai`",
+        allowed="a URL",
+    ),
+    "SUMMARIZER_MODEL": Meta("The model asked for summaries."),
+    "SUMMARIZER_API_KEY": Meta("The endpoint's API key, when it needs one."),
+    "SUMMARIZER_TIMEOUT_S": Meta("Deadline of one summary request, in seconds."),
+    "SUMMARIZER_CONCURRENCY": Meta("Summary requests in flight."),
+    # ---- retrieval: search ----
+    "RETRIEVAL_RRF_K": Meta(
+        "k of Reciprocal Rank Fusion, each stream adding 1/(k + rank); 10 rather than the "
+        "customary 60 (measured, docs/adr/0003-rrf-k-and-exact-symbol-pinning.md)."
+    ),
+    "RETRIEVAL_CANDIDATE_CAP": Meta(
+        "Candidates each stream keeps before fusion; the vector stream raises `hnsw.ef_search` "
+        "to it (pgvector allows at most 1000)."
+    ),
+    "RETRIEVAL_STREAMS_CONCURRENT": Meta(
+        "`false` runs the streams one after another (for benchmarks)."
+    ),
+    "RETRIEVAL_TOP_K": Meta("Results a search returns when the request does not say."),
+    "RETRIEVAL_SNIPPET_CHARS": Meta("Snippet width when the request does not say."),
+    "RETRIEVAL_LAYER_WEIGHTS": Meta(
+        "Multipliers on fused scores by layer before the stores merge, e.g. "
+        "`ast_summary=0.8,repo_doc=1.2`; unset layers weigh 1.",
+        allowed="`layer=weight,…` over `code`, `ast_summary`, `repo_doc`; weights 0.01 to 100",
+    ),
+    "RETRIEVAL_RERANK_ENABLED": Meta(
+        "Turns reranking on. It then runs only for a non-blank query with at least "
+        "`RETRIEVAL_RERANK_THRESHOLD` candidates and no exact symbol match among them."
+    ),
+    "RETRIEVAL_RERANK_PROVIDER": Meta(
+        "Who reranks: the embedder's local cross-encoder (`EMBEDDER_RERANKER_PATH`), Cohere, "
+        "Voyage or Jina."
+    ),
+    "RETRIEVAL_RERANK_THRESHOLD": Meta("Fewer fused candidates than this: no reranking."),
+    "RETRIEVAL_RERANK_TOP_N": Meta("How many of the best fused candidates the reranker sees."),
+    "RETRIEVAL_RERANK_TIMEOUT_S": Meta("Deadline of a rerank call, in seconds."),
+    "RETRIEVAL_RERANK_URL": Meta(
+        "The provider's API root.",
+        default="the provider's",
+        allowed="a URL",
+    ),
+    "RETRIEVAL_RERANK_API_KEY": Meta("The provider's API key."),
+    "RETRIEVAL_RERANK_MODEL": Meta(
+        "The provider's model.",
+        default="Cohere `rerank-v3.5`, Voyage `rerank-2.5`, Jina "
+        "`jina-reranker-v2-base-multilingual`, else `cross-encoder`",
+    ),
+    "RETRIEVAL_RERANK_DOC_CHARS": Meta(
+        "Each candidate's text is cut to this many characters before it is sent."
+    ),
+    # ---- router ----
+    "ROUTER_LISTEN": Meta("Where the router's gRPC server listens.", allowed=HOST_PORT),
+    "ROUTER_READY_FILE": Meta(READY, allowed="a file path"),
+    "ROUTER_DATABASE_URL": Meta(
+        "The router's own database URL, for a role with SELECT only (deploy/README.md); its "
+        "pool opens every transaction read-only either way.",
+        default="`COGRAPH_DATABASE_URL`",
+        allowed="a `postgresql://` URL",
+    ),
+    "ROUTER_DB_POOL_MAX": Meta("The router's database connections."),
+    "ROUTER_STATEMENT_TIMEOUT_MS": Meta(
+        "`statement_timeout` of route queries, in milliseconds; replaces "
+        "`COGRAPH_DB_STATEMENT_TIMEOUT_S` for the router."
+    ),
+    "ROUTER_DEFAULT_REPOSITORIES": Meta(
+        "Repositories a route returns when the request does not say."
+    ),
+    "ROUTER_DEFAULT_COLLECTIONS": Meta(
+        "Collections a route returns when the request does not say."
+    ),
+    "ROUTER_MAX_QUERY_TERMS": Meta("Query terms past this are ignored (each is an index lookup)."),
+    "ROUTER_WEAK_THRESHOLD": Meta(
+        "A collection scoring below this, or matching nothing, ends its rationale with "
+        "`(weak/fallback)`."
+    ),
+    # ---- commons ----
+    "COMMONS_LISTEN": Meta("Where the commons' gRPC server listens.", allowed=HOST_PORT),
+    "COMMONS_READY_FILE": Meta(READY, allowed="a file path"),
+    "COMMONS_DB_POOL_MAX": Meta("The commons' database connections."),
+    "COMMONS_EMBED_WRITE_TIMEOUT_S": Meta(
+        "Deadline of a note's embedding (the detached task after a post, and the backfill), "
+        "in seconds."
+    ),
+    "COMMONS_BACKFILL_INTERVAL_S": Meta(
+        "How often the backfill worker looks for notes left without a vector, in seconds."
+    ),
+    "COMMONS_BACKFILL_BATCH": Meta("Notes the backfill embeds per round."),
+    "SEARCH_LIMIT": Meta("Notes a search returns."),
+    "SEARCH_BODY_SNIPPET": Meta(
+        "Characters of a note's body in search results (`body_truncated` says when it is cut)."
+    ),
+    "SEARCH_W_SEMANTIC": Meta(
+        "Weight of cosine similarity in a note's rank: "
+        "`SEARCH_W_SEMANTIC * cosine + SEARCH_W_VOTES * ln(1 + max(score, 0))`."
+    ),
+    "SEARCH_W_VOTES": Meta(
+        "Weight of a note's vote score in its rank (the expression under `SEARCH_W_SEMANTIC`)."
+    ),
+    "COMMONS_TWO_STAGE_THRESHOLD": Meta(
+        "From this many embedded notes on, search takes its candidates from the HNSW index "
+        "(two stages) instead of scoring every note."
+    ),
+    "COMMONS_TWO_STAGE_K": Meta(
+        "Candidates the first stage takes by cosine, re-ranked with the full expression."
+    ),
+    "COMMONS_NOTE_COUNT_TTL_S": Meta(
+        "How long the count of embedded notes, which picks the strategy, is trusted, in seconds."
+    ),
+    "COMMONS_FILTER_FIRST_MAX": Meta(
+        "In the two-stage regime, a quoted phrase matching at most this many notes (counted "
+        "through a trigram index) is answered by scoring just those notes."
+    ),
+    # ---- gateway ----
+    "GATEWAY_LISTEN": Meta("Where REST, MCP and the console listen.", allowed=HOST_PORT),
+    "GATEWAY_READY_FILE": Meta(READY, allowed="a file path"),
+    "GATEWAY_BACKEND_TIMEOUT_S": Meta(
+        "Deadline of every call to retrieval, router and commons, in seconds."
+    ),
+    "GATEWAY_HEALTH_TIMEOUT_S": Meta("Deadline of each `/readyz` check, in seconds."),
+    "GATEWAY_KEY_LOOKUP_TIMEOUT_S": Meta(
+        "Deadline of an API key's lookup, in seconds; past it the request gets 503."
+    ),
+    "GATEWAY_ALLOW_ANONYMOUS": Meta(
+        "`true`: a request without a key acts as no principal and sees public sources only; "
+        "`false`: every request needs an API key."
+    ),
+    "GATEWAY_MAX_BODY_BYTES": Meta(
+        "Larger request bodies, declared or chunked, get 413 `payload_too_large` before they "
+        "are parsed."
+    ),
+    "GATEWAY_KEY_LAST_USED_RESOLUTION_S": Meta(
+        "How stale a key's `last_used_at` may get before it is written again, in seconds."
+    ),
+    "GATEWAY_MCP_ENABLED": Meta("Serves MCP over streamable HTTP at `/mcp`."),
+    # ---- database (svckit.db) ----
+    "COGRAPH_DB_CONNECT_TIMEOUT_S": Meta(
+        "Opening a database connection (TLS and start-up included), in seconds."
+    ),
+    "COGRAPH_DB_ACQUIRE_TIMEOUT_S": Meta("Waiting for a pooled connection, in seconds."),
+    "COGRAPH_DB_STATEMENT_TIMEOUT_S": Meta(
+        "PostgreSQL's `statement_timeout` for every request-path statement, in seconds; the "
+        "client stops waiting 1 s later. A timeout or lost connection is gRPC UNAVAILABLE "
+        "`database_unavailable`, 503 at the gateway."
+    ),
+    "COGRAPH_DB_INDEX_STATEMENT_TIMEOUT_S": Meta(
+        "`statement_timeout` of the indexer's own pool, in seconds: its batch writes and "
+        "linking are long by nature."
+    ),
+    # ---- tracing (svckit.telemetry) ----
+    "OTEL_EXPORTER_OTLP_ENDPOINT": Meta(
+        "Exports traces over OTLP (gRPC) to this endpoint; no export when unset.",
+        allowed="a URL",
+    ),
+    # ---- cograph up ----
+    "COGRAPH_UP_RESTART_BACKOFF_S": Meta(
+        "Delay before the first restart of a crashed service (or the embedded PostgreSQL), "
+        "doubling with each further crash, in seconds."
+    ),
+    "COGRAPH_UP_RESTART_BACKOFF_MAX_S": Meta("Cap of the doubling restart delay, in seconds."),
+    "COGRAPH_UP_STABLE_AFTER_S": Meta(
+        "A process up this long starts from the first delay again at its next crash."
+    ),
+    "COGRAPH_UP_GIVE_UP_CRASHES": Meta(
+        "Give up on a process after this many crashes within `COGRAPH_UP_GIVE_UP_WINDOW_S`; "
+        "the others keep running."
+    ),
+    "COGRAPH_UP_GIVE_UP_WINDOW_S": Meta(
+        "The window, in seconds, within which `COGRAPH_UP_GIVE_UP_CRASHES` crashes make "
+        "`cograph up` give up on a process."
+    ),
+    # ---- the cograph command ----
+    "COGRAPH_PRINCIPAL": Meta(
+        "The principal the operator commands (`index`, `collection`, `search`, `route`, "
+        "`notes`) act for, always as an admin; `cograph notes --as` overrides it.",
+        allowed="a principal name",
+    ),
+    "COGRAPH_GATEWAY_URL": Meta(
+        "The gateway that `cograph keys`, `cograph access` and `cograph mcp` call.",
+        allowed="a URL",
+    ),
+    "COGRAPH_API_KEY": Meta(
+        "The API key that `cograph keys`, `access` and `mcp` send.",
+        default="`$COGRAPH_DATA_DIR/admin.key`",
+    ),
+    "COGRAPH_ADMIN_KEY_FILE": Meta(
+        "`cograph keys bootstrap`: a file holding the first admin key to store (the "
+        "`cograph-admin` Secret on Kubernetes).",
+        allowed="a file path",
+    ),
+    "COGRAPH_ADMIN_KEY": Meta(
+        "`cograph keys bootstrap`: the first admin key as a value, when "
+        "`COGRAPH_ADMIN_KEY_FILE` is unset.",
+        allowed="`cg_` and 32 or more of `[A-Za-z0-9_-]`",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Section:
+    reader: str
+    title: str
+    intro: str
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section(
+        "embedder",
+        "Embedder",
+        "`services/embedder/settings.py`: the model, its batching and its limits.",
+    ),
+    Section(
+        "retrieval",
+        "Retrieval",
+        "`services/retrieval/settings.py`, with the indexing, summariser, search and rerank "
+        "settings it reads.",
+    ),
+    Section("router", "Router", "`services/router/settings.py`."),
+    Section("commons", "Commons", "`services/commons/settings.py`: notes and their search."),
+    Section("gateway", "Gateway", "`services/gateway/settings.py`: REST, MCP, API keys."),
+    Section(
+        "database",
+        "Database deadlines",
+        "`libs/svckit/db.py` (`DbTimeouts`): every pool of retrieval, the router, the commons "
+        "and the gateway, and the connections `cograph up` and `cograph migrate` open.",
+    ),
+    Section("tracing", "Tracing", "`libs/svckit/telemetry.py`, in every service."),
+    Section(
+        "cograph up",
+        "`cograph up`",
+        "`libs/cograph_cli/up.py` and `supervisor.py`: the local supervisor. It also sets "
+        "`<SERVICE>_LISTEN`, `<SERVICE>_ADDR` and `<SERVICE>_READY_FILE` for its children.",
+    ),
+    Section(
+        "cograph CLI",
+        "The `cograph` command",
+        "`libs/cograph_cli`: the operator commands call the services directly (see the "
+        'README\'s "Use it"); `keys`, `access` and `mcp` go through the gateway.',
+    ),
+)
+READERS = [section.reader for section in SECTIONS]
+SHARED_INTRO = (
+    "Variables read by more than one process, with the value each reader falls back to "
+    "where they differ."
+)
+HEADER = """# Configuration
+
+<!-- Generated by `python -m scripts.config_docs` from the code that reads each variable
+and the meanings in scripts/config_docs.py; edit those, not this file.
+tests/unit/test_config_docs.py fails when the two disagree. -->
+
+Every setting is an environment variable, read once at start-up through
+`svckit.config.Env`; a malformed or out-of-range value stops the process with a message
+naming it (exit 2). Bounds are inclusive. Booleans accept `1`/`true`/`yes`/`on` and
+`0`/`false`/`no`/`off`; an empty value counts as unset. Request limits (query lengths,
+`top_k`, note sizes) are not settings: they are the published contract in
+`libs/cograph_api/limits.py`.
+"""
+
+
+class DocsError(ValueError):
+    """The code and the meanings here disagree; the message says how to fix it."""
+
+
+def _number(value: float) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:g}"
+
+
+def _default(read: Read) -> str:
+    if read.kind == "optional_str":
+        return "unset"
+    if read.kind == "str" and read.default is None:
+        return "required"
+    if read.kind == "bool":
+        return f"`{str(read.default).lower()}`"
+    if read.kind in ("int", "float"):
+        return f"`{_number(read.default)}`"
+    if read.default == "":
+        return "empty"
+    return f"`{read.default}`"
+
+
+def _allowed(read: Read) -> str:
+    if read.kind == "choice":
+        return ", ".join(f"`{choice}`" for choice in read.choices)
+    if read.kind == "bool":
+        return "boolean"
+    if read.kind in ("int", "float"):
+        noun = "integer" if read.kind == "int" else "number"
+        if read.low is not None and read.high is not None:
+            return f"{_number(read.low)} to {_number(read.high)}"
+        if read.low is not None:
+            return f"{noun} ≥ {_number(read.low)}"
+        if read.high is not None:
+            return f"{noun} ≤ {_number(read.high)}"
+        return noun
+    return "a path" if read.kind == "path" else "text"
+
+
+def _one(name: str, values: dict[str, str], override: str | None, what: str) -> str:
+    if override is not None:
+        return override
+    distinct = set(values.values())
+    if len(distinct) != 1:
+        readers = ", ".join(f"{reader}: {value}" for reader, value in values.items())
+        raise DocsError(f"{name}: readers disagree on its {what} ({readers}); set Meta.{what}")
+    return distinct.pop()
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render(recorder: Recorder) -> str:
+    by_name: dict[str, dict[str, Read]] = {}
+    for reader in READERS:
+        for name, read in recorder.reads.get(reader, {}).items():
+            by_name.setdefault(name, {})[reader] = read
+    unknown = set(recorder.reads) - set(READERS)
+    if unknown:
+        raise DocsError(f"readers without a section: {', '.join(sorted(unknown))}")
+    missing = sorted(name for name in by_name if not META.get(name, Meta("")).meaning.strip())
+    if missing:
+        raise DocsError(f"no meaning in scripts/config_docs.py META for: {', '.join(missing)}")
+    stale = sorted(set(META) - set(by_name))
+    if stale:
+        raise DocsError(f"META describes variables nothing reads: {', '.join(stale)}")
+
+    def row(name: str, shared: bool) -> str:
+        reads, meta = by_name[name], META[name]
+        default = _one(name, {r: _default(x) for r, x in reads.items()}, meta.default, "default")
+        allowed = _one(name, {r: _allowed(x) for r, x in reads.items()}, meta.allowed, "allowed")
+        cells = [f"`{name}`", default, allowed]
+        if shared:
+            cells.append(", ".join(reads))
+        cells.append(meta.meaning)
+        return "| " + " | ".join(_cell(cell) for cell in cells) + " |"
+
+    # Shared variables alphabetically; each section's in the order its code reads them,
+    # which keeps related settings together.
+    shared = sorted(name for name, reads in by_name.items() if len(reads) > 1)
+    lines = [HEADER, "## Read by several processes", "", SHARED_INTRO, ""]
+    lines += [
+        "| variable | default | allowed values | read by | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [row(name, True) for name in shared]
+    for section in SECTIONS:
+        own = [n for n in recorder.reads.get(section.reader, {}) if n not in shared]
+        lines += ["", f"## {section.title}", "", section.intro, ""]
+        lines += ["| variable | default | allowed values | meaning |", "|---|---|---|---|"]
+        lines += [row(name, False) for name in own]
+    return "\n".join(lines) + "\n"
+
+
+def generate() -> str:
+    """The text docs/configuration.md must hold."""
+    return render(record())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Writes docs/configuration.md from the code.")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the file is stale")
+    args = parser.parse_args(argv)
+    try:
+        text = generate()
+    except DocsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    current = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
+    if args.check:
+        if current != text:
+            print(f"{DOC.relative_to(ROOT)} is out of date: run python -m scripts.config_docs")
+            return 1
+        return 0
+    if current != text:
+        DOC.write_text(text, encoding="utf-8")
+        print(f"wrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
