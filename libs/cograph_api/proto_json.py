@@ -1,9 +1,11 @@
 """JSON <-> protobuf by field name, so a contract field added to a proto flows through.
 
-DESIGN.md makes JSON names equal to proto field names. Out: int64 stays a JSON number (the
-stock json_format turns it into a string), enums become their short lower-case name
-(JOB_STATE_RUNNING -> running), timestamps RFC 3339 UTC, unset message fields null. In:
-a validated dict is set field by field, datetimes into Timestamps, names into enums.
+JSON names are the proto field names (snake_case) on every surface. Out: int64 stays a
+JSON number, enums become their short lower-case name (JOB_STATE_RUNNING -> running),
+timestamps RFC 3339 UTC, unset message fields null. In: a validated dict is set field by
+field, datetimes into Timestamps, names into enums. The stock json_format does not write
+this JSON (int64 as strings, full enum names, unset fields left out), which is why the
+gateway's REST answers and the CLI's --json output both come from here.
 """
 
 from __future__ import annotations

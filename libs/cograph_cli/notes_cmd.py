@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
-from google.protobuf.json_format import MessageToDict
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph_api.proto_json import to_json
 from cograph_cli.identity import Metadata, OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 
@@ -113,9 +113,8 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
 
 def _dict(message: Any) -> dict[str, Any]:
-    return MessageToDict(
-        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
+    body: dict[str, Any] = to_json(message)  # the same JSON the gateway's /v1 answers with
+    return body
 
 
 def _print_post(post: dict[str, Any]) -> None:

@@ -16,13 +16,12 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import grpc
-from google.protobuf.descriptor import EnumDescriptor, FieldDescriptor
-from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api import limits
+from cograph_api.proto_json import enum_name, to_json
 from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 
@@ -144,49 +143,6 @@ async def _search(request: pb.SearchRequest, as_json: bool, out: TextIO) -> int:
 # ---- JSON: the REST body ----
 
 
-def _enum_name(enum: EnumDescriptor, number: int) -> str:
-    # Layer.LAYER_AST_SUMMARY -> ast_summary: strip the type-name prefix buf lint requires.
-    value = enum.values_by_number.get(number)
-    if value is None:
-        return str(number)
-    prefix = "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(enum.name))
-    prefix = prefix.upper() + "_"
-    name = value.name
-    return (name[len(prefix) :] if name.startswith(prefix) else name).lower()
-
-
-def _value(field: FieldDescriptor, value: Any) -> Any:
-    if field.type == FieldDescriptor.TYPE_ENUM:
-        assert field.enum_type is not None
-        return _enum_name(field.enum_type, value)
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
-        return to_json(value)
-    return value
-
-
-def to_json(message: Message) -> Any:
-    """A message as JSON data, by proto field name (DESIGN.md: JSON names == proto names)."""
-    descriptor: Any = message.DESCRIPTOR
-    if descriptor.full_name == Timestamp.DESCRIPTOR.full_name:
-        assert isinstance(message, Timestamp)
-        return message.ToDatetime(tzinfo=UTC).isoformat().replace("+00:00", "Z")
-    out: dict[str, Any] = {}
-    for field in descriptor.fields:
-        value = getattr(message, field.name)
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            out[field.name] = {str(k): _value(value_field, v) for k, v in value.items()}
-        elif field.is_repeated:
-            out[field.name] = [_value(field, item) for item in value]
-        elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            out[field.name] = to_json(value) if message.HasField(field.name) else None
-        elif field.has_presence and not message.HasField(field.name):
-            out[field.name] = None  # proto3 `optional` left unset: absent, not 0
-        else:
-            out[field.name] = _value(field, value)
-    return out
-
-
 def response_json(reply: pb.SearchResponse) -> dict[str, Any]:
     body: dict[str, Any] = to_json(reply)
     if body.get("graph") is None:
@@ -206,14 +162,14 @@ def _where(result: pb.SearchResult) -> str:
 def render(reply: pb.SearchResponse) -> str:
     streams = reply.streams
     status = ", ".join(
-        f"{name} {_enum_name(pb.StreamStatus.DESCRIPTOR, getattr(streams, name))}"
+        f"{name} {enum_name(pb.StreamStatus.DESCRIPTOR, getattr(streams, name))}"
         for name in STREAMS
     )
     lines = [f"{len(reply.results)} results for {reply.query!r} ({status})"]
     for position, result in enumerate(reply.results, start=1):
-        layer = _enum_name(pb.Layer.DESCRIPTOR, result.layer)
+        layer = enum_name(pb.Layer.DESCRIPTOR, result.layer)
         found = " ".join(
-            f"{_enum_name(pb.Stream.DESCRIPTOR, p.stream)}#{p.rank}" for p in result.provenance
+            f"{enum_name(pb.Stream.DESCRIPTOR, p.stream)}#{p.rank}" for p in result.provenance
         )
         rerank = f" rerank {result.rerank_score:.3f}" if result.HasField("rerank_score") else ""
         lines.append(
@@ -232,6 +188,6 @@ def render(reply: pb.SearchResponse) -> str:
         names.update({r.id: r.qualified_name for r in reply.results})
         for edge in reply.graph.edges:
             source = getattr(edge, "from")
-            kind = _enum_name(pb.EdgeKind.DESCRIPTOR, edge.kind)
+            kind = enum_name(pb.EdgeKind.DESCRIPTOR, edge.kind)
             lines.append(f"  {names.get(source, source)} -{kind}-> {names.get(edge.to, edge.to)}")
     return "\n".join(lines)
