@@ -37,10 +37,6 @@ class Env:
         self._environ = os.environ if environ is None else environ
         self._prefix = prefix
 
-    def with_prefix(self, prefix: _Str) -> Env:
-        """An Env reading the same mapping under another prefix."""
-        return Env(self._environ, prefix)
-
     def _raw(self, name: _Str) -> _Str | None:
         return self._environ.get(self._prefix + name)
 

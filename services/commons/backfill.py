@@ -17,15 +17,10 @@ class BackfillWorker:
     def __init__(self, embedder: NoteEmbedder, interval_s: float) -> None:
         self._embedder = embedder
         self._interval_s = interval_s
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="commons-backfill")
-
-    def wake(self) -> None:
-        """Runs a pass now instead of at the next interval."""
-        self._wake.set()
 
     async def run_once(self) -> int:
         written = await self._embedder.backfill_pass()
@@ -42,9 +37,7 @@ class BackfillWorker:
             except Exception:
                 # A database hiccup must not kill the worker; the next pass retries.
                 log.exception("backfill pass failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._interval_s)
-            self._wake.clear()
+            await asyncio.sleep(self._interval_s)
 
     async def stop(self) -> None:
         if self._task is None:

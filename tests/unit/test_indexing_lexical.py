@@ -9,7 +9,6 @@ from retrieval.search.lexemes import (
     lexical_terms,
     lexical_text,
     query_terms,
-    tsquery_source,
 )
 from retrieval.search.query_text import code_tsquery
 from retrieval.search.search_settings import SearchSettings
@@ -50,14 +49,6 @@ def test_index_text_and_query_agree() -> None:
     indexed = set(lexical_text("def parse_config(self) -> Config:").split())
     assert set(query_terms("ParseConfig")) <= indexed
     assert set(query_terms("parse config")) <= indexed
-
-
-def test_tsquery_source_is_safe() -> None:
-    assert tsquery_source("ParseConfig & 'x' | !y") == "parseconfig | parse | config | x | y"
-    assert tsquery_source("a-b", "&") == "a & b"
-    assert tsquery_source("!!! ---") == ""
-    with pytest.raises(ValueError):
-        tsquery_source("x", "<->")
 
 
 def test_text_cap() -> None:

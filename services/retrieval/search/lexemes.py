@@ -65,14 +65,3 @@ def lexical_text(text: str, max_chars: int | None = None, split: bool = True) ->
 def query_terms(query: str, split: bool = True) -> list[str]:
     """Distinct terms of a query, first occurrence order, for building a tsquery."""
     return list(dict.fromkeys(lexical_terms(query, split)))
-
-
-def tsquery_source(query: str, operator: str = "|") -> str:
-    """A string for `to_tsquery('simple', $1)`: terms joined by `|` (any) or `&` (all).
-
-    Terms are made of word characters only, so no tsquery syntax can leak in. Empty when
-    the query has no words (callers then skip the lexical stream).
-    """
-    if operator not in ("|", "&"):
-        raise ValueError("operator must be | or &")
-    return f" {operator} ".join(query_terms(query))

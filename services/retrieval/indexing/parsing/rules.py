@@ -16,11 +16,6 @@ def node_text(node: Node, source: bytes) -> str:
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
-def field_text(node: Node, name: str, source: bytes) -> str | None:
-    child = node.child_by_field_name(name)
-    return None if child is None else node_text(child, source)
-
-
 @dataclass(frozen=True, slots=True)
 class Scope:
     """What a definition sees of the definition that contains it."""
