@@ -173,6 +173,11 @@ async def test_graph_never_shows_a_node_of_an_unreadable_repository(
             "WHERE r.slug = $1 AND n.name = 'unlock_vault'",
             VAULT,
         )
+        load = await conn.fetchval(
+            "SELECT n.id FROM code_nodes n JOIN repositories r ON r.id = n.repository_id "
+            "WHERE r.slug = $1 AND n.qualified_name LIKE '%ParseConfig.load'",
+            DEMO,
+        )
         edge = await conn.fetchval(
             "INSERT INTO code_edges (repository_id, src_node_id, dst_node_id, dst_name, kind) "
             "VALUES ($1, $2, $3, 'unlock_vault', 'calls') RETURNING id",
@@ -185,11 +190,18 @@ async def test_graph_never_shows_a_node_of_an_unreadable_repository(
             reply = await search_env.search(
                 "read_text", metadata=who, repo=DEMO, include_graph=True, top_k=5
             )
+            # What the reader may see is still there: read_text and its readable caller.
+            assert f"code:{src['id']}" in {r.id for r in reply.results}
+            assert f"code:{load}" in {n.id for n in reply.graph.nodes}
+            calls = (f"code:{load}", f"code:{src['id']}", pb.EDGE_KIND_CALLS)
+            assert calls in _edges(reply.graph)
             assert f"code:{dst}" not in {n.id for n in reply.graph.nodes}
             assert all(f"code:{dst}" not in (getattr(e, "from"), e.to) for e in reply.graph.edges)
             graph = await search_env.stub.Graph(
                 pb.GraphRequest(repo=DEMO, symbol="read_text"), metadata=who, timeout=10
             )
+            assert f"code:{src['id']}" in {d.id for d in graph.definitions}
+            assert calls in _edges(graph.graph)
             assert f"code:{dst}" not in {n.id for n in graph.graph.nodes}
     finally:
         async with search_env.pool.acquire() as conn:
