@@ -48,7 +48,7 @@ from svckit.migrations import migrate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RETRIEVAL_MIGRATIONS = REPO_ROOT / "services" / "retrieval" / "migrations"
-CORPUS_CAP = 1500  # qualified names + paths per repository, as in the spec
+CORPUS_CAP = 1500  # qualified names + paths per repository, as the indexer caps it
 PRINCIPAL = "bench-user"
 
 # A fixed mix: natural-language questions, identifiers in three spellings, a label, a typo.

@@ -1,5 +1,5 @@
 """Search latency: p50/p95 of Search over gRPC on an index of 100k+ code nodes, with the
-streams run one after another (the spec's implementation) and concurrently (ours), in the
+streams run one after another and concurrently (the default), in the
 same run, and the query-embedding time shown on its own.
 
 What the index holds (built in a minute or two, not by the indexer):

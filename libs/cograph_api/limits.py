@@ -31,7 +31,7 @@ SEARCH_QUERY_MAX_CHARS: Final = 4000
 TOP_K_MIN: Final = 1
 TOP_K_MAX: Final = 100
 TOP_K_DEFAULT: Final = 10
-# The snippet width callers may ask for (the specification's 80..4000, default 600).
+# The snippet width callers may ask for: 80..4000 characters, default 600.
 SNIPPET_CHARS_MIN: Final = 80
 SNIPPET_CHARS_MAX: Final = 4000
 SNIPPET_CHARS_DEFAULT: Final = 600

@@ -75,7 +75,7 @@ class Body(BaseModel):
 
 
 class SearchRequest(Body):
-    """Hybrid code and documentation search (spec: Retrieval)."""
+    """Hybrid code and documentation search over repositories and collections."""
 
     query: Annotated[Query, AfterValidator(_not_blank)] = Field(
         description="What to look for: a symbol, a signature fragment or a question."
@@ -110,7 +110,7 @@ class GraphRequest(Body):
 
 
 class RouteRequest(Body):
-    """Which repositories and collections a question belongs to (spec: Source routing)."""
+    """Which repositories and collections a question belongs to (the router)."""
 
     query: Annotated[RouteQuery, AfterValidator(_not_blank)]
     max_repositories: StrictInt | None = Field(None, ge=L.ROUTE_RESULTS_MIN, le=L.ROUTE_RESULTS_MAX)

@@ -17,7 +17,7 @@ from commons.store import CommonsStore
 
 log = logging.getLogger(__name__)
 
-# The spec: the text embedded for a note is title + "\n\n" + body, cut to 8,000 characters.
+# The text embedded for a note is title + "\n\n" + body, cut to 8,000 characters.
 MAX_EMBED_CHARS = 8000
 
 

@@ -61,7 +61,7 @@ class GatewayApi:
     # ---- code search and routing ----
 
     async def search(self, request: models.SearchRequest) -> Json:
-        # The request fields carry the JSON names (DESIGN.md), so from_json maps them as
+        # JSON names equal proto field names, so from_json maps the request fields as
         # they are (layer names onto the Layer enum, times onto Timestamps).
         message = _build(retrieval_pb2.SearchRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.retrieval().Search, message)

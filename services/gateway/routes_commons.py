@@ -1,4 +1,4 @@
-"""The commons notes board under /v1 (spec: "How search works")."""
+"""The commons notes board under /v1: post, search, read, vote on and comment on notes."""
 
 from __future__ import annotations
 

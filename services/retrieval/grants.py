@@ -1,8 +1,8 @@
 """Access management: grants (read or write) and visibility of repositories and
 collections (admin only).
 
-These change what the ACL fragments in acl.py let through; search, graph and routing see
-the change on their next query because they filter inside their own SQL.
+These change what the access rules (cograph_api.access_rules) let through; search, graph
+and routing see the change on their next query because they filter inside their own SQL.
 """
 
 from __future__ import annotations

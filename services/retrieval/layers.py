@@ -1,14 +1,14 @@
 """Layers (what a caller asks for), stores (physical indexes) and the units streams rank.
 
-Spec: code, ast and ast_summary map to the code store, repo_doc to repo_docs; collections
+Code, ast and ast_summary map to the code store, repo_doc to repo_docs; collections
 are reached by naming one. Broad searches use code, ast_summary and repo_doc -- never the
 bare ast layer, which repeats the code row with only the signature as its snippet.
 
 Inside the code store two kinds of unit are ranked: a node's *body* (embedding, tsv) for
 the code and ast layers, and its *summary* (summary_embedding, summary_tsv) for
 ast_summary. A body unit becomes one row per requested body layer, so asking for both code
-and ast returns the same chunk twice, at two layers (spec: "Result count is the real token
-lever").
+and ast returns the same chunk twice, at two layers: the result count is what bounds the
+tokens a caller gets back, so a caller that names two layers asks for both rows.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def resolve_layers(requested: Iterable[str], collection: bool) -> frozenset[Laye
     """The layers a request searches: the broad set (or md_collection) when none is named.
 
     Raises InvalidArgument for an unknown layer, and for md_collection without a collection
-    (or any other layer with one): a collection search is its own path (spec).
+    (or any other layer with one): a collection search is its own path, never mixed with code.
     """
     names = [name.strip().lower() for name in requested]
     if not names:

@@ -1,6 +1,6 @@
 """Who may change a repository or collection, and who may follow an index job.
 
-Roles (acl.Access): read lets a principal search and describe a target; write also lets it
+Roles (access_rules.Access): read lets a principal search and describe a target; write also lets it
 re-index the target and change its source; only admins change visibility and grants,
 delete, set `public` or `grant_principal_ids` while indexing, and (unless
 RETRIEVAL_CREATE_SOURCES=any) create new targets.

@@ -1,4 +1,4 @@
-"""The routing score, exactly as the spec writes it; pure, so tests can check it by hand.
+"""The routing score, as the formula below defines it; pure, so tests can check it by hand.
 
     idf(term)         = log((N + 1) / (df + 1))   if df >= 1, else 0
     weighted_coverage = sum idf(matched terms) / sum idf(query terms)   (0 if that sum is 0)

@@ -323,7 +323,7 @@ async def test_repository_lifecycle_and_acl(
         )
         assert route.status_code == 200, route.text
         top = route.json()["repositories"][0]
-        # One repository: every idf is log(2/2) = 0, so the score is 0 by the spec.
+        # One repository: every idf is log(2/2) = 0, so the score is 0 by the routing formula.
         assert top["slug"] == "example.com/acme/billing" and 0 <= top["confidence"] <= 1
         assert top["rationale"]
 

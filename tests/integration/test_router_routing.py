@@ -1,6 +1,6 @@
 """The router against a real PostgreSQL with a small hand-built corpus.
 
-Expected scores are computed by hand from the spec's formula; the arithmetic is in the
+Expected scores are computed by hand from the formula in router/scoring.py; the arithmetic is in the
 comments. The corpus rows are written the way retrieval's indexer writes them (lowercased
 entries in repository_terms / collection_terms, english tsvectors on chunks).
 

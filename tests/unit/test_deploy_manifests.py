@@ -54,7 +54,7 @@ DB_SECRET = "cograph-db"
 CONFIG_MAP = "cograph-config"
 PART_OF = "app.kubernetes.io/part-of"
 NAME = "app.kubernetes.io/name"
-# DESIGN.md "Environment": the documented defaults the ConfigMap must carry.
+# The environment defaults the ConfigMap must carry.
 CONFIG_DEFAULTS = {
     "EMBEDDER_ADDR": "embedder:50051",
     "RETRIEVAL_ADDR": "retrieval:50052",

@@ -1,4 +1,4 @@
-"""The rerank gate (spec, exactly) and the vendor clients against local fake servers
+"""The rerank gate and the vendor clients against local fake servers
 that follow each vendor's documented request and response formats."""
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ async def write_files(
 ) -> None:
     """Replaces the rows of these files in one transaction: an interrupted run leaves each
     file either fully old or fully new, and queries never see a half-written file.
-    `split_identifiers` is how the code tsvectors are built (lexical.lexical_terms)."""
+    `split_identifiers` is how the code tsvectors are built (lexemes.lexical_terms)."""
 
     def lexical(text: str, max_chars: int | None = None) -> str:
         return lexical_text(text, max_chars, split_identifiers)

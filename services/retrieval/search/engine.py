@@ -1,8 +1,8 @@
 """Search orchestration: embed, run the streams, fuse, rerank (gated), cut, cite, expand.
 
-Streams and stores run concurrently, each on its own pooled connection (the spec's
-implementation awaits them one after another; RETRIEVAL_STREAMS_CONCURRENT=false restores
-that for comparison). Lexical and symbol queries start while the query is being embedded.
+Streams and stores run concurrently, each on its own pooled connection
+(RETRIEVAL_STREAMS_CONCURRENT=false awaits them one after another, for comparison).
+Lexical and symbol queries start while the query is being embedded.
 A stream that fails logs a warning and contributes nothing; the embedder being down or
 slow empties only the vector stream and marks it unavailable. Cancellation is never
 swallowed: cancelling the request cancels every task, and asyncpg cancels the running

@@ -3,13 +3,13 @@
 score(candidate) = sum over streams of 1 / (k + rank_in_stream), ranks 1-based, each stream
 truncated to the candidate cap first. Ranks are comparable across streams where the raw
 scores (cosine, ts_rank_cd, trigram similarity) are not. Every store uses the same k, which
-is what makes concatenating stores and re-sorting on the fused score valid (spec).
+is what makes concatenating stores and re-sorting on the fused score valid.
 
 One deliberate addition to plain RRF: an exact symbol match (the query *is* the node's
 name or qualified name, as the symbol stream reports it) is placed ahead of everything else,
 one that agrees in case ahead of one that agrees only ignoring case, in fused order among
-themselves. The spec already treats "ParseConfig at position one" as
-the state a reranker must not disturb; with plain RRF a rank-1 symbol hit is worth only
+themselves. "ParseConfig at position one" for the query `ParseConfig` is already the
+state the rerank gate refuses to disturb; with plain RRF a rank-1 symbol hit is worth only
 1/(k+1) and a node ranked second by two other streams overtakes it (the evaluation measured
 symbol-query MRR 0.88 for the symbol stream alone and 0.79 fused). Pinning exact matches
 makes fusion at least as good as the symbol stream on exact queries.

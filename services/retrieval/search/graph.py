@@ -1,9 +1,9 @@
 """Graph expansion: callers, callees and the parent container around some code nodes.
 
-Not a stream: it runs after retrieval, on a repository-scoped query (spec), and is capped
+Not a stream: it runs after retrieval, on a repository-scoped query only, and is capped
 at GRAPH_NODE_CAP neighbour nodes. Each edge keeps the kind it was indexed with (calls,
-imports, inherits, implements; contains for a parent), closing the spec's gap that labels
-everything `calls`. Neighbours are fetched under the same access filter as search, so a
+imports, inherits, implements; contains for a parent) rather than labelling every edge
+`calls`. Neighbours are fetched under the same access filter as search, so a
 node the caller may not read never appears, and neither does an edge to it.
 """
 

@@ -67,7 +67,7 @@ def any_two(terms: list[str]) -> str:
 
 def code_tsquery(query: str, split: bool = True) -> str:
     """A `to_tsquery('simple', ...)` source, with terms built exactly as the code index
-    builds them (lexical.query_terms: joined identifiers and their parts, with `split` as
+    builds them (lexemes.query_terms: joined identifiers and their parts, with `split` as
     the index was built); empty when the query has no words."""
     return any_two(query_terms(_content_words(query, code=True), split))
 

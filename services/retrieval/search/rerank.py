@@ -1,4 +1,4 @@
-"""Reranking: the gate (spec, exactly) and the providers.
+"""Reranking: the gate and the providers.
 
 Gate: rerank only when it is enabled, the query is not blank, at least `threshold`
 candidates came back, and no exact symbol match is among the results -- fusion pins exact
@@ -9,7 +9,7 @@ as the symbol stream decides it.
 Providers: `local_cross_encoder` asks the embedder service (which holds the CrossEncoder
 next to the embedding model); `cohere`, `voyage` and `jina` are HTTP clients of those
 vendors' documented rerank APIs. A provider that cannot be built degrades to none with a
-warning; one that fails at query time leaves the fused order (search.py).
+warning; one that fails at query time leaves the fused order (engine.py).
 """
 
 from __future__ import annotations
@@ -234,8 +234,8 @@ _VENDORS: dict[str, type[_VendorReranker]] = {
 def build_reranker(
     settings: RerankSettings, embedder_channel: grpc.aio.Channel | None
 ) -> Reranker | None:
-    """The configured provider, or None (with a warning when one was asked for but cannot
-    be built: spec, "degrades to none")."""
+    """The configured provider, or None: a provider that was asked for but cannot be built
+    degrades to none, with a warning, rather than stopping the service."""
     if settings.provider == "none":
         if settings.enabled:
             log.warning("RETRIEVAL_RERANK_ENABLED is set but the provider is none")

@@ -16,7 +16,7 @@ from svckit.config import ConfigError, Env
 
 TOP_K_MIN, TOP_K_MAX = limits.TOP_K_MIN, limits.TOP_K_MAX
 SNIPPET_MIN, SNIPPET_MAX = limits.SNIPPET_CHARS_MIN, limits.SNIPPET_CHARS_MAX
-GRAPH_NODE_CAP = 20  # spec: the graph pivot is capped at 20 nodes
+GRAPH_NODE_CAP = 20  # graph expansion returns at most 20 neighbour nodes
 # pgvector caps hnsw.ef_search at 1000, and the vector stream needs ef_search >= the cap.
 CANDIDATE_CAP_MAX = 1000
 RERANK_PROVIDERS = ("none", "local_cross_encoder", "cohere", "voyage", "jina")
@@ -33,7 +33,7 @@ _VENDOR_DEFAULTS = {
 class RerankSettings:
     enabled: bool
     provider: str  # one of RERANK_PROVIDERS
-    threshold: int  # fewer fused candidates than this: no rerank (spec)
+    threshold: int  # fewer fused candidates than this: no rerank
     top_n: int  # how many of the best fused candidates the reranker sees
     timeout_s: float
     base_url: str | None  # vendor API root; None for none / local_cross_encoder
@@ -79,7 +79,7 @@ class SearchSettings:
     @classmethod
     def from_env(cls, env: Env) -> SearchSettings:
         return cls(
-            # 10, not the spec's 60: on the held-out half of bench.quality's queries k=10 gains
+            # 10, not the customary 60: on the held-out half of bench.quality's queries k=10 gains
             # overall MRR@10 and loses on no query class (bench/RESULTS.md).
             rrf_k=env.int("RETRIEVAL_RRF_K", DEFAULT_RRF_K, min=1, max=100_000),
             candidate_cap=env.int("RETRIEVAL_CANDIDATE_CAP", 300, min=1, max=CANDIDATE_CAP_MAX),

@@ -1,9 +1,9 @@
 """The SQL of search: one query per (store, unit, stream), hydration, graph, access grants.
 
 Access control, the repository/collection scope and the temporal filters are spliced into
-every query that scores (spec: access "cannot be bypassed"; time is "threaded into every
-store's SQL"), so a candidate list never holds a row the caller may not read and a stream
-never spends its candidate cap on rows a filter would drop later.
+every query that scores (no stream can bypass access control, and the time filters apply
+in every store's SQL), so a candidate list never holds a row the caller may not read and a
+stream never spends its candidate cap on rows a filter would drop later.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from cograph_api.access_rules import Viewer, collection_readable, repository_rea
 from retrieval.layers import Store, Unit
 from retrieval.search.fusion import StreamHit
 
-SYMBOL_THRESHOLD = 0.3  # spec: pg_trgm similarity on qualified_name >= 0.3
+SYMBOL_THRESHOLD = 0.3  # a symbol hit needs pg_trgm similarity on qualified_name >= 0.3
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 
 # Per unit: the vector column, the tsvector column and its text-search configuration.

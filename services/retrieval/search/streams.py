@@ -1,8 +1,8 @@
 """The streams of a search: which (store, unit, stream) queries run, and running one.
 
-Spec: vector always (when the query could be embedded), lexical only when the query has
+Vector always (when the query could be embedded), lexical only when the query has
 text, symbol on the code store only. Each runs on its own pooled connection, so they can
-run concurrently; a failure is reported to the caller (search.py), which logs it and
+run concurrently; a failure is reported to the caller (engine.py), which logs it and
 lets the stream contribute nothing.
 """
 
