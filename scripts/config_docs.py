@@ -601,9 +601,9 @@ tests/unit/test_config_docs.py fails when the two disagree. -->
 Every setting is an environment variable, read once at start-up through
 `svckit.config.Env`; a malformed or out-of-range value stops the process with a message
 naming it (exit 2). Bounds are inclusive. Booleans accept `1`/`true`/`yes`/`on` and
-`0`/`false`/`no`/`off`; an empty value counts as unset. Request limits (query lengths,
-`top_k`, note sizes) are not settings: they are the published contract in
-`libs/cograph_api/limits.py`.
+`0`/`false`/`no`/`off` (an empty boolean is false); any other empty value counts as unset.
+Request limits (query lengths, `top_k`, note sizes) are not settings: they are the published
+contract in `libs/cograph_api/limits.py`.
 """
 
 
