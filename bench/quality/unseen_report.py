@@ -10,9 +10,11 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from bench.quality.datasets import Answer
 from bench.quality.metrics import Scores, reciprocal_rank, score
 from bench.quality.report import held_out_rule
-from bench.quality.unseen_run import BASELINES, CONFIGS, UOutcome
+from bench.quality.unseen import UQuery
+from bench.quality.unseen_run import BASELINES, CONFIGS, TOP_K, UOutcome
 
 ALL = "all"
 SHOWN: tuple[str, ...] = ("fused", "vector", "lexical", "symbol", *BASELINES)  # column order
@@ -87,16 +89,23 @@ def halves(members: Sequence[UOutcome], config: str) -> tuple[Scores, Scores]:
     )
 
 
+PROSE: tuple[str, ...] = ("semantic", "localisation")
+
+
 def held_out_check(
-    outcomes: Sequence[UOutcome], candidate: str, baseline: str = "fused"
+    outcomes: Sequence[UOutcome],
+    candidate: str,
+    baseline: str = "fused",
+    classes: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Would `candidate` replace `baseline`? report.held_out_rule over the corpora's
-    held-out halves: the mean gain over (corpus, class) cells, and the worst cell."""
+    held-out halves: the mean gain over (corpus, class) cells, and the worst cell; only
+    the cells of `classes` when given."""
     tune: dict[str, float] = {}
     best: dict[str, float] = {}
     default: dict[str, float] = {}
     for (corpus, klass, language), members in groups(outcomes).items():
-        if language != ALL:
+        if language != ALL or (classes is not None and klass not in classes):
             continue
         name = f"{corpus}/{klass}"
         tune[name] = halves(members, candidate)[0].mrr10 - halves(members, baseline)[0].mrr10
@@ -110,6 +119,7 @@ def held_out_check(
     return {
         "candidate": candidate,
         "baseline": baseline,
+        "classes": list(classes) if classes is not None else "all",
         "tuning_gain": statistics.fmean(tune.values()),
         "held_out_gain": gain,
         "worst_cell": {"cell": worst[1], "delta": worst[0]},
@@ -193,6 +203,26 @@ def render(outcomes: Sequence[UOutcome], notes: Sequence[str] = ()) -> str:
             f"| {corpus} | {klass} | {c['queries_with_nested_results']:.1%} | "
             f"{c['container_above_answer']:.1%} | {c['test_rows_share']:.1%} |"
         )
+    lines += [
+        "",
+        "### Held-out rule (report.held_out_rule): would a baseline replace fused?",
+        "",
+        "| candidate | classes | tuning-half gain | held-out gain | worst held-out cell "
+        "| carries over |",
+        "|---|---|---|---|---|---|",
+    ]
+    for classes in (None, PROSE):
+        for config in BASELINES:
+            check = held_out_check(outcomes, config, classes=classes)
+            if "held_out_gain" not in check:
+                continue
+            worst = check["worst_cell"]
+            lines.append(
+                f"| {config} | {'all' if classes is None else ', '.join(classes)} | "
+                f"{_signed(check['tuning_gain'])} | {_signed(check['held_out_gain'])} | "
+                f"{worst['cell']} {_signed(worst['delta'])} | "
+                f"{'yes' if check['carries_over'] else 'no'} |"
+            )
     lost = [x for x in losses(outcomes) if x["other"] in BASELINES or x["significant"]]
     lines += [
         "",
@@ -234,7 +264,11 @@ def payload(outcomes: Sequence[UOutcome], extra: dict[str, Any]) -> dict[str, An
             "/".join(key): crowding(members) for key, members in grouped.items() if key[2] == ALL
         },
         "losses": losses(outcomes),
-        "held_out_checks": [held_out_check(outcomes, c) for c in BASELINES],
+        "held_out_checks": [
+            held_out_check(outcomes, c, classes=classes)
+            for classes in (None, PROSE)
+            for c in BASELINES
+        ],
         **extra,
     }
 
@@ -247,6 +281,23 @@ def per_query(outcomes: Sequence[UOutcome]) -> list[dict[str, Any]]:
             "nested_pairs": o.nested_pairs,
             "container_above": o.container_above,
             "test_rows": o.test_rows,
+            "fused_rows": o.fused_rows,
         }
         for o in outcomes
     ]
+
+
+def outcomes_from_json(records: Sequence[dict[str, Any]]) -> list[UOutcome]:
+    """Outcomes back from a run's queries.json (no query text is kept there), to redraw
+    the tables of a finished run."""
+    out = []
+    for r in records:
+        answers = tuple(
+            Answer(a["repo"], a["path"], a["qualified_name"], 0, 0) for a in r["answers"]
+        )
+        query = UQuery(r["id"], r["corpus"], r["class"], r["language"], "", answers, r["half"])
+        outcome = UOutcome(query, dict(r["ranks"]), r["nested_pairs"], r["container_above"])
+        outcome.test_rows = r["test_rows"]
+        outcome.fused_rows = r.get("fused_rows", TOP_K)
+        out.append(outcome)
+    return out

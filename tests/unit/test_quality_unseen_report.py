@@ -83,3 +83,12 @@ def test_render_and_payload_carry_every_configuration() -> None:
     assert data["metrics"]["h/localisation/all"]["dense"]["mrr@10"] == 1.0
     assert data["halves"]["h/localisation/all"]["fused"]["held_out"]["count"] == 2
     assert unseen_report.per_query(outcomes)[0]["ranks"]["fused"] == 3
+
+
+def test_held_out_check_can_keep_to_the_prose_classes() -> None:
+    outcomes = [_outcome(i, "a", "semantic", "go", {"fused": 2, "dense": 1}) for i in range(10)] + [
+        _outcome(i, "a", "symbol", "go", {"fused": 1, "dense": 3}) for i in range(10, 20)
+    ]
+    assert not unseen_report.held_out_check(outcomes, "dense")["carries_over"]
+    prose = unseen_report.held_out_check(outcomes, "dense", classes=unseen_report.PROSE)
+    assert prose["carries_over"] and prose["classes"] == ["semantic", "localisation"]
