@@ -520,8 +520,9 @@ META: dict[str, Meta] = {
     ),
     # ---- the cograph command ----
     "COGRAPH_PRINCIPAL": Meta(
-        "The principal the operator commands (`index`, `collection`, `search`, `route`, "
-        "`notes`) act for, always as an admin; `cograph notes --as` overrides it.",
+        "The principal the operator commands that call the services directly (`index`, "
+        "`collection`, `search`, `route`, `notes`) act for, always as an admin; the default is "
+        "the principal of the admin key `cograph up` creates. `cograph notes --as` overrides it.",
         allowed="a principal name",
     ),
     "COGRAPH_GATEWAY_URL": Meta(

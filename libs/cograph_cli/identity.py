@@ -2,9 +2,11 @@
 
 `index`, `collection`, `search`, `route` and `notes` talk to the services on this machine
 directly, signing with the internal secret (cograph_cli.internal_secret). They all act as one
-identity: the local operator, an admin, named `operator` unless COGRAPH_PRINCIPAL (or a
-command's `--as`) names another principal. So what `cograph index` creates is what
-`cograph route` and `cograph search` find, and notes are authored by that principal.
+identity: the local operator, an admin, with the principal `admin` of the admin key that
+`cograph up` creates (cograph_api.admin_keys), so a command that goes through the gateway
+with `.cograph/admin.key` (`keys`, `access`, `mcp`) acts for the same principal.
+COGRAPH_PRINCIPAL (or a command's `--as`) names another. What `cograph index` creates is
+what `cograph route` and `cograph search` find, and notes are authored by that principal.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from svckit.config import Env
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 
-OPERATOR_PRINCIPAL = "operator"
+OPERATOR_PRINCIPAL = "admin"  # the admin key's principal (cograph_api.admin_keys)
 PRINCIPAL_VAR = "COGRAPH_PRINCIPAL"
 
 # The services the operator commands call, and where `cograph up` puts them by default.
@@ -35,7 +37,7 @@ class OperatorIdentity:
 
     @classmethod
     def from_env(cls, env: Env | None = None, as_principal: str | None = None) -> OperatorIdentity:
-        """`as_principal` (a command's `--as`) first, then COGRAPH_PRINCIPAL, then `operator`."""
+        """`as_principal` (a command's `--as`) first, then COGRAPH_PRINCIPAL, then `admin`."""
         if as_principal and as_principal.strip():
             return cls(as_principal.strip())
         return cls((env or Env()).str(PRINCIPAL_VAR, OPERATOR_PRINCIPAL).strip())

@@ -2,7 +2,7 @@
 
 The commons service is addressed by COMMONS_ADDR (default 127.0.0.1:50054). Like every
 operator command, calls act as the local operator (cograph_cli.identity: principal
-`operator`, an admin), signed with the internal secret, so notes are authored by the same
+`admin`, an admin), signed with the internal secret, so notes are authored by the same
 principal that indexes and searches. `--as NAME` (or COGRAPH_PRINCIPAL) acts for another
 principal, e.g. to vote on a note the operator wrote.
 """
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="as_principal",
         default=None,
         metavar="NAME",
-        help="act for this principal (default: COGRAPH_PRINCIPAL, else operator)",
+        help="act for this principal (default: COGRAPH_PRINCIPAL, else admin)",
     )
 
     post = actions.add_parser("post", parents=[who], help="post a note (searchable once embedded)")

@@ -2,7 +2,7 @@
 
 The router is addressed by ROUTER_ADDR (default 127.0.0.1:50053). Like every operator
 command, the call acts as the local operator, an admin (cograph_cli.identity: principal
-`operator` unless COGRAPH_PRINCIPAL names another), signed with the internal secret, so it
+`admin` unless COGRAPH_PRINCIPAL names another), signed with the internal secret, so it
 routes over every repository and collection, the private ones `cograph index` just made
 included. `--json` prints the REST body of POST /api/route.
 """
