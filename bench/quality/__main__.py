@@ -4,7 +4,8 @@
                             [--concurrency N] [--per-class N] [--keep] [--embed-text V]
                             [--env RETRIEVAL_NAME=VALUE ...] [--classes CLASS ...]
     python -m bench.quality --corpus {small-files,nested,languages,history,unseen} ...
-                            [--quick] [--out DIR] [--env ...] [--keep]
+                            [--quick] [--out DIR] [--env ...] [--embed-text V] [--keep]
+                            [--rerender DIR]
 
 Builds the query sets from packages installed on this machine (fixed seeds), indexes the
 copies into a fresh embedded PostgreSQL through the retrieval service (real embedder
@@ -93,6 +94,8 @@ async def run_unseen(args: argparse.Namespace, workdir: Path) -> tuple[Any, dict
     print(f"built {len(queries)} queries over {len(repos)} repositories")
     by_repo = {r.slug: unseen.repo_candidates(r) for r in repos}
     env = dict(item.split("=", 1) for item in args.env)
+    if args.embed_text:
+        env["RETRIEVAL_CODE_EMBED_TEXT"] = args.embed_text
     async with running_stack(workdir, env) as stack:
         t0 = time.perf_counter()
         seconds = await index_all(stack, repos)
@@ -105,6 +108,7 @@ async def run_unseen(args: argparse.Namespace, workdir: Path) -> tuple[Any, dict
         t0 = time.perf_counter()
         outcomes = await unseen_run.evaluate(stack, kept, by_repo, concurrency=args.concurrency)
         query_s = time.perf_counter() - t0
+        embed_text = stack.settings.index.code_embed_text
     extra = {
         "run": {
             "corpora": corpora,
@@ -116,6 +120,7 @@ async def run_unseen(args: argparse.Namespace, workdir: Path) -> tuple[Any, dict
             "indexed_rows": len(rows),
             "candidates_by_repo": {slug: len(c) for slug, c in by_repo.items()},
             "answers_not_indexed": dropped,
+            "code_embed_text": embed_text,
             "settings": env,
         },
         "sets": {
