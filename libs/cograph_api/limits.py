@@ -41,6 +41,33 @@ LAYERS_MAX: Final = len(LAYERS)
 # A symbol for the graph call (qualified or bare name).
 SYMBOL_MAX_CHARS: Final = 500
 
+# ---- the agent context API: read, files, grep, references ------------------------------
+
+# A file path inside a repository or collection (read, files' prefix).
+PATH_MAX_CHARS: Final = 1024
+# One read returns at most this many lines and characters; a longer range is cut at a line
+# boundary and the answer says where to continue (next_start_line). A single line longer
+# than the character cap is cut within the line.
+READ_MAX_LINES: Final = 2000
+READ_MAX_CHARS: Final = 100_000
+# Files per page of a listing.
+FILES_LIMIT_MIN: Final = 1
+FILES_LIMIT_MAX: Final = 5000
+FILES_LIMIT_DEFAULT: Final = 1000
+# Grep: the pattern, the path glob, matching lines per answer and the text kept per line.
+GREP_PATTERN_MAX_CHARS: Final = 500
+GREP_GLOB_MAX_CHARS: Final = 1024
+GREP_LIMIT_MIN: Final = 1
+GREP_LIMIT_MAX: Final = 1000
+GREP_LIMIT_DEFAULT: Final = 100
+GREP_LINE_MAX_CHARS: Final = 500
+# References per page.
+REFERENCES_LIMIT_MIN: Final = 1
+REFERENCES_LIMIT_MAX: Final = 500
+REFERENCES_LIMIT_DEFAULT: Final = 100
+# An opaque paging cursor (files, references).
+CURSOR_MAX_CHARS: Final = 2048
+
 # ---- routing (gateway /api/route, MCP cograph_route, router Route) ----------------------
 
 ROUTE_QUERY_MAX_CHARS: Final = 1000

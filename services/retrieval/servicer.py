@@ -36,8 +36,16 @@ from retrieval.indexing.source_policy import (
 )
 from retrieval.indexing.sources import derive_slug
 from retrieval.search.engine import SearchEngine
-from retrieval.search.graph import expand, find_definitions
-from retrieval.search.messages import graph_to_pb, node_to_pb, outcome_to_pb, query_from_pb
+from retrieval.search.graph import expand
+from retrieval.search.messages import (
+    EDGE_TO_PB,
+    graph_to_pb,
+    node_to_pb,
+    outcome_to_pb,
+    query_from_pb,
+)
+from retrieval.search.reading import grep, list_files, read_file
+from retrieval.search.references import find_definitions, references
 from retrieval.search.search_settings import SearchSettings
 from retrieval.settings import IndexSettings
 from svckit.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -387,11 +395,125 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         async with self._pool.acquire() as conn:
             if not await catalog.repository_readable_by(conn, repo, viewer):
                 raise NotFound(f"no repository {repo}")
-            definitions = await find_definitions(conn, repo, symbol, viewer)
+            # The implementation first (never an overload stub), then its overloads.
+            definitions = [d.node for d in await find_definitions(conn, repo, symbol, viewer)]
             seeds = [int(node.id.split(":", 1)[1]) for node in definitions]
             graph = await expand(conn, seeds, repo, viewer)
         return retrieval_pb2.GraphResponse(
             definitions=[node_to_pb(node) for node in definitions], graph=graph_to_pb(graph)
+        )
+
+    async def References(
+        self, request: retrieval_pb2.ReferencesRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.ReferencesResponse:
+        repo = _required_repo(request.repo)
+        symbol = request.symbol.strip()
+        if not symbol or len(symbol) > limits.SYMBOL_MAX_CHARS or _CONTROL.search(symbol):
+            raise InvalidArgument(
+                f"symbol is required, at most {limits.SYMBOL_MAX_CHARS} characters"
+            )
+        async with self._pool.acquire() as conn:
+            page = await references(
+                conn,
+                Viewer.current(),
+                repo=repo,
+                symbol=symbol,
+                cursor=request.cursor,
+                limit=request.limit if request.HasField("limit") else None,
+            )
+        return retrieval_pb2.ReferencesResponse(
+            definitions=[node_to_pb(node) for node in page.definitions],
+            references=[
+                retrieval_pb2.Reference(
+                    path=r.path,
+                    start_line=r.start_line,
+                    end_line=r.end_line,
+                    symbol=r.symbol,
+                    kind=EDGE_TO_PB[r.kind],
+                    target=r.target,
+                )
+                for r in page.references
+            ],
+            truncated=bool(page.next_cursor),
+            next_cursor=page.next_cursor,
+        )
+
+    # ---- reading what was indexed ----
+
+    async def ReadFile(
+        self, request: retrieval_pb2.ReadFileRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.ReadFileResponse:
+        repo = _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower()
+        collection = _scope_name(request.collection, limits.NAME_MAX_CHARS, "collection")
+        async with self._pool.acquire() as conn:
+            found = await read_file(
+                conn,
+                Viewer.current(),
+                repo=repo,
+                collection=collection,
+                path=request.path,
+                start_line=request.start_line if request.HasField("start_line") else None,
+                end_line=request.end_line if request.HasField("end_line") else None,
+            )
+        lines = found.lines
+        reply = retrieval_pb2.ReadFileResponse(
+            repo=found.repo,
+            collection=found.collection,
+            path=found.path,
+            commit=found.commit,
+            start_line=lines.start_line,
+            end_line=lines.end_line,
+            total_lines=lines.total_lines,
+            content=lines.content,
+            language=found.language,
+        )
+        if lines.next_start_line is not None:
+            reply.next_start_line = lines.next_start_line
+        return reply
+
+    async def ListFiles(
+        self, request: retrieval_pb2.ListFilesRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.ListFilesResponse:
+        repo = _required_repo(request.repo)
+        async with self._pool.acquire() as conn:
+            page = await list_files(
+                conn,
+                Viewer.current(),
+                repo=repo,
+                prefix=request.prefix,
+                cursor=request.cursor,
+                limit=request.limit if request.HasField("limit") else None,
+            )
+        return retrieval_pb2.ListFilesResponse(
+            files=[
+                retrieval_pb2.IndexedFile(path=f.path, language=f.language, size=f.size)
+                for f in page.files
+            ],
+            truncated=bool(page.next_cursor),
+            next_cursor=page.next_cursor,
+        )
+
+    async def Grep(
+        self, request: retrieval_pb2.GrepRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.GrepResponse:
+        repo = _required_repo(request.repo)
+        async with self._pool.acquire() as conn:
+            found = await grep(
+                conn,
+                Viewer.current(),
+                repo=repo,
+                pattern=request.pattern,
+                regex=request.regex,
+                path_glob=request.path_glob,
+                limit=request.limit if request.HasField("limit") else None,
+            )
+        return retrieval_pb2.GrepResponse(
+            matches=[
+                retrieval_pb2.GrepMatch(path=m.path, line=m.line, text=m.text)
+                for m in found.matches
+            ],
+            truncated=found.truncated,
+            commit=found.commit,
         )
 
     async def GrantAccess(
@@ -424,6 +546,20 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         async with self._pool.acquire() as conn:
             changed = await grants.set_visibility(conn, target, request.public)
         return retrieval_pb2.SetVisibilityResponse(changed=changed)
+
+
+def _scope_name(value: str, max_chars: int, what: str) -> str:
+    name = value.strip()
+    if len(name) > max_chars or _CONTROL.search(name):
+        raise InvalidArgument(f"{what} is at most {max_chars} characters, without control ones")
+    return name
+
+
+def _required_repo(value: str) -> str:
+    repo = _scope_name(value, limits.SLUG_MAX_CHARS, "repo").lower()
+    if not repo:
+        raise InvalidArgument("repo is required")
+    return repo
 
 
 def _access_target(

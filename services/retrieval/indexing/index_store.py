@@ -136,10 +136,42 @@ async def mark_needs_linking(conn: asyncpg.Connection, repository_id: int) -> No
 
 
 async def file_hashes(conn: asyncpg.Connection, repository_id: int) -> dict[str, str]:
+    """Each indexed file's content hash; '' for a file whose text is not stored (indexed
+    before file_contents existed), so the next run prepares it again and stores it."""
     rows = await conn.fetch(
-        "SELECT path, content_hash FROM files WHERE repository_id = $1", repository_id
+        """
+        SELECT f.path, CASE WHEN c.path IS NULL THEN '' ELSE f.content_hash END AS content_hash
+        FROM files f LEFT JOIN file_contents c
+            ON c.repository_id = f.repository_id AND c.path = f.path
+        WHERE f.repository_id = $1
+        """,
+        repository_id,
     )
     return {row["path"]: row["content_hash"] for row in rows}
+
+
+def _content_rows(owner_id: int, payloads: Sequence[FilePayload]) -> list[tuple[Any, ...]]:
+    """Rows of _UPSERT_CONTENT: (owner, path, text, line count). PostgreSQL text holds no
+    NUL, so one (rare: binary files are skipped) is stored as U+FFFD."""
+    rows = []
+    for p in payloads:
+        text = p.content.replace("\x00", "\ufffd")
+        rows.append((owner_id, p.path, text, content_line_count(text)))
+    return rows
+
+
+def content_line_count(text: str) -> int:
+    """Lines as read counts them: a final newline does not start another line."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+_UPSERT_CONTENT = """
+INSERT INTO {table} ({key}, path, content, line_count) VALUES ($1, $2, $3, $4)
+ON CONFLICT ({key}, path) DO UPDATE SET
+    content = EXCLUDED.content, line_count = EXCLUDED.line_count
+"""
 
 
 async def write_files(
@@ -256,6 +288,11 @@ async def write_files(
                 for p in payloads
             ],
         )
+        # After the files rows: each content row references its file row.
+        await conn.executemany(
+            _UPSERT_CONTENT.format(table="file_contents", key="repository_id"),
+            _content_rows(repository_id, payloads),
+        )
 
 
 async def delete_files(conn: asyncpg.Connection, repository_id: int, paths: list[str]) -> None:
@@ -277,11 +314,13 @@ class LinkGraph:
 
 
 async def load_link_graph(conn: asyncpg.Connection, repository_id: int) -> LinkGraph:
-    """Everything edge resolution reads (no bodies), in a stable order."""
+    """Everything edge resolution reads (no bodies: a Python node's first lines, where
+    its decorators tell an overload stub), in a stable order."""
     nodes = await conn.fetch(
         """
         SELECT id, path, qualified_name, name, kind, language, start_line, end_line,
-               signature, parent_qualified_name
+               signature, parent_qualified_name,
+               CASE WHEN language = 'python' THEN left(body, 400) ELSE '' END AS head
         FROM code_nodes WHERE repository_id = $1 AND kind <> 'chunk'
         ORDER BY path, id
         """,
@@ -416,8 +455,14 @@ async def upsert_collection(
 
 
 async def document_hashes(conn: asyncpg.Connection, collection_id: int) -> dict[str, str]:
+    """As file_hashes: '' for a document whose text is not stored."""
     rows = await conn.fetch(
-        "SELECT path, content_hash FROM collection_documents WHERE collection_id = $1",
+        """
+        SELECT d.path, CASE WHEN c.path IS NULL THEN '' ELSE d.content_hash END AS content_hash
+        FROM collection_documents d LEFT JOIN collection_document_contents c
+            ON c.collection_id = d.collection_id AND c.path = d.path
+        WHERE d.collection_id = $1
+        """,
         collection_id,
     )
     return {row["path"]: row["content_hash"] for row in rows}
@@ -446,6 +491,10 @@ async def write_documents(
                 updated_at = EXCLUDED.updated_at
             """,
             [(collection_id, p.path, p.content_hash, len(p.docs), p.updated_at) for p in payloads],
+        )
+        await conn.executemany(
+            _UPSERT_CONTENT.format(table="collection_document_contents", key="collection_id"),
+            _content_rows(collection_id, payloads),
         )
 
 

@@ -31,7 +31,7 @@ def compute_links(
                 row["start_line"],
                 row["end_line"],
                 row["signature"],
-                "",
+                row.get("head") or "",  # decorators: overload stubs (parsing.overloads)
                 row["parent_qualified_name"],
             )
         )

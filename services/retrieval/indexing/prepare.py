@@ -148,7 +148,13 @@ class FilePreparer:
         if parsed is None:
             return self._plain(source, text, times)
         payload = FilePayload(
-            source.path, source.content_hash, parsed.language, "code", source.size, times.newest
+            source.path,
+            source.content_hash,
+            parsed.language,
+            "code",
+            source.size,
+            times.newest,
+            content=text,
         )
         prepared = Prepared(payload)
         calls: dict[str, list[str]] = {}
@@ -195,7 +201,13 @@ class FilePreparer:
 
     def _markdown(self, source: SourceFile, text: str, times: LineTimes) -> Prepared:
         payload = FilePayload(
-            source.path, source.content_hash, "markdown", "repo_docs", source.size, times.newest
+            source.path,
+            source.content_hash,
+            "markdown",
+            "repo_docs",
+            source.size,
+            times.newest,
+            content=text,
         )
         prepared = Prepared(payload)
         for chunk in chunk_markdown(source.path, text):
@@ -217,7 +229,13 @@ class FilePreparer:
         prose = ext in _PROSE_EXTENSIONS
         store = "repo_docs" if prose else "code"
         payload = FilePayload(
-            source.path, source.content_hash, language, store, source.size, times.newest
+            source.path,
+            source.content_hash,
+            language,
+            store,
+            source.size,
+            times.newest,
+            content=text,
         )
         prepared = Prepared(payload)
         name = posixpath.basename(source.path)
@@ -257,7 +275,13 @@ def prepare_document(
 ) -> Prepared:
     """A collection document: markdown chunks, all stamped with the document's time."""
     payload = FilePayload(
-        path, content_hash, "markdown", "md_collections", len(text.encode()), updated_at
+        path,
+        content_hash,
+        "markdown",
+        "md_collections",
+        len(text.encode()),
+        updated_at,
+        content=text,
     )
     prepared = Prepared(payload)
     for chunk in chunk_markdown(path, text):

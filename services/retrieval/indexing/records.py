@@ -59,3 +59,5 @@ class FilePayload:
     nodes: list[NodeRecord] = field(default_factory=list)
     edges: list[EdgeRecord] = field(default_factory=list)
     docs: list[DocRecord] = field(default_factory=list)
+    # The file's text as indexed (UTF-8, invalid bytes replaced): what read and grep answer.
+    content: str = ""

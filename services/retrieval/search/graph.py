@@ -46,6 +46,7 @@ class GraphEdge:
 class GraphResult:
     nodes: list[GraphNode] = field(default_factory=list)
     edges: list[GraphEdge] = field(default_factory=list)
+    truncated: bool = False  # neighbours were left out at the cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +80,31 @@ WHERE e.kind <> 'contains' AND e.dst_node_id IS NOT NULL
 """
 
 
+def _balanced(links: Sequence[_Link]) -> list[_Link]:
+    """Links by seed rank; within a seed its parent first, then callers and callees taken
+    in turn (a caller, a callee, a caller...), each side in edge order, so a cap cuts both
+    sides alike instead of filling with callers before any callee."""
+    by_seed: dict[int, tuple[list[_Link], list[_Link], list[_Link]]] = {}
+    for link in sorted(links, key=lambda x: (x.seed, x.priority, x.order, x.src, x.dst)):
+        by_seed.setdefault(link.seed, ([], [], []))[link.priority].append(link)
+    ordered: list[_Link] = []
+    for seed in sorted(by_seed):
+        parents, callers, callees = by_seed[seed]
+        ordered.extend(parents)
+        for i in range(max(len(callers), len(callees))):
+            ordered.extend(side[i] for side in (callers, callees) if i < len(side))
+    return ordered
+
+
 def choose_neighbours(
-    seeds: Sequence[int], links: Sequence[_Link], cap: int = GRAPH_NODE_CAP
+    seeds: Sequence[int], links: Sequence[_Link], cap: int | None = GRAPH_NODE_CAP
 ) -> list[int]:
-    """Neighbour ids in order of discovery (seed rank, then parent/callers/callees, then
-    edge id), without the seeds themselves, at most `cap`."""
+    """Neighbour ids in order of discovery (seed rank, then the parent, then callers and
+    callees in turn), without the seeds themselves, at most `cap` (None: all)."""
     seed_set = set(seeds)
     chosen: list[int] = []
     seen: set[int] = set()
-    for link in sorted(links, key=lambda x: (x.seed, x.priority, x.order, x.src, x.dst)):
+    for link in _balanced(links):
         for other in (link.src, link.dst):
             if other in seed_set or other in seen:
                 continue
@@ -159,9 +176,14 @@ async def expand(
         if r["src"] is not None and r["dst"] is not None
     ]
     # Fetch a few more than the cap: some candidates may be unreadable or elsewhere.
-    candidates = choose_neighbours(seeds, links, cap * 3)
+    everyone = choose_neighbours(seeds, links, None)
+    candidates = everyone[: cap * 3]
     readable = await fetch_nodes(conn, candidates, repo, viewer)
-    neighbours = [i for i in candidates if i in readable][:cap]
+    visible = [i for i in candidates if i in readable]
+    neighbours = visible[:cap]
+    # Cut when a readable neighbour was left out (or, past the candidates looked at,
+    # may have been): never because of nodes the viewer cannot read.
+    truncated = len(visible) > cap or (len(neighbours) == cap and len(everyone) > len(candidates))
     kept = set(seeds) | set(neighbours)
     edges: list[GraphEdge] = []
     seen: set[tuple[int, int, str]] = set()
@@ -170,31 +192,4 @@ async def expand(
         if link.src in kept and link.dst in kept and key not in seen:
             seen.add(key)
             edges.append(GraphEdge(node_id(link.src), node_id(link.dst), link.kind))
-    return GraphResult([readable[i] for i in neighbours], edges)
-
-
-async def find_definitions(
-    conn: asyncpg.Connection, repo: str, symbol: str, viewer: Viewer, limit: int = 5
-) -> list[GraphNode]:
-    """Nodes named `symbol` in `repo`: exact qualified name first, then a qualified-name
-    suffix (`Server.Handle`), then the bare name; shorter qualified names first."""
-    rows = await conn.fetch(
-        f"""
-        SELECT n.id, n.path, n.qualified_name, n.kind, n.start_line, n.end_line,
-               n.signature, left(n.body, 400) AS body, r.slug AS repo
-        FROM code_nodes n JOIN repositories r ON r.id = n.repository_id
-        WHERE r.slug = $3 AND {repository_readable("r", "$1", "$2")}
-          AND (n.qualified_name = $4 OR n.name = $4
-               OR right(n.qualified_name, length($4) + 1) = '.' || $4)
-        ORDER BY (n.qualified_name = $4) DESC,
-                 (right(n.qualified_name, length($4) + 1) = '.' || $4) DESC,
-                 length(n.qualified_name), n.id
-        LIMIT $5
-        """,
-        viewer.principal_id,
-        viewer.admin,
-        repo,
-        symbol,
-        limit,
-    )
-    return [_node(row) for row in rows]
+    return GraphResult([readable[i] for i in neighbours], edges, truncated)

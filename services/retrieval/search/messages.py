@@ -134,7 +134,7 @@ def node_to_pb(node: GraphNode) -> pb.GraphNode:
 
 
 def graph_to_pb(graph: GraphResult) -> pb.Graph:
-    message = pb.Graph(nodes=[node_to_pb(node) for node in graph.nodes])
+    message = pb.Graph(nodes=[node_to_pb(node) for node in graph.nodes], truncated=graph.truncated)
     for edge in graph.edges:
         item = message.edges.add(to=edge.dst, kind=EDGE_TO_PB[edge.kind])
         setattr(item, "from", edge.src)  # `from` is a Python keyword

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .importmap import ImportMap, resolve_imports
 from .nodes import CALLABLE_KINDS, TYPE_KINDS, CodeNode, Edge, ParsedFile, ResolvedEdge
+from .overloads import is_overload_stub
 
 _RECEIVERS: Mapping[str, frozenset[str]] = {
     "python": frozenset(("self", "cls")),
@@ -88,7 +89,16 @@ def _matches(node: CodeNode, parts: Sequence[str], kinds: frozenset[str]) -> boo
 
 def _one(hits: Sequence[_Hit]) -> _Hit | None:
     distinct = {(p, n.qualified_name): (p, n) for p, n in hits}
-    return next(iter(distinct.values())) if len(distinct) == 1 else None
+    if len(distinct) == 1:
+        return next(iter(distinct.values()))
+    # Overloads of one name in one file (`f`, `f#2`, ...): the one implementation, when
+    # the others are typing stubs, is what a call runs.
+    found = list(distinct.values())
+    if len({(p, _plain(n.qualified_name)) for p, n in found}) == 1:
+        real = [h for h in found if not is_overload_stub(h[1].language, h[1].body)]
+        if len(real) == 1:
+            return real[0]
+    return None
 
 
 class _Resolver:

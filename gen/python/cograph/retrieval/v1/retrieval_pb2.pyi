@@ -1352,6 +1352,9 @@ class Graph(_message.Message):
 
     NODES_FIELD_NUMBER: _builtins.int
     EDGES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """Whether neighbours were left out at the cap (ask cograph references for all of them)."""
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphNode]:
         """The neighbour nodes (at most 20), not repeating the nodes they surround."""
@@ -1365,10 +1368,11 @@ class Graph(_message.Message):
         *,
         nodes: _abc.Iterable[Global___GraphNode] | None = ...,
         edges: _abc.Iterable[Global___GraphEdge] | None = ...,
+        truncated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["edges", b"edges", "nodes", b"nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["edges", b"edges", "nodes", b"nodes", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1665,3 +1669,427 @@ class SetVisibilityResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SetVisibilityResponse: _TypeAlias = SetVisibilityResponse  # noqa: Y015
+
+@_typing.final
+class ReadFileRequest(_message.Message):
+    """---- Agent context: read, files, grep, references ----
+
+    Asks for lines of one indexed file (or collection document).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    COLLECTION_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """The repository slug; exactly one of repo and collection."""
+    collection: _builtins.str
+    """The collection name; exactly one of repo and collection."""
+    path: _builtins.str
+    """The file's path as indexed (relative, '/'-separated)."""
+    start_line: _builtins.int
+    """First line to return, 1-based; 1 when unset."""
+    end_line: _builtins.int
+    """Last line to return, inclusive; the end of the file when unset (within the size cap)."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        collection: _builtins.str = ...,
+        path: _builtins.str = ...,
+        start_line: _builtins.int | None = ...,
+        end_line: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_start_line", b"_start_line", "end_line", b"end_line", "start_line", b"start_line"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_start_line", b"_start_line", "collection", b"collection", "end_line", b"end_line", "path", b"path", "repo", b"repo", "start_line", b"start_line"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__end_line: _TypeAlias = _typing.Literal["end_line"]  # noqa: Y015
+    _WhichOneofArgType__end_line: _TypeAlias = _typing.Literal["_end_line", b"_end_line"]  # noqa: Y015
+    _WhichOneofReturnType__start_line: _TypeAlias = _typing.Literal["start_line"]  # noqa: Y015
+    _WhichOneofArgType__start_line: _TypeAlias = _typing.Literal["_start_line", b"_start_line"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__end_line) -> _WhichOneofReturnType__end_line | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__start_line) -> _WhichOneofReturnType__start_line | None: ...
+
+Global___ReadFileRequest: _TypeAlias = ReadFileRequest  # noqa: Y015
+
+@_typing.final
+class ReadFileResponse(_message.Message):
+    """Lines of one file as indexed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    COLLECTION_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    TOTAL_LINES_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    NEXT_START_LINE_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """The repository slug (empty for a collection)."""
+    collection: _builtins.str
+    """The collection name (empty for a repository)."""
+    path: _builtins.str
+    """The file's path."""
+    commit: _builtins.str
+    """The indexed commit of the repository (empty for plain directories and collections)."""
+    start_line: _builtins.int
+    """First line returned, 1-based."""
+    end_line: _builtins.int
+    """Last line returned, inclusive (start_line - 1 when nothing was returned)."""
+    total_lines: _builtins.int
+    """Lines in the whole file."""
+    content: _builtins.str
+    """The lines start_line..end_line, each ending with a newline except perhaps the file's last."""
+    next_start_line: _builtins.int
+    """Where to continue when the size cap cut the range short; unset when it was not cut."""
+    language: _builtins.str
+    """The file's language (python, markdown, ...)."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        collection: _builtins.str = ...,
+        path: _builtins.str = ...,
+        commit: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+        total_lines: _builtins.int = ...,
+        content: _builtins.str = ...,
+        next_start_line: _builtins.int | None = ...,
+        language: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line", "next_start_line", b"next_start_line"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line", "collection", b"collection", "commit", b"commit", "content", b"content", "end_line", b"end_line", "language", b"language", "next_start_line", b"next_start_line", "path", b"path", "repo", b"repo", "start_line", b"start_line", "total_lines", b"total_lines"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__next_start_line: _TypeAlias = _typing.Literal["next_start_line"]  # noqa: Y015
+    _WhichOneofArgType__next_start_line: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__next_start_line) -> _WhichOneofReturnType__next_start_line | None: ...
+
+Global___ReadFileResponse: _TypeAlias = ReadFileResponse  # noqa: Y015
+
+@_typing.final
+class ListFilesRequest(_message.Message):
+    """Asks for a repository's indexed files."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    PREFIX_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """The repository slug."""
+    prefix: _builtins.str
+    """Only paths starting with this text (e.g. src/ or src/app); every path when empty."""
+    cursor: _builtins.str
+    """The next_cursor of a previous page; the first page when empty."""
+    limit: _builtins.int
+    """Files per page, 1..5000; 1000 when unset."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        prefix: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+        limit: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "prefix", b"prefix", "repo", b"repo"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
+    _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+
+Global___ListFilesRequest: _TypeAlias = ListFilesRequest  # noqa: Y015
+
+@_typing.final
+class IndexedFile(_message.Message):
+    """One indexed file."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The path inside the repository."""
+    language: _builtins.str
+    """The language it was indexed as."""
+    size: _builtins.int
+    """Its size in bytes."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        language: _builtins.str = ...,
+        size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["language", b"language", "path", b"path", "size", b"size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexedFile: _TypeAlias = IndexedFile  # noqa: Y015
+
+@_typing.final
+class ListFilesResponse(_message.Message):
+    """One page of indexed files, by path."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """Whether more files follow (ask again with next_cursor)."""
+    next_cursor: _builtins.str
+    """Opaque cursor of the next page; empty on the last page."""
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexedFile]:
+        """The files, ordered by path."""
+
+    def __init__(
+        self,
+        *,
+        files: _abc.Iterable[Global___IndexedFile] | None = ...,
+        truncated: _builtins.bool = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "next_cursor", b"next_cursor", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFilesResponse: _TypeAlias = ListFilesResponse  # noqa: Y015
+
+@_typing.final
+class GrepRequest(_message.Message):
+    """A search over the text of a repository's indexed files."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    REGEX_FIELD_NUMBER: _builtins.int
+    PATH_GLOB_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """The repository slug."""
+    pattern: _builtins.str
+    """The text to find; a POSIX regular expression (PostgreSQL's dialect) when regex is set."""
+    regex: _builtins.bool
+    """Whether pattern is a regular expression; a literal, case-sensitive string otherwise."""
+    path_glob: _builtins.str
+    """Only paths matching this glob (* and ? match any characters, / included); all when empty."""
+    limit: _builtins.int
+    """Matching lines to return, 1..1000; 100 when unset."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        pattern: _builtins.str = ...,
+        regex: _builtins.bool = ...,
+        path_glob: _builtins.str = ...,
+        limit: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit", "path_glob", b"path_glob", "pattern", b"pattern", "regex", b"regex", "repo", b"repo"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
+    _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+
+Global___GrepRequest: _TypeAlias = GrepRequest  # noqa: Y015
+
+@_typing.final
+class GrepMatch(_message.Message):
+    """One matching line."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    LINE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The file's path."""
+    line: _builtins.int
+    """The line number, 1-based."""
+    text: _builtins.str
+    """The line's text (cut at 500 characters)."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        line: _builtins.int = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["line", b"line", "path", b"path", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GrepMatch: _TypeAlias = GrepMatch  # noqa: Y015
+
+@_typing.final
+class GrepResponse(_message.Message):
+    """Matching lines, by path and line."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCHES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """Whether more lines matched than were returned."""
+    commit: _builtins.str
+    """The indexed commit the lines come from."""
+    @_builtins.property
+    def matches(self) -> _containers.RepeatedCompositeFieldContainer[Global___GrepMatch]:
+        """The matches, at most limit."""
+
+    def __init__(
+        self,
+        *,
+        matches: _abc.Iterable[Global___GrepMatch] | None = ...,
+        truncated: _builtins.bool = ...,
+        commit: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "matches", b"matches", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GrepResponse: _TypeAlias = GrepResponse  # noqa: Y015
+
+@_typing.final
+class ReferencesRequest(_message.Message):
+    """Asks for the references of a symbol."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    SYMBOL_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """The repository slug."""
+    symbol: _builtins.str
+    """A qualified name (pkg.mod.Class.method), a dotted suffix or a bare name."""
+    cursor: _builtins.str
+    """The next_cursor of a previous page; the first page when empty."""
+    limit: _builtins.int
+    """References per page, 1..500; 100 when unset."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        symbol: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+        limit: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "repo", b"repo", "symbol", b"symbol"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
+    _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+
+Global___ReferencesRequest: _TypeAlias = ReferencesRequest  # noqa: Y015
+
+@_typing.final
+class Reference(_message.Message):
+    """One place that refers to a definition: the code node holding the reference."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    SYMBOL_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The file's path."""
+    start_line: _builtins.int
+    """First line of the referring node, 1-based."""
+    end_line: _builtins.int
+    """Last line of the referring node, inclusive."""
+    symbol: _builtins.str
+    """The referring node's qualified name."""
+    kind: Global___EdgeKind.ValueType
+    """The edge's kind: calls, imports, inherits or implements."""
+    target: _builtins.str
+    """The id of the definition referred to (as GraphNode.id)."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+        symbol: _builtins.str = ...,
+        kind: Global___EdgeKind.ValueType = ...,
+        target: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "kind", b"kind", "path", b"path", "start_line", b"start_line", "symbol", b"symbol", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Reference: _TypeAlias = Reference  # noqa: Y015
+
+@_typing.final
+class ReferencesResponse(_message.Message):
+    """A symbol's definitions and one page of references to them."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEFINITIONS_FIELD_NUMBER: _builtins.int
+    REFERENCES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """Whether more references follow (ask again with next_cursor)."""
+    next_cursor: _builtins.str
+    """Opaque cursor of the next page; empty on the last page."""
+    @_builtins.property
+    def definitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphNode]:
+        """The definitions, implementation first, then overloads and other matches."""
+
+    @_builtins.property
+    def references(self) -> _containers.RepeatedCompositeFieldContainer[Global___Reference]:
+        """References to any of the definitions, ordered by path and line."""
+
+    def __init__(
+        self,
+        *,
+        definitions: _abc.Iterable[Global___GraphNode] | None = ...,
+        references: _abc.Iterable[Global___Reference] | None = ...,
+        truncated: _builtins.bool = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["definitions", b"definitions", "next_cursor", b"next_cursor", "references", b"references", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReferencesResponse: _TypeAlias = ReferencesResponse  # noqa: Y015

@@ -80,6 +80,26 @@ class RetrievalServiceStub:
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphResponse.FromString,
                 _registered_method=True)
+        self.ReadFile = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/ReadFile',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadFileRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadFileResponse.FromString,
+                _registered_method=True)
+        self.ListFiles = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/ListFiles',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.FromString,
+                _registered_method=True)
+        self.Grep = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/Grep',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrepRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrepResponse.FromString,
+                _registered_method=True)
+        self.References = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/References',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReferencesRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReferencesResponse.FromString,
+                _registered_method=True)
         self.GrantAccess = channel.unary_unary(
                 '/cograph.retrieval.v1.RetrievalService/GrantAccess',
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrantAccessRequest.SerializeToString,
@@ -164,6 +184,34 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadFile(self, request, context):
+        """Returns a line range of one indexed file as it was indexed, with a continuation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFiles(self, request, context):
+        """Lists the indexed files of a repository under a path prefix, by path, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Grep(self, request, context):
+        """Finds lines of a repository's indexed files matching a literal or a regular expression.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def References(self, request, context):
+        """Finds a symbol's definitions and every indexed reference to them, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GrantAccess(self, request, context):
         """Lets a principal read (or also re-index) a repository or collection (admin only).
         """
@@ -232,6 +280,26 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.Graph,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphResponse.SerializeToString,
+            ),
+            'ReadFile': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadFile,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadFileRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadFileResponse.SerializeToString,
+            ),
+            'ListFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFiles,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.SerializeToString,
+            ),
+            'Grep': grpc.unary_unary_rpc_method_handler(
+                    servicer.Grep,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrepRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrepResponse.SerializeToString,
+            ),
+            'References': grpc.unary_unary_rpc_method_handler(
+                    servicer.References,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReferencesRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReferencesResponse.SerializeToString,
             ),
             'GrantAccess': grpc.unary_unary_rpc_method_handler(
                     servicer.GrantAccess,
@@ -493,6 +561,114 @@ class RetrievalService:
             '/cograph.retrieval.v1.RetrievalService/Graph',
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphRequest.SerializeToString,
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GraphResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/ReadFile',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadFileRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadFileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/ListFiles',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Grep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/Grep',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrepRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def References(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/References',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReferencesRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReferencesResponse.FromString,
             options,
             channel_credentials,
             insecure,

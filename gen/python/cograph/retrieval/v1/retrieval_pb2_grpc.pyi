@@ -51,6 +51,14 @@ class RetrievalServiceStub:
     """Hybrid search: vector, lexical and symbol streams fused with RRF, cited and bounded."""
     Graph: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GraphRequest, _retrieval_pb2.GraphResponse]
     """Finds a symbol's definition in one repository with its callers, callees and parent."""
+    ReadFile: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ReadFileRequest, _retrieval_pb2.ReadFileResponse]
+    """Returns a line range of one indexed file as it was indexed, with a continuation."""
+    ListFiles: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListFilesRequest, _retrieval_pb2.ListFilesResponse]
+    """Lists the indexed files of a repository under a path prefix, by path, paged."""
+    Grep: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GrepRequest, _retrieval_pb2.GrepResponse]
+    """Finds lines of a repository's indexed files matching a literal or a regular expression."""
+    References: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ReferencesRequest, _retrieval_pb2.ReferencesResponse]
+    """Finds a symbol's definitions and every indexed reference to them, paged."""
     GrantAccess: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GrantAccessRequest, _retrieval_pb2.GrantAccessResponse]
     """Lets a principal read (or also re-index) a repository or collection (admin only)."""
     RevokeAccess: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.RevokeAccessRequest, _retrieval_pb2.RevokeAccessResponse]
@@ -81,6 +89,14 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     """Hybrid search: vector, lexical and symbol streams fused with RRF, cited and bounded."""
     Graph: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GraphRequest, _retrieval_pb2.GraphResponse]  # type: ignore[assignment]
     """Finds a symbol's definition in one repository with its callers, callees and parent."""
+    ReadFile: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ReadFileRequest, _retrieval_pb2.ReadFileResponse]  # type: ignore[assignment]
+    """Returns a line range of one indexed file as it was indexed, with a continuation."""
+    ListFiles: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListFilesRequest, _retrieval_pb2.ListFilesResponse]  # type: ignore[assignment]
+    """Lists the indexed files of a repository under a path prefix, by path, paged."""
+    Grep: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GrepRequest, _retrieval_pb2.GrepResponse]  # type: ignore[assignment]
+    """Finds lines of a repository's indexed files matching a literal or a regular expression."""
+    References: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ReferencesRequest, _retrieval_pb2.ReferencesResponse]  # type: ignore[assignment]
+    """Finds a symbol's definitions and every indexed reference to them, paged."""
     GrantAccess: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GrantAccessRequest, _retrieval_pb2.GrantAccessResponse]  # type: ignore[assignment]
     """Lets a principal read (or also re-index) a repository or collection (admin only)."""
     RevokeAccess: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.RevokeAccessRequest, _retrieval_pb2.RevokeAccessResponse]  # type: ignore[assignment]
@@ -162,6 +178,38 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.GraphResponse, _abc.Awaitable[_retrieval_pb2.GraphResponse]]:
         """Finds a symbol's definition in one repository with its callers, callees and parent."""
+
+    @_abc_1.abstractmethod
+    def ReadFile(
+        self,
+        request: _retrieval_pb2.ReadFileRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.ReadFileResponse, _abc.Awaitable[_retrieval_pb2.ReadFileResponse]]:
+        """Returns a line range of one indexed file as it was indexed, with a continuation."""
+
+    @_abc_1.abstractmethod
+    def ListFiles(
+        self,
+        request: _retrieval_pb2.ListFilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.ListFilesResponse, _abc.Awaitable[_retrieval_pb2.ListFilesResponse]]:
+        """Lists the indexed files of a repository under a path prefix, by path, paged."""
+
+    @_abc_1.abstractmethod
+    def Grep(
+        self,
+        request: _retrieval_pb2.GrepRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.GrepResponse, _abc.Awaitable[_retrieval_pb2.GrepResponse]]:
+        """Finds lines of a repository's indexed files matching a literal or a regular expression."""
+
+    @_abc_1.abstractmethod
+    def References(
+        self,
+        request: _retrieval_pb2.ReferencesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.ReferencesResponse, _abc.Awaitable[_retrieval_pb2.ReferencesResponse]]:
+        """Finds a symbol's definitions and every indexed reference to them, paged."""
 
     @_abc_1.abstractmethod
     def GrantAccess(

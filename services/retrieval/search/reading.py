@@ -1,0 +1,411 @@
+"""Reading what was indexed: a file's lines, the list of files, grep over their text.
+
+Everything answers from the text stored at index time (`file_contents`,
+`collection_document_contents`), so a read matches the indexed commit the search results
+cite, never the working tree of today. Access is the search rule inside each statement: a
+repository or collection the viewer may not read answers exactly like one that does not
+exist (NOT_FOUND).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from cograph_api import limits
+from cograph_api.access_rules import Viewer, collection_readable, repository_readable
+from svckit.errors import DeadlineExceeded, InvalidArgument, NotFound
+
+# Grep gives up after this long (the statement's own timeout, under the pool's deadline).
+GREP_TIMEOUT_MS = 5000
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+# ---------------------------------------------------------------- validation
+
+
+def check_path(path: str, what: str = "path", *, prefix: bool = False) -> str:
+    """A relative '/'-separated path as the indexer stores it, or INVALID_ARGUMENT:
+    no leading '/', no '.' or '..' segment, no empty segment, no control characters
+    (NUL included), at most PATH_MAX_CHARS. A prefix may be empty and may end with '/'."""
+    if len(path) > limits.PATH_MAX_CHARS:
+        raise InvalidArgument(f"{what} is at most {limits.PATH_MAX_CHARS} characters")
+    if _CONTROL.search(path):
+        raise InvalidArgument(f"{what} must not contain control characters")
+    if not path:
+        if prefix:
+            return path
+        raise InvalidArgument(f"{what} is required")
+    if path.startswith("/") or "\\" in path:
+        raise InvalidArgument(f"{what} must be relative to the repository root, with '/'")
+    segments = path.split("/")
+    if prefix and segments[-1] == "":
+        segments = segments[:-1]
+    for segment in segments:
+        if segment in ("", ".", ".."):
+            raise InvalidArgument(f"{what} must not contain empty, '.' or '..' segments")
+    return path
+
+
+def check_limit(value: int | None, low: int, high: int, default: int, what: str) -> int:
+    if value is None:
+        return default
+    if not low <= value <= high:
+        raise InvalidArgument(f"{what} must be between {low} and {high}")
+    return value
+
+
+# ---------------------------------------------------------------- cursors
+
+
+def encode_cursor(kind: str, scope: str, position: list[Any]) -> str:
+    """An opaque cursor: the position of the last row returned, bound to what was asked
+    (`kind`, `scope`) by a checksum, so a cursor from another question is refused. The
+    position only ever moves a page within what the viewer may read: access is checked by
+    every statement, not by the cursor."""
+    body = json.dumps([kind, position], separators=(",", ":"))
+    tag = hashlib.sha256(f"{scope}\x00{body}".encode()).hexdigest()[:16]
+    raw = json.dumps([body, tag], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, kind: str, scope: str) -> list[Any] | None:
+    """The position in `cursor`, None for an empty cursor, INVALID_ARGUMENT otherwise."""
+    if not cursor:
+        return None
+    if len(cursor) > limits.CURSOR_MAX_CHARS:
+        raise InvalidArgument("cursor is not one this service returned")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        body, tag = json.loads(raw)
+        expected = hashlib.sha256(f"{scope}\x00{body}".encode()).hexdigest()[:16]
+        if not isinstance(body, str) or tag != expected:
+            raise ValueError("checksum")
+        found_kind, position = json.loads(body)
+        if found_kind != kind or not isinstance(position, list):
+            raise ValueError("kind")
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise InvalidArgument("cursor is not one this service returned for this request") from None
+    return position
+
+
+# ---------------------------------------------------------------- read
+
+
+@dataclass(frozen=True)
+class LineSlice:
+    start_line: int
+    end_line: int
+    total_lines: int
+    content: str
+    next_start_line: int | None
+
+
+def split_lines(content: str) -> list[str]:
+    """The file's lines, each keeping its newline; a final newline starts no new line.
+    Only '\n' ends a line, as for the indexer's line numbers (a '\r' stays in its line)."""
+    if not content:
+        return []
+    parts = content.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def slice_lines(
+    content: str,
+    start_line: int | None,
+    end_line: int | None,
+    *,
+    max_lines: int = limits.READ_MAX_LINES,
+    max_chars: int = limits.READ_MAX_CHARS,
+) -> LineSlice:
+    """Lines start_line..end_line (1-based, inclusive) within the size caps, cut at a line
+    boundary (inside the first line only when that line alone is over max_chars); the
+    answer says where to continue when the range was cut."""
+    lines = split_lines(content)
+    total = len(lines)
+    start = 1 if start_line is None else start_line
+    if start < 1:
+        raise InvalidArgument("start_line must be at least 1")
+    if end_line is not None and end_line < start:
+        raise InvalidArgument("end_line must not be before start_line")
+    if start > max(total, 1):
+        raise InvalidArgument(f"start_line {start} is past the end of the file ({total} lines)")
+    last = total if end_line is None else min(end_line, total)
+    taken: list[str] = []
+    used = 0
+    line = start
+    while line <= last and len(taken) < max_lines:
+        text = lines[line - 1]
+        if used + len(text) > max_chars:
+            if not taken:  # one line over the cap: return its head, continue after it
+                taken.append(text[:max_chars])
+                line += 1
+            break
+        taken.append(text)
+        used += len(text)
+        line += 1
+    end = start + len(taken) - 1
+    return LineSlice(start, end, total, "".join(taken), line if line <= last else None)
+
+
+_READ_REPOSITORY_SQL = f"""
+SELECT r.slug, r.commit_sha, f.language, c.content
+FROM repositories r
+JOIN files f ON f.repository_id = r.id AND f.path = $4
+JOIN file_contents c ON c.repository_id = f.repository_id AND c.path = f.path
+WHERE r.slug = $3 AND {repository_readable("r", "$1", "$2")}
+"""
+
+_READ_COLLECTION_SQL = f"""
+SELECT c.name, d.content
+FROM collections c
+JOIN collection_document_contents d ON d.collection_id = c.id AND d.path = $4
+WHERE c.name = $3 AND {collection_readable("c", "$1", "$2")}
+"""
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    repo: str
+    collection: str
+    path: str
+    commit: str
+    language: str
+    lines: LineSlice
+
+
+async def require_repository(conn: asyncpg.Connection, slug: str, viewer: Viewer) -> None:
+    readable = await conn.fetchval(
+        f"SELECT 1 FROM repositories r WHERE r.slug = $3 AND "
+        f"{repository_readable('r', '$1', '$2')}",
+        viewer.principal_id,
+        viewer.admin,
+        slug,
+    )
+    if not readable:  # unknown and unreadable look the same
+        raise NotFound(f"no repository {slug}")
+
+
+async def require_collection(conn: asyncpg.Connection, name: str, viewer: Viewer) -> None:
+    readable = await conn.fetchval(
+        f"SELECT 1 FROM collections c WHERE c.name = $3 AND {collection_readable('c', '$1', '$2')}",
+        viewer.principal_id,
+        viewer.admin,
+        name,
+    )
+    if not readable:
+        raise NotFound(f"no collection {name}")
+
+
+async def read_file(
+    conn: asyncpg.Connection,
+    viewer: Viewer,
+    *,
+    repo: str,
+    collection: str,
+    path: str,
+    start_line: int | None,
+    end_line: int | None,
+) -> ReadResult:
+    if bool(repo) == bool(collection):
+        raise InvalidArgument("give exactly one of repo and collection")
+    path = check_path(path)
+    if repo:
+        await require_repository(conn, repo, viewer)
+        row = await conn.fetchrow(
+            _READ_REPOSITORY_SQL, viewer.principal_id, viewer.admin, repo, path
+        )
+        if row is None:
+            raise NotFound(f"no indexed file {path} in {repo}")
+        lines = slice_lines(row["content"], start_line, end_line)
+        return ReadResult(repo, "", path, row["commit_sha"], row["language"], lines)
+    await require_collection(conn, collection, viewer)
+    row = await conn.fetchrow(
+        _READ_COLLECTION_SQL, viewer.principal_id, viewer.admin, collection, path
+    )
+    if row is None:
+        raise NotFound(f"no indexed document {path} in {collection}")
+    lines = slice_lines(row["content"], start_line, end_line)
+    return ReadResult("", collection, path, "", "markdown", lines)
+
+
+# ---------------------------------------------------------------- files
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    language: str
+    size: int
+
+
+@dataclass(frozen=True)
+class FilePage:
+    files: list[FileEntry]
+    next_cursor: str
+
+
+_FILES_SQL = f"""
+SELECT f.path, f.language, f.size_bytes
+FROM repositories r JOIN files f ON f.repository_id = r.id
+WHERE r.slug = $3 AND {repository_readable("r", "$1", "$2")}
+  AND left(f.path, length($4)) = $4 AND ($5::text IS NULL OR f.path > $5)
+ORDER BY f.path
+LIMIT $6
+"""
+
+
+async def list_files(
+    conn: asyncpg.Connection,
+    viewer: Viewer,
+    *,
+    repo: str,
+    prefix: str,
+    cursor: str,
+    limit: int | None,
+) -> FilePage:
+    prefix = check_path(prefix, "prefix", prefix=True)
+    size = check_limit(
+        limit, limits.FILES_LIMIT_MIN, limits.FILES_LIMIT_MAX, limits.FILES_LIMIT_DEFAULT, "limit"
+    )
+    scope = f"files\x00{repo}\x00{prefix}"
+    position = decode_cursor(cursor, "files", scope)
+    after: str | None = None
+    if position is not None:
+        if len(position) != 1 or not isinstance(position[0], str):
+            raise InvalidArgument("cursor is not one this service returned for this request")
+        after = position[0]
+    await require_repository(conn, repo, viewer)
+    rows = await conn.fetch(
+        _FILES_SQL, viewer.principal_id, viewer.admin, repo, prefix, after, size + 1
+    )
+    files = [FileEntry(r["path"], r["language"], int(r["size_bytes"])) for r in rows[:size]]
+    next_cursor = encode_cursor("files", scope, [files[-1].path]) if len(rows) > size else ""
+    return FilePage(files, next_cursor)
+
+
+# ---------------------------------------------------------------- grep
+
+
+@dataclass(frozen=True)
+class GrepMatch:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class GrepResult:
+    matches: list[GrepMatch]
+    truncated: bool
+    commit: str
+
+
+def like_escape(text: str) -> str:
+    """`text` as a LIKE pattern matching itself (with the default escape character)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def glob_to_like(glob: str) -> str:
+    """A path glob as a LIKE pattern: `*` (and `**`) match any run of characters, `/`
+    included; `?` one character; everything else itself."""
+    out: list[str] = []
+    for char in glob:
+        if char == "*":
+            if not out or out[-1] != "%":
+                out.append("%")
+        elif char == "?":
+            out.append("_")
+        else:
+            out.append(like_escape(char))
+    return "".join(out)
+
+
+def check_pattern(pattern: str, regex: bool) -> str:
+    if not pattern:
+        raise InvalidArgument("pattern is required")
+    if len(pattern) > limits.GREP_PATTERN_MAX_CHARS:
+        raise InvalidArgument(f"pattern is at most {limits.GREP_PATTERN_MAX_CHARS} characters")
+    if "\x00" in pattern or "\n" in pattern or "\r" in pattern:
+        raise InvalidArgument("pattern must be one line, without NUL characters")
+    if regex and (pattern.startswith("***") or pattern.startswith("(?")):
+        # Director prefixes and embedded options would change how every line is matched
+        # (the statement adds its own newline-sensitive option).
+        raise InvalidArgument("pattern must not start with *** or an embedded option (?...)")
+    return pattern
+
+
+def _grep_sql(regex: bool) -> str:
+    # Candidate files through the trigram index on the whole text, then their lines. A
+    # regular expression runs newline-sensitive ((?n)) on the whole text, so ^ and $ match
+    # at line boundaries there as they do on each line.
+    # $4 filters files (the pattern, or its LIKE form), $5 lines (the pattern as given).
+    file_filter = "c.content ~ ('(?n)' || $4::text)" if regex else "c.content LIKE $4"
+    line_filter = "l.text ~ $5::text" if regex else "strpos(l.text, $5::text) > 0"
+    return f"""
+    SELECT c.path, l.n::int AS line, left(l.text, {limits.GREP_LINE_MAX_CHARS}) AS text
+    FROM repositories r
+    JOIN file_contents c ON c.repository_id = r.id
+    CROSS JOIN LATERAL regexp_split_to_table(c.content, E'\\n') WITH ORDINALITY AS l(text, n)
+    WHERE r.slug = $3 AND {repository_readable("r", "$1", "$2")}
+      AND {file_filter} AND ($6::text IS NULL OR c.path LIKE $6)
+      AND {line_filter}
+    ORDER BY c.path, l.n
+    LIMIT $7
+    """
+
+
+async def grep(
+    conn: asyncpg.Connection,
+    viewer: Viewer,
+    *,
+    repo: str,
+    pattern: str,
+    regex: bool,
+    path_glob: str,
+    limit: int | None,
+) -> GrepResult:
+    pattern = check_pattern(pattern, regex)
+    if len(path_glob) > limits.GREP_GLOB_MAX_CHARS or _CONTROL.search(path_glob):
+        raise InvalidArgument(
+            f"path_glob is at most {limits.GREP_GLOB_MAX_CHARS} characters, "
+            "without control characters"
+        )
+    size = check_limit(
+        limit, limits.GREP_LIMIT_MIN, limits.GREP_LIMIT_MAX, limits.GREP_LIMIT_DEFAULT, "limit"
+    )
+    await require_repository(conn, repo, viewer)
+    commit = await conn.fetchval("SELECT commit_sha FROM repositories WHERE slug = $1", repo)
+    try:
+        async with conn.transaction(readonly=True):
+            await conn.execute(f"SET LOCAL statement_timeout = {GREP_TIMEOUT_MS}")
+            rows = await conn.fetch(
+                _grep_sql(regex),
+                viewer.principal_id,
+                viewer.admin,
+                repo,
+                pattern if regex else "%" + like_escape(pattern) + "%",
+                pattern,
+                glob_to_like(path_glob) if path_glob else None,
+                size + 1,
+            )
+    except asyncpg.InvalidRegularExpressionError as err:
+        raise InvalidArgument(f"pattern is not a valid regular expression: {err}") from None
+    except asyncpg.ProgramLimitExceededError as err:
+        raise InvalidArgument(f"pattern is too complex: {err}") from None
+    except asyncpg.QueryCanceledError:
+        raise DeadlineExceeded(
+            f"grep gave up after {GREP_TIMEOUT_MS // 1000} s; narrow the pattern or path_glob"
+        ) from None
+    matches = [GrepMatch(r["path"], int(r["line"]), r["text"]) for r in rows[:size]]
+    return GrepResult(matches, len(rows) > size, commit or "")

@@ -1,0 +1,326 @@
+"""The agent context RPCs over gRPC against the real service: ReadFile, ListFiles and Grep
+answer from the text stored at index time, under the search access rule (an unreadable
+repository is NOT_FOUND like an unknown one), and refuse hostile input."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from cograph.retrieval.v1 import retrieval_pb2 as pb
+from tests.integration.search_fixtures import (
+    ADMIN,
+    ALICE,
+    BILLING,
+    DEMO,
+    HANDBOOK,
+    HANDBOOK_DOC,
+    VAULT,
+    VAULT_CODE,
+    SearchEnv,
+    search_env,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+__all__ = ["search_env"]
+
+
+async def _code(call: Any) -> grpc.StatusCode:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call
+    return err.value.code()
+
+
+async def test_read_returns_the_indexed_lines_at_the_indexed_commit(
+    search_env: SearchEnv, tmp_path: Path
+) -> None:
+    stub = search_env.stub
+    whole = await stub.ReadFile(
+        pb.ReadFileRequest(repo=DEMO, path="billing/charges.py"), metadata=ALICE, timeout=10
+    )
+    assert whole.content == BILLING
+    assert whole.total_lines == BILLING.count("\n") == whole.end_line
+    assert whole.start_line == 1 and not whole.HasField("next_start_line")
+    assert whole.language == "python"
+    repo = await stub.GetRepository(pb.GetRepositoryRequest(slug=DEMO), metadata=ADMIN)
+    assert whole.commit == repo.repository.commit and len(whole.commit) == 40
+    part = await stub.ReadFile(
+        pb.ReadFileRequest(repo=DEMO, path="billing/charges.py", start_line=5, end_line=6),
+        metadata=ALICE,
+        timeout=10,
+    )
+    assert part.content == "".join(BILLING.splitlines(keepends=True)[4:6])
+    assert (part.start_line, part.end_line) == (5, 6)
+
+
+async def test_read_serves_the_index_not_todays_working_tree(search_env: SearchEnv) -> None:
+    source = await search_env.pool.fetchval("SELECT source FROM repositories WHERE slug = $1", DEMO)
+    target = Path(source) / "billing" / "charges.py"
+    original = target.read_text()
+    target.write_text("# rewritten after indexing\n")
+    try:
+        reply = await search_env.stub.ReadFile(
+            pb.ReadFileRequest(repo=DEMO, path="billing/charges.py"), metadata=ADMIN, timeout=10
+        )
+    finally:
+        target.write_text(original)
+    assert reply.content == BILLING
+
+
+async def test_read_a_collection_document(search_env: SearchEnv) -> None:
+    reply = await search_env.stub.ReadFile(
+        pb.ReadFileRequest(collection=HANDBOOK, path="onboarding.md"), metadata=ADMIN, timeout=10
+    )
+    assert reply.content == HANDBOOK_DOC and reply.collection == HANDBOOK and not reply.repo
+
+
+async def test_read_refuses_and_hides(search_env: SearchEnv) -> None:
+    stub = search_env.stub
+
+    def read(who: tuple[tuple[str, str], ...], **fields: Any) -> Any:
+        return stub.ReadFile(pb.ReadFileRequest(**fields), metadata=who, timeout=10)
+
+    # A private repository reads for the admin, and is the same NOT_FOUND as an unknown
+    # one for a key without a grant, whichever path is asked for.
+    assert (await read(ADMIN, repo=VAULT, path="vault/core.py")).content == VAULT_CODE
+    assert await _code(read(ALICE, repo=VAULT, path="vault/core.py")) == grpc.StatusCode.NOT_FOUND
+    assert await _code(read(ALICE, repo="example.com/x/none", path="a.py")) == (
+        grpc.StatusCode.NOT_FOUND
+    )
+    # Paths outside the index, skipped files and traversal.
+    for path in ("nope.py", "vendor/lib/lib.go", "assets/logo.png", "debug.log"):
+        assert await _code(read(ADMIN, repo=DEMO, path=path)) == grpc.StatusCode.NOT_FOUND
+    for path in ("../vault/core.py", "/etc/passwd", "billing/../billing/charges.py", "a\x00b", ""):
+        assert await _code(read(ADMIN, repo=DEMO, path=path)) == (
+            grpc.StatusCode.INVALID_ARGUMENT
+        ), path
+    assert await _code(read(ADMIN, repo=DEMO, collection=HANDBOOK, path="a.md")) == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )
+    assert await _code(read(ADMIN, repo=DEMO, path="billing/charges.py", start_line=999)) == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )
+
+
+async def test_files_lists_paths_languages_and_sizes_in_pages(search_env: SearchEnv) -> None:
+    stub = search_env.stub
+    every = await stub.ListFiles(pb.ListFilesRequest(repo=DEMO), metadata=ALICE, timeout=10)
+    paths = [f.path for f in every.files]
+    assert paths == sorted(paths) and "billing/charges.py" in paths and not every.truncated
+    charges = next(f for f in every.files if f.path == "billing/charges.py")
+    assert (charges.language, charges.size) == ("python", len(BILLING.encode()))
+    assert "debug.log" not in paths and "vendor/lib/lib.go" not in paths
+    under = await stub.ListFiles(pb.ListFilesRequest(repo=DEMO, prefix="pkg/"), metadata=ALICE)
+    assert [f.path for f in under.files] == [p for p in paths if p.startswith("pkg/")]
+    # Pages of two, followed to the end, give the same list.
+    pages: list[str] = []
+    cursor = ""
+    while True:
+        page = await stub.ListFiles(
+            pb.ListFilesRequest(repo=DEMO, cursor=cursor, limit=2), metadata=ALICE
+        )
+        pages.extend(f.path for f in page.files)
+        assert page.truncated == bool(page.next_cursor)
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
+    assert pages == paths
+    first = await stub.ListFiles(pb.ListFilesRequest(repo=DEMO, limit=1), metadata=ALICE)
+    # A cursor is bound to its question: another prefix or repository refuses it.
+    tampered = pb.ListFilesRequest(repo=DEMO, prefix="pkg/", cursor=first.next_cursor)
+    assert await _code(stub.ListFiles(tampered, metadata=ALICE)) == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )
+    garbage = pb.ListFilesRequest(repo=DEMO, cursor=first.next_cursor[:-3] + "AAA")
+    assert await _code(stub.ListFiles(garbage, metadata=ALICE)) == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )
+    assert await _code(stub.ListFiles(pb.ListFilesRequest(repo=VAULT), metadata=ALICE)) == (
+        grpc.StatusCode.NOT_FOUND
+    )
+    for prefix in ("../", "/etc", "a\x00"):
+        request = pb.ListFilesRequest(repo=DEMO, prefix=prefix)
+        assert await _code(stub.ListFiles(request, metadata=ALICE)) == (
+            grpc.StatusCode.INVALID_ARGUMENT
+        )
+
+
+async def test_grep_literal_and_regex(search_env: SearchEnv) -> None:
+    stub = search_env.stub
+    literal = await stub.Grep(
+        pb.GrepRequest(repo=DEMO, pattern="submit_charge("), metadata=ALICE, timeout=10
+    )
+    lines = BILLING.splitlines()
+    expected = [
+        ("billing/charges.py", i + 1, line)
+        for i, line in enumerate(lines)
+        if "submit_charge(" in line
+    ]
+    assert [(m.path, m.line, m.text) for m in literal.matches] == expected
+    assert not literal.truncated and len(literal.commit) == 40
+    # Literal means literal: regular-expression and LIKE characters match themselves.
+    dotted = await stub.Grep(pb.GrepRequest(repo=DEMO, pattern="2 ** attempt"), metadata=ALICE)
+    assert [m.line for m in dotted.matches] == [
+        i + 1 for i, line in enumerate(lines) if "2 ** attempt" in line
+    ]
+    assert not (await stub.Grep(pb.GrepRequest(repo=DEMO, pattern="%_%"), metadata=ALICE)).matches
+    regex = await stub.Grep(
+        pb.GrepRequest(repo=DEMO, pattern=r"^def \w+_charge", regex=True, path_glob="billing/*"),
+        metadata=ALICE,
+    )
+    assert [m.text.split("(")[0] for m in regex.matches] == [
+        "def retry_failed_charge",
+        "def submit_charge",
+    ]
+    capped = await stub.Grep(pb.GrepRequest(repo=DEMO, pattern="charge", limit=2), metadata=ALICE)
+    assert len(capped.matches) == 2 and capped.truncated
+    globbed = await stub.Grep(
+        pb.GrepRequest(repo=DEMO, pattern="charge", path_glob="*.md"), metadata=ALICE
+    )
+    assert globbed.matches and all(m.path.endswith(".md") for m in globbed.matches)
+
+
+async def test_grep_refuses_and_bounds(search_env: SearchEnv) -> None:
+    stub = search_env.stub
+
+    def grep(who: tuple[tuple[str, str], ...], **fields: Any) -> Any:
+        return stub.Grep(pb.GrepRequest(**fields), metadata=who, timeout=30)
+
+    assert (await grep(ADMIN, repo=VAULT, pattern="unlock_vault")).matches
+    assert await _code(grep(ALICE, repo=VAULT, pattern="unlock_vault")) == (
+        grpc.StatusCode.NOT_FOUND
+    )
+    for fields in (
+        {"pattern": "(unclosed", "regex": True},
+        {"pattern": "a{2,1}", "regex": True},
+        {"pattern": "(?i)x", "regex": True},
+        {"pattern": ""},
+        {"pattern": "x" * 501},
+        {"pattern": "a\x00b"},
+        {"pattern": "x", "limit": 0},
+        {"pattern": "x", "limit": 1001},
+    ):
+        assert await _code(grep(ALICE, repo=DEMO, **fields)) == (
+            grpc.StatusCode.INVALID_ARGUMENT
+        ), fields
+    # Patterns that make backtracking engines explode answer quickly (or hit the deadline).
+    started = time.monotonic()
+    for pattern in (r"(a+)+$", r"(x+x+)+y", r"(.*a){12}", r"((a|aa)+)+b"):
+        try:
+            await grep(ALICE, repo=DEMO, pattern=pattern, regex=True)
+        except grpc.aio.AioRpcError as err:
+            assert err.code() in (
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.StatusCode.INVALID_ARGUMENT,
+            ), err
+    assert time.monotonic() - started < 25
+
+
+OVERLOADS = '''from typing import overload
+
+
+class Context:
+    @overload
+    def invoke(self, x: int) -> int: ...
+
+    @overload
+    def invoke(self, x: str) -> str: ...
+
+    def invoke(self, x):
+        """The implementation."""
+        return self.helper(x)
+
+    def helper(self, x):
+        return x
+
+'''
+CALLERS = "".join(
+    f"    def caller_{i:02d}(self):\n        return self.invoke({i})\n\n" for i in range(12)
+)
+OVERLOADS_REPO = "example.com/team/overloads"
+
+
+async def _index_overloads(env: SearchEnv) -> None:
+    from tests.integration.search_fixtures import wait_job
+    from tests.integration.test_indexing_fixtures import JAN, commit_all, git, write
+
+    root = env.data_dir.parent / "overloads"
+    if (root / ".git").exists():
+        return
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    write(root, "ctx/context.py", OVERLOADS + CALLERS)
+    commit_all(root, "overloads", JAN)
+    request = pb.IndexRepositoryRequest(source=str(root), slug=OVERLOADS_REPO, public=True)
+    job = (await env.stub.IndexRepository(request, metadata=ADMIN, timeout=10)).job
+    await wait_job(env.stub, job.id)
+
+
+async def test_references_put_the_implementation_first_and_page(search_env: SearchEnv) -> None:
+    await _index_overloads(search_env)
+    stub = search_env.stub
+    first = await stub.References(
+        pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol="Context.invoke", limit=5),
+        metadata=ALICE,
+        timeout=10,
+    )
+    names = [d.qualified_name for d in first.definitions]
+    assert len(names) == 3 and names[0] == "ctx.context.Context.invoke#3", names
+    implementation = first.definitions[0]
+    assert "def invoke(self, x):" in implementation.signature or implementation.start_line == 12
+    seen = [(r.path, r.symbol, r.kind) for r in first.references]
+    assert first.truncated and first.next_cursor and len(seen) == 5
+    cursor = first.next_cursor
+    while cursor:
+        page = await stub.References(
+            pb.ReferencesRequest(
+                repo=OVERLOADS_REPO, symbol="Context.invoke", limit=5, cursor=cursor
+            ),
+            metadata=ALICE,
+        )
+        seen.extend((r.path, r.symbol, r.kind) for r in page.references)
+        cursor = page.next_cursor
+    callers = sorted(s for _, s, _ in seen)
+    assert callers == sorted(f"ctx.context.Context.caller_{i:02d}" for i in range(12))
+    assert {k for _, _, k in seen} == {pb.EDGE_KIND_CALLS}
+    # The graph starts from the implementation, which has the callee.
+    graph = await stub.Graph(
+        pb.GraphRequest(repo=OVERLOADS_REPO, symbol="Context.invoke"), metadata=ALICE
+    )
+    assert graph.definitions[0].qualified_name == "ctx.context.Context.invoke#3"
+    neighbours = {n.qualified_name for n in graph.graph.nodes}
+    assert "ctx.context.Context.helper" in neighbours
+
+
+async def test_references_refuse_and_hide(search_env: SearchEnv) -> None:
+    stub = search_env.stub
+    reply = await stub.References(
+        pb.ReferencesRequest(repo=DEMO, symbol="submit_charge"), metadata=ALICE, timeout=10
+    )
+    assert [d.qualified_name for d in reply.definitions] == ["billing.charges.submit_charge"]
+    assert [(r.symbol, r.kind) for r in reply.references] == [
+        ("billing.charges.retry_failed_charge", pb.EDGE_KIND_CALLS)
+    ]
+    assert not reply.truncated and not reply.next_cursor
+    hidden = pb.ReferencesRequest(repo=VAULT, symbol="unlock_vault")
+    assert (await stub.References(hidden, metadata=ADMIN)).references
+    assert await _code(stub.References(hidden, metadata=ALICE)) == grpc.StatusCode.NOT_FOUND
+    await _index_overloads(search_env)
+    page = await stub.References(
+        pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol="Context.invoke", limit=2),
+        metadata=ALICE,
+    )
+    for bad in (
+        pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol="Context.helper", cursor=page.next_cursor),
+        pb.ReferencesRequest(repo=DEMO, symbol="Context.invoke", cursor=page.next_cursor),
+        pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol="Context.invoke", cursor="e30"),
+        pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol="Context.invoke", limit=501),
+        pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol=""),
+    ):
+        assert await _code(stub.References(bad, metadata=ALICE)) == (
+            grpc.StatusCode.INVALID_ARGUMENT
+        ), bad
