@@ -311,6 +311,25 @@ META: dict[str, Meta] = {
     "RETRIEVAL_MAX_CONCURRENT_JOBS": Meta(
         "Index jobs running at once; jobs on the same repository or collection never overlap."
     ),
+    "RETRIEVAL_JOB_LEASE_S": Meta(
+        "How long a claimed index job stays its worker's without a heartbeat, in seconds; a "
+        "job whose lease ran out (its worker died) is taken up again by any replica."
+    ),
+    "RETRIEVAL_JOB_HEARTBEAT_S": Meta(
+        "How often a running job renews its lease and saves its progress, in seconds (at "
+        "most half the lease)."
+    ),
+    "RETRIEVAL_JOB_MAX_ATTEMPTS": Meta(
+        "Times a job is started before it fails because its worker stopped each time."
+    ),
+    "RETRIEVAL_JOB_POLL_S": Meta(
+        "How often idle workers look for queued jobs, in seconds (jobs submitted to the same "
+        "process start at once)."
+    ),
+    "RETRIEVAL_EMBEDDER_WAIT_S": Meta(
+        "How long indexing waits for an embedder that is loading or down (the job's phase "
+        "says so) before the job fails, in seconds."
+    ),
     "RETRIEVAL_LOCAL_SOURCES": Meta(
         "Who may index a path on the server or a `file://` URL: `admin` keys, or `any` key "
         "(only on a single-user laptop: any key could then index and read back any directory "

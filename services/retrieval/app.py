@@ -107,7 +107,15 @@ async def start_retrieval(
         assert channel is not None
         embedder = EmbedderClient(channel, settings.embedder_timeout_s)
     summarizer = summarizer or build_summarizer(settings.summarizer)
-    jobs = JobManager(pool, settings.index.max_concurrent_jobs)
+    index = settings.index
+    jobs = JobManager(
+        pool,
+        index.max_concurrent_jobs,
+        lease_s=index.job_lease_s,
+        heartbeat_s=index.job_heartbeat_s,
+        max_attempts=index.job_max_attempts,
+        poll_s=index.job_poll_s,
+    )
     indexer = Indexer(index_pool, embedder, settings.index, summarizer, settings.data_dir)
     reranker = build_reranker(settings.search.rerank, channel)
     if isinstance(reranker, CrossEncoderReranker) and not await reranker.available():
@@ -131,6 +139,8 @@ async def start_retrieval(
         verifier=TokenVerifier(settings.internal_secret),
     )
     await host.start()
+    # Workers take queued jobs, and jobs whose worker died, from index_jobs (any replica's).
+    jobs.start(servicer.run_job)
     await host.set_serving()
     log.info(
         "retrieval serving",

@@ -23,6 +23,9 @@ from retrieval.indexing.indexer import (
     Indexer,
     RepositoryRequest,
     UploadedDocument,
+    collection_request,
+    repository_request,
+    request_to_json,
 )
 from retrieval.indexing.jobs import Job, JobManager
 from retrieval.indexing.source_policy import (
@@ -204,6 +207,17 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     def _settings(self) -> IndexSettings:
         return self._indexer.settings
 
+    async def run_job(self, job: Job) -> None:
+        """Runs a claimed index job (indexing/jobs.py), here or on any replica, as the
+        principal who submitted it."""
+        viewer = job.requester
+        # Checked again when the job starts: a grant may have gone while it queued.
+        await self._authorize_index(job.kind, job.target, viewer)  # type: ignore[arg-type]
+        if job.kind == "repository":
+            await self._indexer.index_repository(repository_request(job.request), job)
+        else:
+            await self._indexer.index_collection(collection_request(job.request), job)
+
     async def IndexRepository(
         self, request: retrieval_pb2.IndexRepositoryRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.IndexRepositoryResponse:
@@ -234,12 +248,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             creator=viewer.principal_id if creating else None,
         )
 
-        async def body(job: Job) -> None:
-            # Checked again when the job starts: a grant may have gone while it queued.
-            await self._authorize_index("repository", slug, viewer)
-            await self._indexer.index_repository(job_request, job)
-
-        job = await self._jobs.submit("repository", slug, body, viewer.principal_id)
+        job = await self._jobs.submit("repository", slug, request_to_json(job_request), viewer)
         return retrieval_pb2.IndexRepositoryResponse(job=job_to_proto(job))
 
     async def _authorize_index(self, kind: permissions.Kind, name: str, viewer: Viewer) -> bool:
@@ -252,7 +261,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             "any" if self._settings.create_sources == "any" else "admin"
         )
         creating = permissions.authorize_index(found, viewer, kind, name, create)
-        active = self._jobs.active_job(kind, name)
+        active = await self._jobs.active_job(kind, name)
         if creating and active is not None and viewer.principal_id not in active.requested_by:
             # Someone else is creating it right now: joining would show their job.
             raise permissions.not_writable(kind, name)
@@ -289,11 +298,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             creator=viewer.principal_id if creating else None,
         )
 
-        async def body(job: Job) -> None:
-            await self._authorize_index("collection", name, viewer)
-            await self._indexer.index_collection(job_request, job)
-
-        job = await self._jobs.submit("collection", name, body, viewer.principal_id)
+        job = await self._jobs.submit("collection", name, request_to_json(job_request), viewer)
         return retrieval_pb2.IndexCollectionResponse(job=job_to_proto(job))
 
     async def GetJob(
@@ -348,7 +353,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             repository_id = await catalog.repository_id_by_slug(conn, slug)
             if repository_id is None:
                 raise NotFound(f"no repository {request.slug}")
-            if self._jobs.active_job("repository", slug) is not None:
+            if await self._jobs.active_job("repository", slug) is not None:
                 raise FailedPrecondition(f"{slug} is being indexed; delete it when the job ends")
             await catalog.delete_repository(conn, repository_id)
         await self._indexer.forget_repository(slug)

@@ -76,9 +76,25 @@ class IndexSettings:
     # Whether code tsvectors split identifiers (ParseConfig -> parse, config); search reads
     # the same variable so queries are cut the way the index was.
     split_identifiers: bool = True
+    # Durable jobs (indexing/jobs.py): a claimed job's lease, renewed by a heartbeat; a job
+    # whose lease ran out is claimed again, at most job_max_attempts times; idle workers
+    # look for queued jobs every job_poll_s (at once for jobs submitted to this process).
+    job_lease_s: float = 30.0
+    job_heartbeat_s: float = 5.0
+    job_max_attempts: int = 3
+    job_poll_s: float = 1.0
+    # How long indexing waits for an embedder that is loading or down before the job fails.
+    embedder_wait_s: float = 120.0
 
     @classmethod
     def from_env(cls, env: Env) -> IndexSettings:
+        lease = env.float("RETRIEVAL_JOB_LEASE_S", 30.0, min=1.0, max=3600.0)
+        heartbeat = env.float("RETRIEVAL_JOB_HEARTBEAT_S", 5.0, min=0.1, max=600.0)
+        if heartbeat * 2 > lease:
+            raise ConfigError(
+                f"RETRIEVAL_JOB_HEARTBEAT_S ({heartbeat}) must be at most half of "
+                f"RETRIEVAL_JOB_LEASE_S ({lease}): a lease must survive a missed heartbeat"
+            )
         return cls(
             max_file_bytes=env.int("RETRIEVAL_MAX_FILE_BYTES", 1_000_000, min=1),
             embed_batch=env.int("RETRIEVAL_EMBED_BATCH", 64, min=1, max=256),
@@ -96,6 +112,11 @@ class IndexSettings:
                 "RETRIEVAL_CODE_EMBED_TEXT", DEFAULT_CODE_EMBED_TEXT, tuple(CODE_EMBED_TEXTS)
             ),
             split_identifiers=env.bool(SPLIT_IDENTIFIERS, True),
+            job_lease_s=lease,
+            job_heartbeat_s=heartbeat,
+            job_max_attempts=env.int("RETRIEVAL_JOB_MAX_ATTEMPTS", 3, min=1, max=100),
+            job_poll_s=env.float("RETRIEVAL_JOB_POLL_S", 1.0, min=0.05, max=60.0),
+            embedder_wait_s=env.float("RETRIEVAL_EMBEDDER_WAIT_S", 120.0, min=0.0, max=3600.0),
         )
 
 

@@ -104,14 +104,14 @@ async def test_embedder_stays_busy_when_preparing_is_fast() -> None:
 
 async def test_unavailable_embedder_is_retried() -> None:
     embedder = FakeEmbedder(fail_times=2)
-    pipeline = EmbedPipeline(embedder, batch_size=8, retries=3)
+    pipeline = EmbedPipeline(embedder, batch_size=8, wait_s=10)
     written, _ = await _run(pipeline, _units([3]))
     assert len(written) == 1
 
 
 async def test_failures_propagate_and_stop_the_run() -> None:
     embedder = FakeEmbedder(fail_times=10)
-    pipeline = EmbedPipeline(embedder, batch_size=8, retries=1)
+    pipeline = EmbedPipeline(embedder, batch_size=8, wait_s=0.3)
     with pytest.raises(ExceptionGroup) as caught:
         await _run(pipeline, _units([3, 3]))
     assert caught.group_contains(EmbedderUnavailable)

@@ -25,10 +25,11 @@ _INSERT_NODE = f"""
 INSERT INTO code_nodes (id, repository_id, path, language, qualified_name, name, kind,
     start_line, end_line, signature, body, docstring, parent_id, parent_qualified_name,
     content_hash, created_at, last_changed_at, tsv, embedding, summary, summary_tsv,
-    summary_embedding)
+    summary_embedding, generation)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
     {_CODE_TSV.replace("$A", "$18").replace("$B", "$19").replace("$C", "$20").replace("$D", "$21")},
-    $22, $23, CASE WHEN $23::text IS NULL THEN NULL ELSE to_tsvector('simple', $24) END, $25)
+    $22, $23, CASE WHEN $23::text IS NULL THEN NULL ELSE to_tsvector('simple', $24) END, $25,
+    $26)
 """
 
 _INSERT_EDGE = """
@@ -38,10 +39,10 @@ VALUES ($1, $2, $3, $4, $5)
 
 _INSERT_REPO_DOC = """
 INSERT INTO repo_docs (repository_id, path, heading_path, start_line, end_line, body,
-    content_hash, updated_at, tsv, embedding)
+    content_hash, updated_at, tsv, embedding, generation)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
     setweight(to_tsvector('english', $9), 'A') || setweight(to_tsvector('english', $10), 'D'),
-    $11)
+    $11, $12)
 """
 
 _INSERT_COLLECTION_CHUNK = """
@@ -179,11 +180,13 @@ async def write_files(
     repository_id: int,
     units: Sequence[WorkUnit],
     *,
+    generation: int = 0,
     split_identifiers: bool = True,
 ) -> None:
-    """Replaces the rows of these files in one transaction: an interrupted run leaves each
-    file either fully old or fully new, and queries never see a half-written file.
-    `split_identifiers` is how the code tsvectors are built (lexemes.lexical_terms)."""
+    """Writes the rows of these files, one transaction, as `generation`: beside the rows
+    searches read until the run is published (generations.publish), which deletes the
+    files' older rows. `split_identifiers` is how the code tsvectors are built
+    (lexemes.lexical_terms)."""
 
     def lexical(text: str, max_chars: int | None = None) -> str:
         return lexical_text(text, max_chars, split_identifiers)
@@ -192,16 +195,14 @@ async def write_files(
     paths = [p.path for p in payloads]
     node_total = sum(len(p.nodes) for p in payloads)
     async with conn.transaction():
-        await conn.execute(
-            "DELETE FROM code_nodes WHERE repository_id = $1 AND path = ANY($2::text[])",
-            repository_id,
-            paths,
-        )
-        await conn.execute(
-            "DELETE FROM repo_docs WHERE repository_id = $1 AND path = ANY($2::text[])",
-            repository_id,
-            paths,
-        )
+        for table in ("code_nodes", "repo_docs"):  # a file written twice in one run
+            await conn.execute(
+                f"DELETE FROM {table} WHERE repository_id = $1 AND path = ANY($2::text[]) "
+                "AND generation = $3",
+                repository_id,
+                paths,
+                generation,
+            )
         ids: list[int] = []
         if node_total:
             ids = [
@@ -247,6 +248,7 @@ async def write_files(
                         node.summary,
                         lexical(node.summary or ""),
                         _vector(unit, node.summary_index),
+                        generation,
                     )
                 )
             for edge in payload.edges:
@@ -255,7 +257,7 @@ async def write_files(
                     continue
                 dst = local.get(edge.dst_name) if edge.kind == "contains" else None
                 edge_rows.append((repository_id, src, dst, edge.dst_name, edge.kind))
-            doc_rows.extend(_doc_rows(repository_id, unit))
+            doc_rows.extend((*row, generation) for row in _doc_rows(repository_id, unit))
         if node_rows:
             await conn.executemany(_INSERT_NODE, node_rows)
         if edge_rows:
@@ -265,13 +267,14 @@ async def write_files(
         await conn.executemany(
             """
             INSERT INTO files (repository_id, path, content_hash, language, store, size_bytes,
-                               node_count, chunk_count, updated_at, indexed_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+                               node_count, chunk_count, updated_at, indexed_at, generation)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), $10)
             ON CONFLICT (repository_id, path) DO UPDATE SET
                 content_hash = EXCLUDED.content_hash, language = EXCLUDED.language,
                 store = EXCLUDED.store, size_bytes = EXCLUDED.size_bytes,
                 node_count = EXCLUDED.node_count, chunk_count = EXCLUDED.chunk_count,
-                updated_at = EXCLUDED.updated_at, indexed_at = now()
+                updated_at = EXCLUDED.updated_at, indexed_at = now(),
+                generation = EXCLUDED.generation
             """,
             [
                 (
@@ -284,6 +287,7 @@ async def write_files(
                     len(p.nodes),
                     len(p.docs),
                     p.updated_at,
+                    generation,
                 )
                 for p in payloads
             ],
@@ -408,13 +412,16 @@ async def finish_repository(
     commit: str,
     readme_excerpt: str,
     terms: set[tuple[str, str]],
+    generation: int = 0,
 ) -> None:
+    """Records the run and publishes `generation` (searches read rows up to it)."""
     async with conn.transaction():
         await replace_terms(conn, "repository_terms", "repository_id", repository_id, terms)
         await conn.execute(
             """
             UPDATE repositories SET branch = $2, commit_sha = $3, readme_excerpt = $4,
                 indexed_at = now(), needs_linking = false,
+                published_generation = greatest(published_generation, $5),
                 file_count = (SELECT count(*) FROM files WHERE repository_id = $1),
                 node_count = (SELECT count(*) FROM code_nodes WHERE repository_id = $1),
                 edge_count = (SELECT count(*) FROM code_edges WHERE repository_id = $1),
@@ -425,6 +432,7 @@ async def finish_repository(
             branch,
             commit,
             readme_excerpt,
+            generation,
         )
 
 

@@ -1,14 +1,16 @@
 """An index run of a repository or a collection, from source to committed rows.
 
 Repository: fetch/clone -> list with skip rules -> compare content hashes with `files` ->
-prepare/embed/write the changed files (pipeline) -> drop removed files -> re-link edges ->
-refresh the router corpus and counts. A run that stops early leaves every written file
-complete and `needs_linking` set, so the next run links even when nothing else changed.
+prepare/embed/write the changed files (pipeline) as a new generation -> publish in one
+transaction: drop the replaced and removed files' rows, re-link edges, refresh the router
+corpus and counts, switch the published generation (indexing/generations.py). A run that
+stops early leaves the previous version searchable; the next run discards what it wrote.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -17,9 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
+from retrieval.indexing import generations
 from retrieval.indexing import index_store as store
 from retrieval.indexing.jobs import Job, Progress
 from retrieval.indexing.linking import compute_links
@@ -73,6 +77,36 @@ class CollectionRequest:
     creator: str | None = None  # a non-admin creating it: gets a write grant on creation
 
 
+def request_to_json(request: RepositoryRequest | CollectionRequest) -> dict[str, Any]:
+    """What a durable job stores to run `request` later, possibly in another process."""
+    return dataclasses.asdict(request)
+
+
+def repository_request(data: dict[str, Any]) -> RepositoryRequest:
+    return RepositoryRequest(
+        source=data["source"],
+        slug=data["slug"],
+        branch=data.get("branch", ""),
+        public=bool(data.get("public", False)),
+        grants=tuple(data.get("grants", ())),
+        creator=data.get("creator"),
+    )
+
+
+def collection_request(data: dict[str, Any]) -> CollectionRequest:
+    return CollectionRequest(
+        name=data["name"],
+        description=data.get("description", ""),
+        directory=data.get("directory", ""),
+        documents=tuple(
+            UploadedDocument(d["path"], d["content"]) for d in data.get("documents", ())
+        ),
+        public=bool(data.get("public", False)),
+        grants=tuple(data.get("grants", ())),
+        creator=data.get("creator"),
+    )
+
+
 def file_language(path: str) -> str:
     if is_markdown(path):
         return "markdown"
@@ -121,6 +155,15 @@ class Indexer:
         def on_embedded(count: int) -> None:
             progress.embeddings_done += count
 
+        phase_before_wait = [progress.phase]
+
+        def on_waiting(waiting: bool) -> None:
+            if waiting:
+                phase_before_wait[0] = progress.phase
+                progress.phase = "waiting for the embedder"
+            else:
+                progress.phase = phase_before_wait[0]
+
         s = self._settings
         return EmbedPipeline(
             self._embedder,
@@ -129,7 +172,9 @@ class Indexer:
             timeout_s=s.embed_timeout_s,
             max_chars=s.embed_max_chars,
             write_group=s.write_group,
+            wait_s=s.embedder_wait_s,
             on_embedded=on_embedded,
+            on_waiting=on_waiting,
         )
 
     # ------------------------------------------------------------ repositories
@@ -171,6 +216,8 @@ class Indexer:
                 await store.add_grants(
                     conn, [request.creator], repository_id=repository_id, role="write"
                 )
+            # Drops what an interrupted run left unpublished; its files count as changed.
+            generation = await generations.begin(conn, repository_id)
             stored = await store.file_hashes(conn, repository_id)
             relink = await store.needs_linking(conn, repository_id)
         changed = [f for f in listing.files if stored.get(f.path) != f.content_hash]
@@ -189,15 +236,14 @@ class Indexer:
             max_embed_chars=self._settings.embed_max_chars,
             code_text=self._settings.code_embed_text,
         )
-        stats = await self._run_files(repository_id, changed, preparer, progress)
-
-        if removed:
-            async with self._pool.acquire() as conn:
-                await store.delete_files(conn, repository_id, removed)
-            progress.files_removed = len(removed)
+        stats = await self._run_files(repository_id, generation, changed, preparer, progress)
 
         progress.phase = "linking"
-        async with self._pool.acquire() as conn:
+        # Publication: one transaction replaces the previous version's rows with this
+        # run's, re-links and switches the published generation (indexing/generations.py).
+        async with self._pool.acquire() as conn, conn.transaction():
+            await generations.publish_rows(conn, repository_id, generation, removed)
+            progress.files_removed = len(removed)
             if changed or removed or relink:
                 graph = await store.load_link_graph(conn, repository_id)
                 edge_ids, targets = await asyncio.to_thread(compute_links, graph.nodes, graph.edges)
@@ -219,6 +265,7 @@ class Indexer:
                 commit=checkout.commit,
                 readme_excerpt=readme,
                 terms=terms,
+                generation=generation,
             )
         log.info(
             "repository indexed",
@@ -235,6 +282,7 @@ class Indexer:
     async def _run_files(
         self,
         repository_id: int,
+        generation: int,
         changed: Sequence[SourceFile],
         preparer: FilePreparer,
         progress: Progress,
@@ -264,6 +312,7 @@ class Indexer:
                     conn,
                     repository_id,
                     units,
+                    generation=generation,
                     split_identifiers=self._settings.split_identifiers,
                 )
             for unit in units:

@@ -88,8 +88,13 @@ class EmbedPipeline:
     max_chars: int = 2000
     queue_units: int = 64
     write_group: int = 16
-    retries: int = 3
+    # How long a batch waits for an embedder that is loading or down (EmbedderUnavailable)
+    # before the run fails; `on_waiting(True)` when batches start waiting, False when the
+    # embedder answers again (the job's progress says so meanwhile).
+    wait_s: float = 120.0
     on_embedded: Callable[[int], None] | None = None
+    on_waiting: Callable[[bool], None] | None = None
+    _waiting: int = field(default=0, init=False, repr=False)
 
     async def run(
         self,
@@ -194,18 +199,37 @@ class EmbedPipeline:
         return stats
 
     async def _embed_with_retry(self, texts: list[str]) -> list[Vectors]:
-        delay = 0.5
-        for attempt in range(self.retries + 1):
-            try:
-                vectors = await self.embedder.embed(texts, timeout=self.timeout_s)
-                return list(vectors)
-            except EmbedderUnavailable as err:
-                if attempt == self.retries:
-                    raise
-                log.warning(
-                    "embedder unavailable; retrying",
-                    extra={"attempt": attempt + 1, "error": str(err)},
-                )
-                await asyncio.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+        """Embeds one batch, waiting up to `wait_s` for an embedder that cannot answer
+        (still loading its model, restarting, briefly down), retrying with backoff."""
+        delay = 0.25
+        gave_up_at: float | None = None
+        waiting = False
+        try:
+            while True:
+                try:
+                    vectors = await self.embedder.embed(texts, timeout=self.timeout_s)
+                    return list(vectors)
+                except EmbedderUnavailable as err:
+                    now = time.monotonic()
+                    if gave_up_at is None:
+                        gave_up_at = now + self.wait_s
+                        log.warning("embedder unavailable; waiting", extra={"error": str(err)})
+                    if now >= gave_up_at:
+                        raise EmbedderUnavailable(
+                            f"the embedder did not answer for {self.wait_s:g} s "
+                            f"(RETRIEVAL_EMBEDDER_WAIT_S): {err}"
+                        ) from err
+                    if not waiting:
+                        waiting = True
+                        self._set_waiting(+1)
+                    await asyncio.sleep(min(delay, max(gave_up_at - now, 0.0)))
+                    delay = min(delay * 2, 5.0)
+        finally:
+            if waiting:
+                self._set_waiting(-1)
+
+    def _set_waiting(self, change: int) -> None:
+        before = self._waiting
+        self._waiting += change
+        if self.on_waiting is not None and (before == 0) != (self._waiting == 0):
+            self.on_waiting(self._waiting > 0)

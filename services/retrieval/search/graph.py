@@ -141,6 +141,7 @@ async def fetch_nodes(
                n.signature, left(n.body, 400) AS body, r.slug AS repo
         FROM code_nodes n JOIN repositories r ON r.id = n.repository_id
         WHERE n.id = ANY($3::bigint[]) AND r.slug = $4
+          AND n.generation <= r.published_generation
           AND {repository_readable("r", "$1", "$2")}
         """,
         viewer.principal_id,

@@ -63,6 +63,7 @@ WITH named AS (
            regexp_replace(n.qualified_name, '#[0-9]+$', '') AS plain
     FROM code_nodes n JOIN repositories r ON r.id = n.repository_id
     WHERE r.slug = $3 AND {repository_readable("r", "$1", "$2")}
+      AND n.generation <= r.published_generation
       AND n.kind <> 'chunk'
       AND (n.name = $5 OR n.qualified_name = $4 OR n.qualified_name LIKE $6
            OR n.qualified_name LIKE $7)
@@ -140,6 +141,7 @@ JOIN code_nodes s ON s.id = e.src_node_id
 JOIN repositories r ON r.id = s.repository_id
 WHERE e.dst_node_id = ANY($3::bigint[]) AND e.kind <> 'contains'
   AND r.slug = $4 AND {repository_readable("r", "$1", "$2")}
+  AND s.generation <= r.published_generation
   AND ($5::text IS NULL OR (s.path, s.start_line, e.id) > ($5::text, $6::int, $7::bigint))
 ORDER BY s.path, s.start_line, e.id
 LIMIT $8

@@ -63,7 +63,11 @@ def _source(store: Store, scope: Scope, params: _Params) -> tuple[str, list[str]
         source = "md_collection_chunks t JOIN collections c ON c.id = t.collection_id"
         changed = "t.updated_at"
     else:
-        where = [repository_readable("r", principal, admin)]
+        # Only the repository's published index (indexing/generations.py).
+        where = [
+            repository_readable("r", principal, admin),
+            "t.generation <= r.published_generation",
+        ]
         if scope.repo is not None:
             where.append(f"r.slug = {params.add(scope.repo)}")
         table = "code_nodes" if store == "code" else "repo_docs"
