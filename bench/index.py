@@ -7,7 +7,9 @@ directory so times come from mtimes) into a fresh database, with the embedder ru
 its own process (`python -m embedder`) the way production runs it. Prints files/s, nodes/s,
 embeddings/s and the share of wall time during which at least one Embed call was in flight
 (target >= 80%: parsing, blaming and writing overlap with embedding). A second, unchanged
-run shows the incremental path (nothing embedded).
+run shows the incremental path (nothing embedded); a third, after a line was appended to
+every file, replaces the whole index (every file's rows written anew, the previous ones
+deleted when the run is published).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,7 +86,10 @@ async def run(source: Path, workers: int, workdir: Path) -> None:
         client = EmbedderClient(channel, timeout_s=120)
         await client.embed(["warm up"])
         indexer = Indexer(pool, client, settings, ExtractiveSummarizer(), workdir / "data")
-        request = RepositoryRequest(str(source), "local/bench/" + source.name.lower())
+        # A copy, so the changed re-run can edit every file.
+        copy = workdir / "src" / source.name
+        shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+        request = RepositoryRequest(str(copy), "local/bench/" + source.name.lower())
 
         job = Job("bench", "repository", request.slug)
         start = time.perf_counter()
@@ -112,6 +118,20 @@ async def run(source: Path, workers: int, workdir: Path) -> None:
         print(
             f"unchanged re-run: {time.perf_counter() - start:.2f} s, "
             f"{again.progress.files_unchanged} files unchanged, {stats2.texts} embeddings"
+        )
+
+        for path in copy.rglob("*"):
+            if path.is_file() and path.suffix in {".py", ".md", ".txt", ".rst"}:
+                with path.open("a") as handle:
+                    handle.write("\n# changed\n")
+        changed = Job("bench-3", "repository", request.slug)
+        start = time.perf_counter()
+        stats3 = await indexer.index_repository(request, changed)
+        nodes = await pool.fetchval("SELECT count(*) FROM code_nodes")
+        print(
+            f"changed re-run: {time.perf_counter() - start:.1f} s, "
+            f"{changed.progress.files_done} files rewritten, {stats3.texts} embeddings, "
+            f"{nodes} nodes stored after it"
         )
         await pool.close()
     finally:

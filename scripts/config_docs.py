@@ -233,6 +233,15 @@ META: dict[str, Meta] = {
         "Overrides `EMBEDDER_TIMEOUT_S` for query embeddings when set.",
         default="`EMBEDDER_TIMEOUT_S`",
     ),
+    "EMBEDDER_BREAKER_FAILURES": Meta(
+        "Consecutive query embeddings that found the embedder unavailable before the circuit "
+        "opens: searches then skip the vector stream (retrieval) or answer 503 (commons) at "
+        "once instead of waiting `EMBEDDER_TIMEOUT_S`."
+    ),
+    "EMBEDDER_BREAKER_COOLDOWN_S": Meta(
+        "How long the open circuit fails query embeddings at once before one goes through as "
+        "a probe, in seconds; the probe's success closes it, its failure opens it again."
+    ),
     "RETRIEVAL_ADDR": Meta(
         "Where retrieval is found. The gateway fronts only the backends whose address is set "
         "(`cograph up` sets them): an unset one's routes answer 503 and `/readyz` does not wait "

@@ -1,6 +1,12 @@
-"""The typed client every service uses to embed text."""
+"""The typed client every service uses to embed text, and the circuit breaker that lets a
+query fail fast while the embedder is down."""
 
 from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Callable
 
 import grpc
 import numpy as np
@@ -10,6 +16,8 @@ from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from svckit.errors import InvalidArgument
 
 Vectors = npt.NDArray[np.float32]
+
+log = logging.getLogger(__name__)
 
 # Codes that mean "the embedder cannot answer now", as opposed to "the request was wrong".
 _UNAVAILABLE_CODES = {
@@ -26,13 +34,112 @@ class EmbedderUnavailable(Exception):
     """The embedder did not answer in time or is down."""
 
 
+class CircuitBreaker:
+    """Consecutive failures open it: after `failures` calls in a row found the embedder
+    unavailable, calls fail at once (EmbedderUnavailable, without waiting for a deadline)
+    for `cooldown_s`; then one call goes through as a probe while the others still fail
+    fast. The probe's success closes the breaker, its failure opens it for another
+    cool-down. A call that ends otherwise (cancelled, a refused request) frees the probe's
+    place without deciding anything."""
+
+    def __init__(
+        self,
+        failures: int = 3,
+        cooldown_s: float = 5.0,
+        *,
+        name: str = "embedder",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.failures = failures
+        self.cooldown_s = cooldown_s
+        self._name = name
+        self._clock = clock
+        self._consecutive = 0
+        self._opened_at: float | None = None  # None: closed
+        self._probing = False
+
+    @property
+    def state(self) -> str:
+        if self._opened_at is None:
+            return "closed"
+        if self._probing or self._clock() - self._opened_at >= self.cooldown_s:
+            return "half_open"
+        return "open"
+
+    def admit(self) -> bool:
+        """Whether a call may go out now; True makes it the probe when the breaker is open."""
+        if self._opened_at is None:
+            return True
+        if self._probing or self._clock() - self._opened_at < self.cooldown_s:
+            return False
+        self._probing = True
+        return True
+
+    def succeeded(self) -> None:
+        if self._opened_at is not None:
+            log.info("embedder answers again; circuit closed", extra={"breaker": self._name})
+        self._consecutive, self._opened_at, self._probing = 0, None, False
+
+    def failed(self) -> None:
+        self._consecutive += 1
+        if self._opened_at is not None or self._consecutive >= self.failures:
+            if self._opened_at is None:
+                log.warning(
+                    "embedder unavailable; circuit open, calls fail fast",
+                    extra={"breaker": self._name, "cooldown_s": self.cooldown_s},
+                )
+            self._opened_at, self._probing = self._clock(), False
+
+    def released(self) -> None:
+        """A call that neither succeeded nor found the embedder down."""
+        self._probing = False
+
+
 class EmbedderClient:
-    def __init__(self, channel: grpc.aio.Channel, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        timeout_s: float = 2.0,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
         self._stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
         self._timeout_s = timeout_s
+        self._breaker = breaker
+
+    def with_breaker(self, breaker: CircuitBreaker) -> EmbedderClient:
+        """The same client (channel, deadline) whose calls go through `breaker`: for the
+        calls that must not wait on a down embedder (queries), not for batch work."""
+        clone = copy.copy(self)
+        clone._breaker = breaker
+        return clone
+
+    @property
+    def breaker(self) -> CircuitBreaker | None:
+        return self._breaker
 
     async def embed(self, texts: list[str], timeout: float | None = None) -> Vectors:
-        """One row per text; raises EmbedderUnavailable on deadline or outage."""
+        """One row per text; raises EmbedderUnavailable on deadline or outage, and at once
+        while the breaker (if any) is open."""
+        breaker = self._breaker
+        if breaker is None:
+            return await self._embed(texts, timeout)
+        if not breaker.admit():
+            raise EmbedderUnavailable("circuit open: the embedder failed recently")
+        decided = False
+        try:
+            vectors = await self._embed(texts, timeout)
+            breaker.succeeded()
+            decided = True
+            return vectors
+        except EmbedderUnavailable:
+            breaker.failed()
+            decided = True
+            raise
+        finally:
+            if not decided:
+                breaker.released()
+
+    async def _embed(self, texts: list[str], timeout: float | None) -> Vectors:
         try:
             response = await self._stub.Embed(
                 embedder_pb2.EmbedRequest(texts=texts),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from svckit.internal_auth import MIN_SECRET_BYTES
@@ -188,6 +189,21 @@ def operator_internal_secret(env: Env) -> bytes:
             f"`cograph up` once (it creates the file) or set {INTERNAL_SECRET_FILE_VAR}"
         )
     return _checked_secret(str(path), _read_secret_file(INTERNAL_SECRET_FILE_VAR, path))
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    """The query-embedding circuit breaker (cograph_api.embedder_client.CircuitBreaker)."""
+
+    failures: int  # consecutive unavailable answers that open it
+    cooldown_s: float  # how long it stays open before one probe goes through
+
+
+def embedder_breaker(env: Env) -> BreakerSettings:
+    return BreakerSettings(
+        failures=env.int("EMBEDDER_BREAKER_FAILURES", 3, min=1, max=1000),
+        cooldown_s=env.float("EMBEDDER_BREAKER_COOLDOWN_S", 5.0, min=0.1, max=600.0),
+    )
 
 
 def query_embed_timeout_s(env: Env) -> float:

@@ -95,7 +95,11 @@ async def apply_migrations(conn: asyncpg.Connection, service: str, folder: Path)
                 )
             log.info(
                 "migration applied",
-                extra={"service": service, "version": migration.version, "name": migration.name},
+                extra={
+                    "service": service,
+                    "version": migration.version,
+                    "migration": migration.name,
+                },
             )
             done.append(migration.version)
         return done

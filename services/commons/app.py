@@ -11,7 +11,7 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
-from cograph_api.embedder_client import EmbedderClient
+from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
 from commons.backfill import BackfillWorker
 from commons.board import NotesBoard, SearchConfig
 from commons.embedding import NoteEmbedder
@@ -78,9 +78,15 @@ async def start_commons(
     note_embedder = NoteEmbedder(
         store, client, settings.embed_write_timeout_s, settings.backfill_batch
     )
+    # Searches go through a breaker: while the embedder is down they answer 503 at once
+    # instead of after EMBEDDER_TIMEOUT_S; note writes and the backfill keep their own path.
+    breaker = settings.embedder_breaker
+    query_client = client.with_breaker(
+        CircuitBreaker(breaker.failures, breaker.cooldown_s, name="commons search")
+    )
     board = NotesBoard(
         store,
-        client,
+        query_client,
         note_embedder,
         settings.limits,
         SearchConfig(

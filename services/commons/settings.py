@@ -7,7 +7,13 @@ from pathlib import Path
 
 from commons.ranking import RankingWeights
 from commons.validation import Limits
-from svckit.config import Env, internal_secret, query_embed_timeout_s
+from svckit.config import (
+    BreakerSettings,
+    Env,
+    embedder_breaker,
+    internal_secret,
+    query_embed_timeout_s,
+)
 
 
 @dataclass(frozen=True)
@@ -16,6 +22,8 @@ class CommonsSettings:
     database_url: str
     embedder_addr: str
     embedder_timeout_s: float  # query embedding; past it, search is UNAVAILABLE
+    # While open, a search fails at once instead of waiting embedder_timeout_s.
+    embedder_breaker: BreakerSettings
     embed_write_timeout_s: float  # note embedding (detached task and backfill)
     search_limit: int
     body_snippet: int
@@ -41,6 +49,7 @@ class CommonsSettings:
             database_url=env.str("COGRAPH_DATABASE_URL"),
             embedder_addr=env.str("EMBEDDER_ADDR", "127.0.0.1:50051"),
             embedder_timeout_s=query_embed_timeout_s(env),
+            embedder_breaker=embedder_breaker(env),
             embed_write_timeout_s=env.float(
                 "COMMONS_EMBED_WRITE_TIMEOUT_S", 30.0, min=0.1, max=600.0
             ),

@@ -11,7 +11,7 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from cograph_api.embedder_client import EmbedderClient
+from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
 from retrieval.indexing.freshness import HeadProbe
 from retrieval.indexing.indexer import Indexer
 from retrieval.indexing.jobs import JobManager
@@ -122,7 +122,17 @@ async def start_retrieval(
         log.warning("the embedder has no cross-encoder (EMBEDDER_RERANKER_PATH); reranking off")
         reranker = None
     # The query-time deadline is the embedder timeout (2 s by default), not the indexing one.
-    engine = SearchEngine(pool, embedder, settings.search, settings.embedder_timeout_s, reranker)
+    # Queries go through a circuit breaker (indexing waits instead, RETRIEVAL_EMBEDDER_WAIT_S):
+    # while the embedder is down, searches answer without the vector stream at once.
+    query_embedder: TextEmbedder = embedder
+    if isinstance(embedder, EmbedderClient):
+        breaker = settings.embedder_breaker
+        query_embedder = embedder.with_breaker(
+            CircuitBreaker(breaker.failures, breaker.cooldown_s, name="retrieval search")
+        )
+    engine = SearchEngine(
+        pool, query_embedder, settings.search, settings.embedder_timeout_s, reranker
+    )
     heads = HeadProbe(settings.head_check_timeout_s, settings.head_cache_s)
     servicer = RetrievalServicer(
         pool, jobs, indexer, engine=engine, search_settings=settings.search, heads=heads

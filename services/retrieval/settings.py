@@ -8,7 +8,15 @@ from pathlib import Path
 
 from retrieval.indexing.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
 from retrieval.search.search_settings import SPLIT_IDENTIFIERS, SearchSettings
-from svckit.config import ConfigError, Env, data_dir, internal_secret, query_embed_timeout_s
+from svckit.config import (
+    BreakerSettings,
+    ConfigError,
+    Env,
+    data_dir,
+    embedder_breaker,
+    internal_secret,
+    query_embed_timeout_s,
+)
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,8 @@ class RetrievalSettings:
     data_dir: Path
     embedder_addr: str
     embedder_timeout_s: float  # query-time embedding deadline
+    # While open, searches skip the vector stream at once instead of waiting the deadline.
+    embedder_breaker: BreakerSettings
     index: IndexSettings
     summarizer: SummarizerSettings
     log_level: str
@@ -147,6 +157,7 @@ class RetrievalSettings:
             data_dir=data_dir(env),
             embedder_addr=env.str("EMBEDDER_ADDR", "127.0.0.1:50051"),
             embedder_timeout_s=query_embed_timeout_s(env),
+            embedder_breaker=embedder_breaker(env),
             index=IndexSettings.from_env(env),
             summarizer=SummarizerSettings.from_env(env),
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
