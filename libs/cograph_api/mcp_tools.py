@@ -34,16 +34,22 @@ INSTRUCTIONS = (
     "Cograph answers questions about indexed code and documentation and hosts a shared "
     "notes board (the commons). Use cograph_route when you do not know which repository "
     "to look in, cograph_search to find code and docs (keep top_k and snippet_chars small "
-    "to save context), cograph_graph for callers and callees of a symbol, cograph_status "
-    "to see what is indexed and whether it is stale. Before a hard task, commons_search for "
-    "notes other agents left; after solving something non-obvious, commons_post a note. "
-    "A result with error semantic_search_unavailable means: skip it and carry on."
+    "to save context), cograph_read to read a file or a line range as indexed, "
+    "cograph_grep for exact text or a regular expression, cograph_files to list paths, "
+    "cograph_references for every place that uses a symbol, cograph_graph for callers and "
+    "callees, cograph_status to see what is indexed and whether it is stale, cograph_index "
+    "to re-index a stale repository you may write to. Before a hard task, commons_search "
+    "for notes other agents left; after solving something non-obvious, commons_post a note. "
+    "A result with error semantic_search_unavailable means: skip it and carry on with "
+    "cograph_grep, cograph_references and cograph_read."
 )
 
 # ---- argument models (the REST limits, plus MCP-friendly defaults) ----
 
 _STRICT = ConfigDict(extra="forbid")
 MCP_TOP_K_DEFAULT = 8  # smaller than REST's default: an agent's context is the budget
+MCP_GREP_LIMIT_DEFAULT = 50
+MCP_REFERENCES_LIMIT_DEFAULT = 50
 PostId = Annotated[str, Field(min_length=1, max_length=L.ID_MAX_CHARS)]
 
 
@@ -109,6 +115,55 @@ class CommonsVoteArgs(BaseModel):
     direction: Literal["up", "down", "none"]
 
 
+class ReadArgs(BaseModel):
+    model_config = _STRICT
+    path: models.FilePath
+    repo: models.Slug | None = None
+    collection: models.Name | None = None
+    start_line: models.StrictInt | None = Field(None, ge=1)
+    end_line: models.StrictInt | None = Field(None, ge=1)
+
+
+class FilesArgs(BaseModel):
+    model_config = _STRICT
+    repo: models.Slug
+    prefix: Annotated[str, Field(max_length=L.PATH_MAX_CHARS)] = ""
+    cursor: models.Cursor | None = None
+    limit: models.StrictInt | None = Field(None, ge=L.FILES_LIMIT_MIN, le=L.FILES_LIMIT_MAX)
+
+
+class GrepArgs(BaseModel):
+    model_config = _STRICT
+    repo: models.Slug
+    pattern: Annotated[str, Field(min_length=1, max_length=L.GREP_PATTERN_MAX_CHARS)]
+    regex: models.StrictBool = False
+    path_glob: Annotated[str, Field(max_length=L.GREP_GLOB_MAX_CHARS)] | None = None
+    limit: models.StrictInt = Field(
+        MCP_GREP_LIMIT_DEFAULT, ge=L.GREP_LIMIT_MIN, le=L.GREP_LIMIT_MAX
+    )
+
+
+class ReferencesArgs(BaseModel):
+    model_config = _STRICT
+    repo: models.Slug
+    symbol: models.Symbol
+    cursor: models.Cursor | None = None
+    limit: models.StrictInt = Field(
+        MCP_REFERENCES_LIMIT_DEFAULT, ge=L.REFERENCES_LIMIT_MIN, le=L.REFERENCES_LIMIT_MAX
+    )
+
+
+class IndexArgs(BaseModel):
+    model_config = _STRICT
+    repo: models.Slug
+
+
+class CommonsCommentArgs(BaseModel):
+    model_config = _STRICT
+    post_id: PostId
+    body: Annotated[str, Field(min_length=1, max_length=L.COMMENT_MAX_CHARS)]
+
+
 # ---- JSON schemas, written out so each property says what it does ----
 
 _TIME = {
@@ -138,6 +193,18 @@ _POST_ID = {
     "minLength": 1,
     "maxLength": L.ID_MAX_CHARS,
     "description": "The note's id (a UUID) from commons_search or commons_post.",
+}
+
+_COLLECTION = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": L.NAME_MAX_CHARS,
+    "description": "A markdown collection's name.",
+}
+_CURSOR = {
+    "type": "string",
+    "maxLength": L.CURSOR_MAX_CHARS,
+    "description": "next_cursor from the previous page; omit for the first page.",
 }
 
 _ROUTE_RESULTS = {
@@ -229,6 +296,97 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "cograph_status": _obj(
         {"repo": {**_SLUG, "description": "Only this repository; default: everything."}}, []
     ),
+    "cograph_read": _obj(
+        {
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.PATH_MAX_CHARS,
+                "description": "The file's path as indexed (as search results give it).",
+            },
+            "repo": {**_SLUG, "description": "The repository; or give collection."},
+            "collection": {**_COLLECTION, "description": "The collection; or give repo."},
+            "start_line": {"type": "integer", "minimum": 1, "description": "First line."},
+            "end_line": {
+                "type": "integer",
+                "minimum": 1,
+                "description": f"Last line, inclusive. One answer holds at most "
+                f"{L.READ_MAX_LINES} lines and {L.READ_MAX_CHARS} characters; "
+                "next_start_line says where to go on.",
+            },
+        },
+        ["path"],
+    ),
+    "cograph_files": _obj(
+        {
+            "repo": _SLUG,
+            "prefix": {
+                "type": "string",
+                "maxLength": L.PATH_MAX_CHARS,
+                "description": "Only paths starting with this (e.g. src/ or src/app).",
+            },
+            "cursor": _CURSOR,
+            "limit": {
+                "type": "integer",
+                "minimum": L.FILES_LIMIT_MIN,
+                "maximum": L.FILES_LIMIT_MAX,
+                "default": L.FILES_LIMIT_DEFAULT,
+                "description": "Files per page.",
+            },
+        },
+        ["repo"],
+    ),
+    "cograph_grep": _obj(
+        {
+            "repo": _SLUG,
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.GREP_PATTERN_MAX_CHARS,
+                "description": "Text to find, case-sensitive; a POSIX regular expression "
+                "(PostgreSQL dialect) when regex is true.",
+            },
+            "regex": {"type": "boolean", "default": False},
+            "path_glob": {
+                "type": "string",
+                "maxLength": L.GREP_GLOB_MAX_CHARS,
+                "description": "Only paths matching this glob, e.g. src/*.py (* matches /).",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": L.GREP_LIMIT_MIN,
+                "maximum": L.GREP_LIMIT_MAX,
+                "default": MCP_GREP_LIMIT_DEFAULT,
+                "description": "Matching lines to return.",
+            },
+        },
+        ["repo", "pattern"],
+    ),
+    "cograph_references": _obj(
+        {
+            "repo": _SLUG,
+            "symbol": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.SYMBOL_MAX_CHARS,
+                "description": "A qualified name (pkg.mod.Class.method), a dotted suffix "
+                "(Class.method) or a bare name.",
+            },
+            "cursor": _CURSOR,
+            "limit": {
+                "type": "integer",
+                "minimum": L.REFERENCES_LIMIT_MIN,
+                "maximum": L.REFERENCES_LIMIT_MAX,
+                "default": MCP_REFERENCES_LIMIT_DEFAULT,
+                "description": "References per page.",
+            },
+        },
+        ["repo", "symbol"],
+    ),
+    "cograph_index": _obj(
+        {"repo": {**_SLUG, "description": "The repository to index again from its source."}},
+        ["repo"],
+    ),
     "commons_search": _obj(
         {
             "query": {
@@ -280,6 +438,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["title", "body"],
     ),
+    "commons_comment": _obj(
+        {
+            "post_id": _POST_ID,
+            "body": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.COMMENT_MAX_CHARS,
+                "description": "What you add: a confirmation, a correction, a caveat.",
+            },
+        },
+        ["post_id", "body"],
+    ),
     "commons_vote": _obj(
         {
             "post_id": _POST_ID,
@@ -292,6 +462,171 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["post_id", "direction"],
     ),
+}
+
+# ---- output schemas: what a successful call's structured content holds ----
+#
+# Each names the fields an agent acts on (and that are always present); objects stay open
+# (additionalProperties allowed) so a field added to a contract never breaks a client
+# that validates results.
+
+
+def _out(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+    }
+
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
+_NUM = {"type": "number"}
+_STRS = {"type": "array", "items": _STR}
+_NODE = _out(
+    {
+        "id": _STR,
+        "repo": _STR,
+        "path": _STR,
+        "qualified_name": _STR,
+        "kind": _STR,
+        "start_line": _INT,
+        "end_line": _INT,
+        "signature": _STR,
+    }
+)
+_JOB = _out({"id": _STR, "target": _STR, "state": _STR, "error": _STR}, ["id", "state"])
+_POST = _out(
+    {"id": _STR, "title": _STR, "body": _STR, "tags": _STRS, "score": _INT},
+    ["id", "title", "score"],
+)
+_GRAPH = _out(
+    {"nodes": {"type": "array", "items": _NODE}, "edges": {"type": "array"}, "truncated": _BOOL}
+)
+
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "cograph_search": _out(
+        {
+            "query": _STR,
+            "results": {
+                "type": "array",
+                "items": _out(
+                    {
+                        "path": _STR,
+                        "start_line": _INT,
+                        "end_line": _INT,
+                        "snippet": _STR,
+                        "score": _NUM,
+                    }
+                ),
+            },
+            "streams": {"type": "object"},
+            "graph": {"anyOf": [_GRAPH, {"type": "null"}]},
+        },
+        ["query", "results"],
+    ),
+    "cograph_route": _out(
+        {
+            "repositories": {
+                "type": "array",
+                "items": _out({"slug": _STR, "confidence": _NUM, "rationale": _STR}),
+            },
+            "collections": {
+                "type": "array",
+                "items": _out({"name": _STR, "confidence": _NUM}),
+            },
+        }
+    ),
+    "cograph_graph": _out(
+        {
+            "definitions": {"type": "array", "items": _NODE},
+            "graph": {"anyOf": [_GRAPH, {"type": "null"}]},
+        }
+    ),
+    "cograph_status": _out(
+        {
+            "repositories": {
+                "type": "array",
+                "items": _out(
+                    {
+                        "slug": _STR,
+                        "commit": _STR,
+                        "freshness": _STR,
+                        "stale": {"type": ["boolean", "null"]},
+                    }
+                ),
+            },
+            "collections": {"type": "array", "items": _out({"name": _STR})},
+        }
+    ),
+    "cograph_read": _out(
+        {
+            "repo": _STR,
+            "collection": _STR,
+            "path": _STR,
+            "commit": _STR,
+            "start_line": _INT,
+            "end_line": _INT,
+            "total_lines": _INT,
+            "content": _STR,
+            "next_start_line": {"type": ["integer", "null"]},
+            "language": _STR,
+        }
+    ),
+    "cograph_files": _out(
+        {
+            "files": {
+                "type": "array",
+                "items": _out({"path": _STR, "language": _STR, "size": _INT}),
+            },
+            "truncated": _BOOL,
+            "next_cursor": _STR,
+        }
+    ),
+    "cograph_grep": _out(
+        {
+            "matches": {
+                "type": "array",
+                "items": _out({"path": _STR, "line": _INT, "text": _STR}),
+            },
+            "truncated": _BOOL,
+            "commit": _STR,
+        }
+    ),
+    "cograph_references": _out(
+        {
+            "definitions": {"type": "array", "items": _NODE},
+            "references": {
+                "type": "array",
+                "items": _out(
+                    {
+                        "path": _STR,
+                        "start_line": _INT,
+                        "end_line": _INT,
+                        "symbol": _STR,
+                        "kind": _STR,
+                        "target": _STR,
+                    }
+                ),
+            },
+            "truncated": _BOOL,
+            "next_cursor": _STR,
+        }
+    ),
+    "cograph_index": _out({"job": _JOB}),
+    "commons_search": _out(
+        {"query": _STR, "results": {"type": "array", "items": {"type": "object"}}}
+    ),
+    "commons_get": _POST,
+    "commons_post": _POST,
+    "commons_comment": _out(
+        {
+            "comment": _out({"id": _STR, "post_id": _STR, "body": _STR}),
+            "comment_count": _INT,
+        }
+    ),
+    "commons_vote": _out({"post_id": _STR, "score": _INT, "direction": _STR}),
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -327,7 +662,40 @@ DESCRIPTIONS: dict[str, str] = {
         "body snippet (body_truncated, body_chars), score and comment_count. Error "
         "semantic_search_unavailable: skip the commons and carry on."
     ),
+    "cograph_read": (
+        "Read an indexed file, or lines start_line..end_line of it, exactly as indexed (at "
+        "the repository's indexed commit, which the answer gives). Long ranges are cut at "
+        f"{L.READ_MAX_LINES} lines or {L.READ_MAX_CHARS} characters; next_start_line says "
+        "where to continue. Works for collections too (collection instead of repo)."
+    ),
+    "cograph_files": (
+        "List a repository's indexed files under a path prefix: path, language and size "
+        "in bytes, by path, one page at a time (truncated and next_cursor say when more "
+        "follow)."
+    ),
+    "cograph_grep": (
+        "Find lines in a repository's indexed files: a literal, case-sensitive string, or "
+        "a regular expression with regex true, optionally only under path_glob. Returns "
+        "{path, line, text} by path and line, and truncated when more matched than limit. "
+        "Use it for exact identifiers, error messages and config keys."
+    ),
+    "cograph_references": (
+        "Every place that refers to a symbol: its definitions (all overloads, the "
+        "implementation first) and the code that calls, imports, inherits or implements "
+        "it, each as path, start_line-end_line of the enclosing symbol, that symbol and the "
+        "edge kind; paged (truncated, next_cursor)."
+    ),
+    "cograph_index": (
+        "Index a repository again from its source (e.g. when cograph_status says it is "
+        "stale). Needs a write grant on it; returns the job (poll cograph_status or the "
+        "job id later). Repositories indexed from a server path can only be re-indexed by "
+        "an admin."
+    ),
     "commons_get": "Read one whole note of the commons, and its comments.",
+    "commons_comment": (
+        "Add a comment to a commons note: confirm it, correct it or add a caveat. Returns "
+        "the stored comment."
+    ),
     "commons_post": (
         "Leave a note in the commons for other agents: a non-obvious lesson, convention or "
         "pitfall you confirmed. Returns the stored note at once; it becomes searchable a "
@@ -345,6 +713,10 @@ READ_ONLY = {
     "cograph_route",
     "cograph_graph",
     "cograph_status",
+    "cograph_read",
+    "cograph_files",
+    "cograph_grep",
+    "cograph_references",
     "commons_search",
     "commons_get",
 }
@@ -356,6 +728,7 @@ def tool_list() -> list[types.Tool]:
             name=name,
             description=DESCRIPTIONS[name],
             input_schema=SCHEMAS[name],
+            output_schema=OUTPUT_SCHEMAS[name],
             annotations=types.ToolAnnotations(
                 read_only_hint=name in READ_ONLY,
                 destructive_hint=False,
@@ -429,6 +802,42 @@ async def _commons_vote(api: CographApi, raw: dict[str, Any]) -> Json:
     return await api.vote(args.post_id, models.Vote(direction=args.direction))
 
 
+async def _read(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = ReadArgs.model_validate(raw)
+    return await api.read(models.ReadRequest.model_validate(args.model_dump(exclude_none=True)))
+
+
+async def _files(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = FilesArgs.model_validate(raw)
+    return await api.list_files(models.FilesRequest.model_validate(args.model_dump()))
+
+
+async def _grep(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = GrepArgs.model_validate(raw)
+    return await api.grep(models.GrepRequest.model_validate(args.model_dump(exclude_none=True)))
+
+
+async def _references(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = ReferencesArgs.model_validate(raw)
+    return await api.references(models.ReferencesRequest.model_validate(args.model_dump()))
+
+
+async def _index(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = IndexArgs.model_validate(raw)
+    # The repository as stored: unknown and unreadable are a 404 here; readable but not
+    # writable is the service's 403 on the index call itself.
+    stored = await api.get_repository(args.repo)
+    request = models.IndexRepositoryRequest(
+        source=stored["source"], slug=stored["slug"], branch=stored.get("branch") or None
+    )
+    return await api.index_repository(request)
+
+
+async def _commons_comment(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = CommonsCommentArgs.model_validate(raw)
+    return await api.create_comment(args.post_id, models.NewComment(body=args.body))
+
+
 HANDLERS: dict[str, Handler] = {
     "cograph_search": _search,
     "cograph_route": _route,
@@ -438,6 +847,12 @@ HANDLERS: dict[str, Handler] = {
     "commons_get": _commons_get,
     "commons_post": _commons_post,
     "commons_vote": _commons_vote,
+    "cograph_read": _read,
+    "cograph_files": _files,
+    "cograph_grep": _grep,
+    "cograph_references": _references,
+    "cograph_index": _index,
+    "commons_comment": _commons_comment,
 }
 
 

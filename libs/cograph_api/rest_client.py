@@ -86,6 +86,40 @@ class RestClient:
         result: Json = await self._request("POST", "/api/graph", json=request.model_dump())
         return result
 
+    async def read(self, request: models.ReadRequest) -> Json:
+        body = request.model_dump(mode="json", exclude_none=True)
+        result: Json = await self._request("POST", "/api/read", json=body)
+        return result
+
+    async def list_files(self, request: models.FilesRequest) -> Json:
+        params = request.model_dump(mode="json", exclude_none=True)
+        result: Json = await self._request("GET", "/api/files", params=params)
+        return result
+
+    async def grep(self, request: models.GrepRequest) -> Json:
+        body = request.model_dump(mode="json", exclude_none=True)
+        result: Json = await self._request("POST", "/api/grep", json=body)
+        return result
+
+    async def references(self, request: models.ReferencesRequest) -> Json:
+        body = request.model_dump(mode="json", exclude_none=True)
+        result: Json = await self._request("POST", "/api/references", json=body)
+        return result
+
+    async def index_repository(self, request: models.IndexRepositoryRequest) -> Json:
+        body = request.model_dump(mode="json", exclude_none=True)
+        result: Json = await self._request("POST", "/api/repositories", json=body)
+        return result
+
+    async def get_job(self, job_id: str) -> Json:
+        result: Json = await self._request("GET", f"/api/jobs/{quote(job_id, safe='')}")
+        return result
+
+    async def create_comment(self, post_id: str, request: models.NewComment) -> Json:
+        path = f"/v1/posts/{quote(post_id, safe='')}/comments"
+        result: Json = await self._request("POST", path, json=request.model_dump())
+        return result
+
     async def list_repositories(self) -> Json:
         result: Json = await self._request("GET", "/api/repositories")
         return result

@@ -109,6 +109,74 @@ class GraphRequest(Body):
     symbol: Symbol
 
 
+FilePath = Annotated[str, _len(L.PATH_MAX_CHARS), _CLEAN]
+Cursor = Annotated[str, _len(L.CURSOR_MAX_CHARS, 0), _CLEAN]
+
+
+class ReadRequest(Body):
+    """Lines of one indexed file (or collection document) at the indexed commit."""
+
+    repo: Slug | None = Field(None, description="The repository (host/owner/name).")
+    collection: Name | None = Field(None, description="Or the collection.")
+    path: FilePath = Field(description="The path as indexed, relative, '/'-separated.")
+    start_line: StrictInt | None = Field(None, ge=1, description="First line, 1-based.")
+    end_line: StrictInt | None = Field(
+        None,
+        ge=1,
+        description=f"Last line, inclusive; one answer holds at most {L.READ_MAX_LINES} "
+        f"lines and {L.READ_MAX_CHARS} characters, next_start_line says where to go on.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReadRequest:
+        if (self.repo is None) == (self.collection is None):
+            raise ValueError("give exactly one of repo or collection")
+        return self
+
+
+class GrepRequest(Body):
+    """Lines of a repository's indexed files matching a literal or a regular expression."""
+
+    repo: Slug
+    pattern: Annotated[str, _len(L.GREP_PATTERN_MAX_CHARS), _CLEAN] = Field(
+        description="The text to find (case-sensitive), or a POSIX regular expression "
+        "(PostgreSQL's dialect) with regex."
+    )
+    regex: StrictBool = False
+    path_glob: Annotated[str, _len(L.GREP_GLOB_MAX_CHARS, 0), _CLEAN] | None = Field(
+        None, description="Only paths matching this glob (* and ? match '/' too)."
+    )
+    limit: StrictInt | None = Field(
+        None,
+        ge=L.GREP_LIMIT_MIN,
+        le=L.GREP_LIMIT_MAX,
+        description=f"Matching lines to return (default {L.GREP_LIMIT_DEFAULT}).",
+    )
+
+
+class ReferencesRequest(Body):
+    """A symbol's definitions and the places that refer to them, paged."""
+
+    repo: Slug
+    symbol: Symbol
+    cursor: Cursor | None = Field(None, description="next_cursor of the previous page.")
+    limit: StrictInt | None = Field(
+        None,
+        ge=L.REFERENCES_LIMIT_MIN,
+        le=L.REFERENCES_LIMIT_MAX,
+        description=f"References per page (default {L.REFERENCES_LIMIT_DEFAULT}).",
+    )
+
+
+class FilesRequest(Body):
+    """A repository's indexed files under a prefix, by path, paged."""
+
+    repo: Slug
+    prefix: Annotated[str, _len(L.PATH_MAX_CHARS, 0), _CLEAN] = ""
+    cursor: Cursor | None = None
+    limit: StrictInt | None = Field(None, ge=L.FILES_LIMIT_MIN, le=L.FILES_LIMIT_MAX)
+
+
 class RouteRequest(Body):
     """Which repositories and collections a question belongs to (the router)."""
 

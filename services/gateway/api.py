@@ -76,6 +76,26 @@ class GatewayApi:
         reply = await self._call(self._backends.retrieval().Graph, message)
         return dict(to_json(reply))
 
+    async def read(self, request: models.ReadRequest) -> Json:
+        message = _build(retrieval_pb2.ReadFileRequest, request.model_dump(exclude_none=True))
+        reply = await self._call(self._backends.retrieval().ReadFile, message)
+        return dict(to_json(reply))
+
+    async def list_files(self, request: models.FilesRequest) -> Json:
+        message = _build(retrieval_pb2.ListFilesRequest, request.model_dump(exclude_none=True))
+        reply = await self._call(self._backends.retrieval().ListFiles, message)
+        return dict(to_json(reply))
+
+    async def grep(self, request: models.GrepRequest) -> Json:
+        message = _build(retrieval_pb2.GrepRequest, request.model_dump(exclude_none=True))
+        reply = await self._call(self._backends.retrieval().Grep, message)
+        return dict(to_json(reply))
+
+    async def references(self, request: models.ReferencesRequest) -> Json:
+        message = _build(retrieval_pb2.ReferencesRequest, request.model_dump(exclude_none=True))
+        reply = await self._call(self._backends.retrieval().References, message)
+        return dict(to_json(reply))
+
     async def route(self, request: models.RouteRequest) -> Json:
         message = _build(router_pb2.RouteRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.router().Route, message)

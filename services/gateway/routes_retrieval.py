@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from cograph_api import limits
 from cograph_api import rest_models as models
@@ -34,6 +34,45 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
     async def graph(body: models.GraphRequest) -> dict[str, Any]:
         """A symbol's definitions in one repository with its callers, callees and parents."""
         return await api.graph(body)
+
+    @router.post("/read", tags=["read"], responses=errors(404))
+    async def read(body: models.ReadRequest) -> dict[str, Any]:
+        """Lines of one indexed file (or collection document) as indexed, at the indexed
+        commit; at most 2000 lines and 100,000 characters an answer, `next_start_line` says
+        where to go on. 404 for a path outside the index or a source the key cannot read."""
+        return await api.read(body)
+
+    @router.get("/files", tags=["read"], responses=errors(404))
+    async def list_files(
+        repo: Annotated[str, Query(min_length=1, max_length=limits.SLUG_MAX_CHARS)],
+        prefix: Annotated[str, Query(max_length=limits.PATH_MAX_CHARS)] = "",
+        cursor: Annotated[str, Query(max_length=limits.CURSOR_MAX_CHARS)] = "",
+        limit: Annotated[
+            int | None, Query(ge=limits.FILES_LIMIT_MIN, le=limits.FILES_LIMIT_MAX)
+        ] = None,
+    ) -> dict[str, Any]:
+        """Indexed files (path, language, size in bytes) under `prefix`, by path, paged:
+        1000 a page by default (`limit`, at most 5000); `next_cursor` fetches the next."""
+        request = models.FilesRequest(
+            repo=models.clean_text(repo, "repo"),
+            prefix=models.clean_text(prefix, "prefix"),
+            cursor=models.clean_text(cursor, "cursor") or None,
+            limit=limit,
+        )
+        return await api.list_files(request)
+
+    @router.post("/grep", tags=["read"], responses=errors(404, 504))
+    async def grep(body: models.GrepRequest) -> dict[str, Any]:
+        """Lines of the indexed files matching a literal or a regular expression, by path
+        and line; `truncated` when more matched than `limit`. 400 for a bad expression, 504
+        when it runs past its time bound."""
+        return await api.grep(body)
+
+    @router.post("/references", tags=["search"], responses=errors(404))
+    async def references(body: models.ReferencesRequest) -> dict[str, Any]:
+        """A symbol's definitions (every overload, the implementation first) and the code
+        that refers to them (calls, imports, inherits, implements), paged by `next_cursor`."""
+        return await api.references(body)
 
     @router.post("/route", tags=["search"], responses=errors(501, 504))
     async def route(body: models.RouteRequest) -> dict[str, Any]:

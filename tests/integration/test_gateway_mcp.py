@@ -15,7 +15,7 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from cograph_api.mcp_tools import SCHEMAS
+from cograph_api.mcp_tools import OUTPUT_SCHEMAS, SCHEMAS
 from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_job, wait_searchable
 from tests.integration.test_indexing_fixtures import JAN, MAR, commit_all, git, write
 
@@ -30,6 +30,12 @@ TOOLS = {
     "commons_get",
     "commons_post",
     "commons_vote",
+    "commons_comment",
+    "cograph_read",
+    "cograph_files",
+    "cograph_grep",
+    "cograph_references",
+    "cograph_index",
 }
 
 
@@ -64,6 +70,7 @@ async def test_http_lists_tools_with_schemas(stack: Stack) -> None:
         assert tool.description and len(tool.description) > 40
         assert tool.input_schema == SCHEMAS[tool.name]
         assert tool.input_schema["additionalProperties"] is False
+        assert tool.output_schema == OUTPUT_SCHEMAS[tool.name]
 
 
 async def test_http_commons_tools_act_for_the_keys_principal(stack: Stack) -> None:

@@ -202,6 +202,29 @@ def test_mcp_schemas_publish_the_same_limits(openapi: Schema) -> None:
     assert post["tags"]["items"]["maxLength"] == rest_tags["items"]["maxLength"]
     q = _query_param(openapi, "/v1/search", "q")
     assert tools["commons_search"]["properties"]["query"]["maxLength"] == q["maxLength"]
+    read = tools["cograph_read"]["properties"]
+    assert read["path"]["maxLength"] == _body_field(openapi, "/api/read", "path")["maxLength"]
+    grep = tools["cograph_grep"]["properties"]
+    for field in ("pattern", "path_glob"):
+        rest = _body_field(openapi, "/api/grep", field)
+        rest_max = rest.get("maxLength") or rest["anyOf"][0]["maxLength"]
+        assert grep[field]["maxLength"] == rest_max
+    rest_limit = _body_field(openapi, "/api/grep", "limit")
+    assert grep["limit"]["maximum"] == rest_limit["maximum"] == limits.GREP_LIMIT_MAX
+    refs = tools["cograph_references"]["properties"]
+    rest_symbol = _body_field(openapi, "/api/references", "symbol")
+    assert refs["symbol"]["maxLength"] == rest_symbol["maxLength"]
+    files = tools["cograph_files"]["properties"]
+    assert (
+        files["prefix"]["maxLength"] == _query_param(openapi, "/api/files", "prefix")["maxLength"]
+    )
+
+
+def test_agent_context_limits_are_what_retrieval_enforces() -> None:
+    from retrieval.search.reading import check_path, check_pattern
+
+    _string_edge(check_path, limits.PATH_MAX_CHARS)
+    _string_edge(lambda v: check_pattern(v, regex=False), limits.GREP_PATTERN_MAX_CHARS)
 
 
 @pytest.mark.parametrize("name", sorted(mcp_tools.SCHEMAS))
@@ -216,6 +239,12 @@ def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
         "commons_get": mcp_tools.CommonsGetArgs,
         "commons_post": mcp_tools.CommonsPostArgs,
         "commons_vote": mcp_tools.CommonsVoteArgs,
+        "commons_comment": mcp_tools.CommonsCommentArgs,
+        "cograph_read": mcp_tools.ReadArgs,
+        "cograph_files": mcp_tools.FilesArgs,
+        "cograph_grep": mcp_tools.GrepArgs,
+        "cograph_references": mcp_tools.ReferencesArgs,
+        "cograph_index": mcp_tools.IndexArgs,
     }
     model = models[name]
     minimal = {
@@ -226,6 +255,8 @@ def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
         "title": "t",
         "body": "b",
         "direction": "up",
+        "path": "p",
+        "pattern": "x",
     }
     schema = mcp_tools.SCHEMAS[name]
     base = {f: minimal[f] for f in schema["required"]}

@@ -149,6 +149,12 @@ ARG_MODELS: dict[str, type[BaseModel]] = {
     "commons_get": mcp_tools.CommonsGetArgs,
     "commons_post": mcp_tools.CommonsPostArgs,
     "commons_vote": mcp_tools.CommonsVoteArgs,
+    "commons_comment": mcp_tools.CommonsCommentArgs,
+    "cograph_read": mcp_tools.ReadArgs,
+    "cograph_files": mcp_tools.FilesArgs,
+    "cograph_grep": mcp_tools.GrepArgs,
+    "cograph_references": mcp_tools.ReferencesArgs,
+    "cograph_index": mcp_tools.IndexArgs,
 }
 
 
@@ -162,3 +168,13 @@ def test_mcp_schema_matches_its_argument_model(name: str) -> None:
     for prop in schema["properties"].values():
         assert prop["type"] in ("string", "integer", "boolean", "array")
     assert set(mcp_tools.HANDLERS) == set(mcp_tools.SCHEMAS) == set(mcp_tools.DESCRIPTIONS)
+    assert set(mcp_tools.OUTPUT_SCHEMAS) == set(mcp_tools.SCHEMAS)
+
+
+@pytest.mark.parametrize("name", sorted(mcp_tools.OUTPUT_SCHEMAS))
+def test_mcp_output_schemas_are_valid_json_schemas(name: str) -> None:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    schema = mcp_tools.OUTPUT_SCHEMAS[name]
+    Draft202012Validator.check_schema(schema)
+    assert schema["type"] == "object"

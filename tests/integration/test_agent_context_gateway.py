@@ -1,0 +1,226 @@
+"""The agent context API through the gateway: REST (/api/read, /api/files, /api/grep,
+/api/references) and the MCP tools (cograph_read, cograph_files, cograph_grep,
+cograph_references, cograph_index, commons_comment) through the official MCP client, each
+under the key's access: a key without access to a repository gets 404 everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+import pytest_asyncio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from cograph_api.mcp_tools import OUTPUT_SCHEMAS
+from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_job
+from tests.integration.test_indexing_fixtures import JAN, commit_all, git, write
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+SLUG = "example.com/acme/shop"
+CART = '''"""The cart."""
+
+
+def add_item(cart: list, item: str) -> list:
+    """Adds one item."""
+    return [*cart, item]
+
+
+def checkout(cart: list) -> int:
+    total = 0
+    for item in cart:
+        cart = add_item(cart, item)
+        total += 1
+    return total
+'''
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def stack(
+    pg_server_url: str, embedder_address: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Stack]:
+    base = tmp_path_factory.mktemp("gw-agent")
+    root = base / "src" / "shop"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    write(root, "shop/cart.py", CART)
+    write(root, "docs/notes.md", "# Notes\n\nThe cart adds items.\n")
+    commit_all(root, "shop", JAN)
+    async with gateway_stack(pg_server_url, embedder_address, base) as s:
+        async with s.client(s.admin_key) as admin:
+            started = await admin.post(
+                "/api/repositories", json={"source": str(root), "slug": SLUG}
+            )
+            assert started.status_code == 202, started.text
+            assert (await wait_job(admin, started.json()["job"]["id"]))["state"] == "succeeded"
+            reader = await s.key("reader")
+            await s.key("stranger")
+            granted = await admin.post(
+                "/api/access/grant", json={"principal_id": "reader", "repository": SLUG}
+            )
+            assert granted.status_code == 200, granted.text
+            assert reader
+        yield s
+
+
+def mcp(stack: Stack, key: str) -> Client:
+    transport = streamable_http_client(
+        f"{stack.url}/mcp",
+        http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60),
+    )
+    return Client(transport)
+
+
+async def call(client: Client, name: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
+    result = await client.call_tool(name, arguments)
+    return result.is_error, result.structured_content
+
+
+async def test_rest_read_files_grep_references(stack: Stack) -> None:
+    async with stack.client(await stack.key("reader")) as rest:
+        read = await rest.post("/api/read", json={"repo": SLUG, "path": "shop/cart.py"})
+        assert read.status_code == 200, read.text
+        body = read.json()
+        assert body["content"] == CART and body["total_lines"] == CART.count("\n")
+        assert len(body["commit"]) == 40 and body["next_start_line"] is None
+        part = await rest.post(
+            "/api/read", json={"repo": SLUG, "path": "shop/cart.py", "start_line": 4, "end_line": 4}
+        )
+        assert part.json()["content"] == "def add_item(cart: list, item: str) -> list:\n"
+
+        files = await rest.get("/api/files", params={"repo": SLUG})
+        assert files.status_code == 200, files.text
+        assert [f["path"] for f in files.json()["files"]] == ["docs/notes.md", "shop/cart.py"]
+        assert files.json()["files"][1] == {
+            "path": "shop/cart.py",
+            "language": "python",
+            "size": len(CART.encode()),
+        }
+        paged = await rest.get("/api/files", params={"repo": SLUG, "limit": 1})
+        assert paged.json()["truncated"] and paged.json()["next_cursor"]
+        rest_of = await rest.get(
+            "/api/files", params={"repo": SLUG, "cursor": paged.json()["next_cursor"]}
+        )
+        assert [f["path"] for f in rest_of.json()["files"]] == ["shop/cart.py"]
+
+        grep = await rest.post("/api/grep", json={"repo": SLUG, "pattern": "add_item("})
+        assert grep.status_code == 200, grep.text
+        assert [(m["path"], m["line"]) for m in grep.json()["matches"]] == [
+            ("shop/cart.py", 4),
+            ("shop/cart.py", 12),
+        ]
+        regex = await rest.post(
+            "/api/grep", json={"repo": SLUG, "pattern": r"^def (\w+)\(", "regex": True}
+        )
+        assert [m["line"] for m in regex.json()["matches"]] == [4, 9]
+
+        refs = await rest.post("/api/references", json={"repo": SLUG, "symbol": "add_item"})
+        assert refs.status_code == 200, refs.text
+        assert [d["qualified_name"] for d in refs.json()["definitions"]] == ["shop.cart.add_item"]
+        assert [(r["symbol"], r["kind"]) for r in refs.json()["references"]] == [
+            ("shop.cart.checkout", "calls")
+        ]
+
+
+async def test_rest_refuses_hostile_input(stack: Stack) -> None:
+    async with stack.client(await stack.key("reader")) as rest:
+        for path in ("../etc/passwd", "/etc/passwd", "shop/../shop/cart.py"):
+            reply = await rest.post("/api/read", json={"repo": SLUG, "path": path})
+            assert reply.status_code == 400, (path, reply.text)
+        nul = await rest.post("/api/read", json={"repo": SLUG, "path": "shop/cart.py\u0000"})
+        assert nul.status_code == 400
+        both = await rest.post("/api/read", json={"repo": SLUG, "collection": "c", "path": "a"})
+        assert both.status_code == 400
+        assert (
+            await rest.get("/api/files", params={"repo": SLUG, "prefix": "../"})
+        ).status_code == 400
+        assert (
+            await rest.get("/api/files", params={"repo": SLUG, "prefix": "/etc"})
+        ).status_code == 400
+        bad_cursor = await rest.get("/api/files", params={"repo": SLUG, "cursor": "e30"})
+        assert bad_cursor.status_code == 400
+        for body in (
+            {"pattern": "(", "regex": True},
+            {"pattern": "x" * 501},
+            {"pattern": ""},
+            {"pattern": "x", "limit": 5000},
+        ):
+            reply = await rest.post("/api/grep", json={"repo": SLUG, **body})
+            assert reply.status_code == 400, (body, reply.text)
+        tampered = await rest.post(
+            "/api/references", json={"repo": SLUG, "symbol": "add_item", "cursor": "AAAA"}
+        )
+        assert tampered.status_code == 400
+
+
+async def test_a_key_without_access_gets_404_everywhere(stack: Stack) -> None:
+    async with stack.client(await stack.key("stranger")) as rest:
+        replies = [
+            await rest.post("/api/read", json={"repo": SLUG, "path": "shop/cart.py"}),
+            await rest.get("/api/files", params={"repo": SLUG}),
+            await rest.post("/api/grep", json={"repo": SLUG, "pattern": "cart"}),
+            await rest.post("/api/references", json={"repo": SLUG, "symbol": "add_item"}),
+        ]
+        unknown = await rest.post(
+            "/api/read", json={"repo": "example.com/acme/none", "path": "shop/cart.py"}
+        )
+    assert [r.status_code for r in replies] == [404] * 4
+    assert {r.json()["error"] for r in replies} == {"not_found"}
+    assert unknown.status_code == 404
+    async with mcp(stack, await stack.key("stranger")) as client:
+        for name, args in (
+            ("cograph_read", {"repo": SLUG, "path": "shop/cart.py"}),
+            ("cograph_files", {"repo": SLUG}),
+            ("cograph_grep", {"repo": SLUG, "pattern": "cart"}),
+            ("cograph_references", {"repo": SLUG, "symbol": "add_item"}),
+            ("cograph_index", {"repo": SLUG}),
+        ):
+            failed, error = await call(client, name, args)
+            assert failed and error["error"] == "not_found", (name, error)
+
+
+async def test_mcp_tools_declare_output_schemas_and_answer(stack: Stack) -> None:
+    async with mcp(stack, await stack.key("reader")) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name, schema in OUTPUT_SCHEMAS.items():
+            assert tools[name].output_schema == schema, name
+        assert set(tools) == set(OUTPUT_SCHEMAS)
+        # Each call below is validated by the client against the tool's output schema.
+        failed, read = await call(
+            client, "cograph_read", {"repo": SLUG, "path": "shop/cart.py", "start_line": 9}
+        )
+        assert not failed and read["content"].startswith("def checkout"), read
+        failed, files = await call(client, "cograph_files", {"repo": SLUG, "prefix": "shop/"})
+        assert not failed and [f["path"] for f in files["files"]] == ["shop/cart.py"]
+        failed, grep = await call(client, "cograph_grep", {"repo": SLUG, "pattern": "total"})
+        assert not failed and [m["line"] for m in grep["matches"]] == [10, 13, 14]
+        failed, refs = await call(
+            client, "cograph_references", {"repo": SLUG, "symbol": "add_item", "limit": 1}
+        )
+        assert not failed and refs["references"][0]["symbol"] == "shop.cart.checkout"
+        failed, error = await call(
+            client, "cograph_grep", {"repo": SLUG, "pattern": "(", "regex": True}
+        )
+        assert failed and error["error"] == "invalid_argument"
+        failed, error = await call(client, "cograph_read", {"repo": SLUG, "path": "../x"})
+        assert failed and error["error"] == "invalid_argument"
+        # A read grant does not re-index.
+        failed, error = await call(client, "cograph_index", {"repo": SLUG})
+        assert failed and error["error"] == "permission_denied", error
+        failed, post = await call(client, "commons_post", {"title": "Cart totals", "body": "b"})
+        assert not failed
+        failed, comment = await call(
+            client, "commons_comment", {"post_id": post["id"], "body": "Confirmed in checkout."}
+        )
+        assert not failed and comment["comment_count"] == 1, comment
+        failed, whole = await call(client, "commons_get", {"post_id": post["id"]})
+        assert [c["body"] for c in whole["comments"]] == ["Confirmed in checkout."]
+
+    async with mcp(stack, stack.admin_key) as admin:
+        failed, job = await call(admin, "cograph_index", {"repo": SLUG})
+        assert not failed and job["job"]["target"] == SLUG, job
+    async with stack.client(stack.admin_key) as rest:
+        assert (await wait_job(rest, job["job"]["id"]))["state"] == "succeeded"
