@@ -226,3 +226,18 @@ async def test_a_clean_shutdown_hands_the_running_job_back(
         await retrieval_pool.fetchval("SELECT state FROM index_jobs WHERE id = $1", job.id)
         == "succeeded"
     )
+
+
+async def test_a_request_with_nul_characters_is_stored(
+    retrieval_pool: asyncpg.Pool, managers: list[JobManager]
+) -> None:
+    manager = _manager(retrieval_pool)
+    managers.append(manager)
+    request = {"documents": [{"path": "a.md", "content": "a\x00b"}], "name": "n\x00"}
+    job = await manager.submit("collection", "nul", request, ADMIN)
+    stored = await manager.get(job.id)
+    assert stored is not None
+    assert stored.request == {
+        "documents": [{"path": "a.md", "content": "a\ufffdb"}],
+        "name": "n\ufffd",
+    }

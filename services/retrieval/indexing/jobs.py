@@ -108,6 +108,18 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def _storable(value: Any) -> Any:
+    """`value` with NUL characters as U+FFFD: jsonb (like text) cannot hold them, and the
+    index stores text the same way."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {k: _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
+
+
 def job_from_row(row: asyncpg.Record) -> Job:
     requester = _json(row["requester"]) or {}
     return Job(
@@ -240,7 +252,7 @@ class JobManager:
             kind,
             target,
             json.dumps(Progress().to_json()),
-            json.dumps(request),
+            json.dumps(_storable(request)),
             json.dumps({"principal": requester.principal_id, "admin": requester.admin}),
             principals,
         )
