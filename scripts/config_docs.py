@@ -401,6 +401,38 @@ META: dict[str, Meta] = {
         "`ast_summary=0.8,repo_doc=1.2`; unset layers weigh 1.",
         allowed="`layer=weight,…` over `code`, `ast_summary`, `repo_doc`; weights 0.01 to 100",
     ),
+    "RETRIEVAL_STREAM_WEIGHTS": Meta(
+        "Weighted RRF per query class: each stream adds weight / (k + rank). The class is "
+        "read from the query's text (`identifier`: one name; `signature`: a declaration; "
+        "`prose`: words only; `mixed`: words naming code), e.g. "
+        "`prose:vector=1.5,lexical=0.5;mixed:lexical=0.8`; streams not named weigh 1.",
+        allowed="`class:stream=weight,…;…` over `identifier`, `signature`, `prose`, `mixed` "
+        "and `vector`, `lexical`, `symbol`; weights 0 to 5",
+    ),
+    "RETRIEVAL_CONTAINMENT": Meta(
+        "Which of a container (module, class) and its member is returned when both are "
+        "candidates (never both; a node's `code` and `ast_summary` rows are one result "
+        "too): `member` the most specific, `better` the better ranked, `adaptive` for prose "
+        "and mixed questions the member when it scores at least "
+        "`RETRIEVAL_CONTAINMENT_MEMBER_RATIO` times its container (a module always gives "
+        "way to its member) and for identifier and signature ones the better ranked, `off` "
+        "both. The one that stays ranks where the best of them ranked "
+        "and its provenance keeps each stream's best rank; a node the query names outright "
+        "always stays, and a module gives way to a member named like it."
+    ),
+    "RETRIEVAL_CONTAINMENT_MEMBER_RATIO": Meta(
+        "With `RETRIEVAL_CONTAINMENT=adaptive`, prose and mixed questions: a container gives "
+        "way to its best member when the member's fused score is at least this times the "
+        "container's (0: always; tuned on bench/quality's tuning half)."
+    ),
+    "RETRIEVAL_TEST_CODE_WEIGHT": Meta(
+        "Multiplier on the fused score of code under a test path (`tests/`, `test_*.py`, "
+        "`*_test.go`, `*.test.js`, `*Test.java`, …), so tests do not crowd the code they test."
+    ),
+    "RETRIEVAL_CODE_QUERY_DOC_WEIGHT": Meta(
+        "Multiplier on repository documents' fused scores for identifier and signature "
+        "questions (they ask for code); `layers` still asks for documents alone."
+    ),
     "RETRIEVAL_RERANK_ENABLED": Meta(
         "Turns reranking on. It then runs only for a non-blank query with at least "
         "`RETRIEVAL_RERANK_THRESHOLD` candidates and no exact symbol match among them."

@@ -2,12 +2,13 @@
 
 Each query's stream lists are fetched once, in process, with the search module's own
 `plan_streams` and `run_stream` at the largest cap swept; every (k, cap) pair is then fused
-with the search module's own `merge_units`, `fuse_store` and `merge_stores`, in the order
-`SearchEngine.search` uses them. Truncating each unit's list to a smaller cap before
-merging gives the same candidates a search run at that cap would have (the top `cap` of a
-union by score lie within each list's top `cap`); the one approximation is the vector
-stream, whose HNSW scan is sized by the cap (ef_search) and may differ slightly at
-smaller caps. The replay at the defaults is checked against the RPC's own ranking.
+with the search module's own `merge_units` and `ranking.rank` (weighted RRF per query
+class, containment, layer and test weights), as `SearchEngine.search` uses them.
+Truncating each unit's list to a smaller cap before merging gives the same candidates a
+search run at that cap would have (the top `cap` of a union by score lie within each
+list's top `cap`); the one approximation is the vector stream, whose HNSW scan is sized
+by the cap (ef_search) and may differ slightly at smaller caps. The replay at the
+defaults is checked against the RPC's own ranking.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from bench.quality.search_client import Row
 from cograph_api.access_rules import Viewer
 from cograph_api.embedder_client import EmbedderClient
 from retrieval.layers import BROAD, Store, Unit, layers_of_unit, stores_for, units_for
-from retrieval.search.fusion import STREAM_NAMES, StreamHit, fuse_store, merge_stores
+from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName
 from retrieval.search.query_text import has_text
+from retrieval.search.ranking import FusionSettings, default_fusion, plan_fusion, rank
 from retrieval.search.search_sql import Scope
 from retrieval.search.streams import StreamTask, merge_units, plan_streams, run_stream
 
@@ -36,6 +38,7 @@ class Candidates:
 
     tasks: tuple[StreamTask, ...]
     hits: Mapping[StreamTask, list[StreamHit]]
+    text: str = ""  # the query (its class picks the stream weights)
 
 
 async def collect(
@@ -64,17 +67,22 @@ async def collect(
             for task in tasks
         )
     )
-    return Candidates(tasks, dict(zip(tasks, lists, strict=True)))
+    return Candidates(tasks, dict(zip(tasks, lists, strict=True)), text)
 
 
 def fused_ids(
-    candidates: Candidates, k: int, cap: int, weights: Mapping[Unit, float] | None = None
+    candidates: Candidates,
+    k: int,
+    cap: int,
+    weights: Mapping[Unit, float] | None = None,
+    fusion: FusionSettings | None = None,
 ) -> list[tuple[Store, int]]:
     """The fused result rows (store, row id), best first, as the engine would order them
-    (with `weights` as RETRIEVAL_LAYER_WEIGHTS)."""
-    per_store = []
+    (with `weights` as RETRIEVAL_LAYER_WEIGHTS and `fusion` as the stream weights,
+    containment and test/document weights; the service's defaults when None)."""
+    lists: dict[Store, dict[StreamName, list[StreamHit]]] = {}
     for store in stores_for(BROAD):
-        lists = {
+        per_stream = {
             name: merge_units(
                 [
                     candidates.hits[t][:cap]
@@ -85,11 +93,12 @@ def fused_ids(
             for name in STREAM_NAMES
             if any(t.store == store and t.stream == name for t in candidates.tasks)
         }
-        if lists:
-            per_store.append(fuse_store(store, lists, k, cap))
+        if per_stream:
+            lists[store] = per_stream
+    plan = plan_fusion(candidates.text, k, cap, fusion or default_fusion(), weights)
     return [
         (item.store, item.id)
-        for item in merge_stores(per_store, weights)
+        for item in rank(lists, plan)
         for _ in layers_of_unit(item.store, item.unit, BROAD)
     ]
 

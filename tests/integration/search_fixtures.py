@@ -183,8 +183,13 @@ async def _index(
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def search_env(
-    pg_server_url: str, embedder_address: str, tmp_path_factory: pytest.TempPathFactory
+    pg_server_url: str,
+    embedder_address: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[SearchEnv]:
+    """A module may set SEARCH_SETTINGS (retrieval settings by name) for its service."""
+    extra: dict[str, str] = getattr(request.module, "SEARCH_SETTINGS", {})
     name = f"s_{uuid.uuid4().hex[:12]}"
     db_url = await create_database(pg_server_url, name)
     base = tmp_path_factory.mktemp("search")
@@ -194,7 +199,7 @@ async def search_env(
     handbook.mkdir()
     (handbook / "onboarding.md").write_text(HANDBOOK_DOC)
     try:
-        async with serving(db_url, base / "data", embedder_address) as (app, stub):
+        async with serving(db_url, base / "data", embedder_address, **extra) as (app, stub):
             await _index(stub, pb.IndexRepositoryRequest(source=str(demo), slug=DEMO, public=True))
             await _index(stub, pb.IndexRepositoryRequest(source=str(vault), slug=VAULT))
             await _index(

@@ -25,18 +25,11 @@ import numpy.typing as npt
 from cograph_api.access_rules import Viewer
 from retrieval import catalog
 from retrieval.layers import Layer, Store, layers_of_unit, stores_for, units_for
-from retrieval.search.fusion import (
-    STREAM_NAMES,
-    Fused,
-    Provenance,
-    StreamHit,
-    StreamName,
-    fuse_store,
-    merge_stores,
-)
+from retrieval.search.fusion import STREAM_NAMES, Fused, Provenance, StreamHit, StreamName
 from retrieval.search.graph import GraphResult, expand
 from retrieval.search.query import SearchQuery
 from retrieval.search.query_text import has_text
+from retrieval.search.ranking import plan_fusion, rank
 from retrieval.search.rerank import Reranker, RerankError, exact_symbol_match, should_rerank
 from retrieval.search.search_settings import SearchSettings
 from retrieval.search.search_sql import Scope, hydrate
@@ -138,19 +131,24 @@ class SearchEngine:
         timings["streams"] = _ms(phase)
 
         phase = time.perf_counter()
-        per_store = []
-        for store in stores:
-            lists = {
+        lists = {
+            store: {
                 name: merge_units([hits[t] for t in tasks if t.store == store and t.stream == name])
                 for name in STREAM_NAMES
                 if any(t.store == store and t.stream == name for t in tasks)
             }
-            per_store.append(
-                fuse_store(store, lists, self._settings.rrf_k, self._settings.candidate_cap)
-            )
+            for store in stores
+        }
+        plan = plan_fusion(
+            query.text,
+            self._settings.rrf_k,
+            self._settings.candidate_cap,
+            self._settings.fusion,
+            self._settings.layer_weights,
+        )
         rows = [
             _Row(item, layer)
-            for item in merge_stores(per_store, self._settings.layer_weights)
+            for item in rank(lists, plan)
             for layer in layers_of_unit(item.store, item.unit, query.layers)
         ]
         timings["fuse"] = _ms(phase)

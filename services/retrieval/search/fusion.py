@@ -20,7 +20,7 @@ Pure: no I/O, so the arithmetic and the tie order are unit-tested exactly.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,6 +37,28 @@ PIN_SCORE = 1000.0
 
 
 @dataclass(frozen=True, slots=True)
+class Span:
+    """Where a code node lies: its repository, file and line range (1-based, inclusive).
+    One node contains another when both lie in the same file and its range covers the
+    other's (a module covers its file, a class its methods)."""
+
+    repository_id: int
+    path: str
+    start_line: int
+    end_line: int
+    kind: str = ""  # module, class, function, ...
+
+    def covers(self, other: Span) -> bool:
+        return (
+            self.repository_id == other.repository_id
+            and self.path == other.path
+            and self.start_line <= other.start_line
+            and other.end_line <= self.end_line
+            and (self.start_line, self.end_line) != (other.start_line, other.end_line)
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class StreamHit:
     """One candidate of one stream: the unit it ranks, the row id and the raw score."""
 
@@ -46,6 +68,7 @@ class StreamHit:
     # The symbol stream's verdict: 2, the query is this node's name or qualified name as
     # written; 1, the same ignoring case; 0, neither.
     exact: int = 0
+    span: Span | None = None  # code nodes: where the node lies (containment, test paths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +86,7 @@ class Fused:
     score: float
     provenance: list[Provenance] = field(default_factory=list)
     exact: int = 0
+    span: Span | None = None
 
     def raw(self, stream: StreamName) -> float | None:
         """The raw score of `stream`, or None when that stream did not find this unit."""
@@ -81,16 +105,17 @@ def fuse_store(
     streams: Mapping[StreamName, Sequence[StreamHit]],
     k: int,
     cap: int,
+    stream_weights: Mapping[StreamName, float] | None = None,
 ) -> list[Fused]:
     """RRF over one store's streams; best first, ties broken on chunk id (then unit).
 
     Each list must already be ordered best first; a unit listed twice in one stream keeps
-    its first (best) rank.
+    its first (best) rank. With `stream_weights` a stream's contribution is its weight
+    times 1/(k + rank) (weighted RRF; 1 for a stream not named).
     """
     if k < 1 or cap < 1:
         raise ValueError("k and cap must be positive")
     found: dict[tuple[Unit, int], Fused] = {}
-    contributions: dict[tuple[Unit, int], list[float]] = {}
     for name in sorted(streams, key=_STREAM_ORDER.__getitem__):
         seen: set[tuple[Unit, int]] = set()
         rank = 0
@@ -105,22 +130,33 @@ def fuse_store(
             fused = found.get(key)
             if fused is None:
                 fused = found[key] = Fused(store, hit.unit, hit.id, 0.0)
-                contributions[key] = []
             fused.provenance.append(Provenance(name, rank, hit.score))
             fused.exact = max(fused.exact, hit.exact)
-            contributions[key].append(1.0 / (k + rank))
-    for key, fused in found.items():
-        # fsum is exactly rounded, so equal rank multisets give bit-equal scores whatever
-        # the stream order: ties stay ties and fall through to the chunk id.
-        fused.score = math.fsum(contributions[key])
-    return sorted(found.values(), key=_tie_key)
+            if fused.span is None:
+                fused.span = hit.span
+    for fused in found.values():
+        fused.score = rrf_score(fused.provenance, k, stream_weights)
+    return sorted(found.values(), key=fused_order)
+
+
+def rrf_score(
+    provenance: Sequence[Provenance], k: int, stream_weights: Mapping[StreamName, float] | None
+) -> float:
+    """sum of weight(stream) / (k + rank). fsum is exactly rounded, so equal rank multisets
+    give bit-equal scores whatever the stream order: ties stay ties and fall through to
+    the chunk id."""
+    weights = stream_weights or {}
+    return math.fsum(weights.get(item.stream, 1.0) / (k + item.rank) for item in provenance)
 
 
 def merge_stores(
-    per_store: Sequence[Sequence[Fused]], weights: Mapping[Unit, float] | None = None
+    per_store: Sequence[Sequence[Fused]],
+    weights: Mapping[Unit, float] | None = None,
+    item_weight: Callable[[Fused], float] | None = None,
 ) -> list[Fused]:
     """Concatenates the stores' fused lists and re-sorts them on the fused score, each
-    score first multiplied by its unit's weight (RETRIEVAL_LAYER_WEIGHTS; 1 when absent).
+    score first multiplied by its unit's weight (RETRIEVAL_LAYER_WEIGHTS; 1 when absent)
+    and by `item_weight(item)` when given (test code, documents on code-shaped queries).
 
     An exact symbol match then gets PIN_SCORE times its `exact` level (2, or 1 ignoring
     case) added to its score, so the score a caller sees agrees with the pinned order (a
@@ -129,9 +165,11 @@ def merge_stores(
     for item in items:
         if weights:
             item.score *= weights.get(item.unit, 1.0)
+        if item_weight is not None:
+            item.score *= item_weight(item)
         item.score += PIN_SCORE * item.exact
-    return sorted(items, key=_tie_key)
+    return sorted(items, key=fused_order)
 
 
-def _tie_key(item: Fused) -> tuple[int, float, int, int, int]:
+def fused_order(item: Fused) -> tuple[int, float, int, int, int]:
     return (-item.exact, -item.score, item.id, STORE_ORDER[item.store], UNIT_ORDER[item.unit])

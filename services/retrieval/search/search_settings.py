@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from cograph_api import limits
 from retrieval.layers import Unit, parse_layer_weights
+from retrieval.search.ranking import (
+    CONTAINMENT_SETTINGS,
+    DEFAULT_CODE_QUERY_DOC_WEIGHT,
+    DEFAULT_MEMBER_RATIO,
+    DEFAULT_STREAM_WEIGHTS,
+    DEFAULT_TEST_WEIGHT,
+    ContainmentSetting,
+    FusionSettings,
+    parse_stream_weights,
+)
 from svckit.config import ConfigError, Env
 
 TOP_K_MIN, TOP_K_MAX = limits.TOP_K_MIN, limits.TOP_K_MAX
@@ -75,6 +86,8 @@ class SearchSettings:
     # Multipliers on fused scores by layer before stores are merged; empty: all 1.
     layer_weights: Mapping[Unit, float] = field(default_factory=dict)
     split_identifiers: bool = True  # how code queries are cut into lexical terms
+    # Per query class stream weights, containment, test code and document weights.
+    fusion: FusionSettings = field(default_factory=FusionSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> SearchSettings:
@@ -97,7 +110,32 @@ class SearchSettings:
             rerank=RerankSettings.from_env(env),
             layer_weights=_layer_weights(env),
             split_identifiers=env.bool(SPLIT_IDENTIFIERS, True),
+            fusion=_fusion(env),
         )
+
+
+def _fusion(env: Env) -> FusionSettings:
+    name = "RETRIEVAL_STREAM_WEIGHTS"
+    try:
+        weights = parse_stream_weights(env.str(name, DEFAULT_STREAM_WEIGHTS))
+    except ValueError as err:
+        raise ConfigError(f"{name}: {err}") from None
+    return FusionSettings(
+        stream_weights=weights,
+        member_ratio=env.float(
+            "RETRIEVAL_CONTAINMENT_MEMBER_RATIO", DEFAULT_MEMBER_RATIO, min=0.0, max=100.0
+        ),
+        containment=cast(
+            ContainmentSetting,
+            env.choice("RETRIEVAL_CONTAINMENT", "adaptive", CONTAINMENT_SETTINGS),
+        ),
+        test_weight=env.float(
+            "RETRIEVAL_TEST_CODE_WEIGHT", DEFAULT_TEST_WEIGHT, min=0.01, max=100.0
+        ),
+        code_query_doc_weight=env.float(
+            "RETRIEVAL_CODE_QUERY_DOC_WEIGHT", DEFAULT_CODE_QUERY_DOC_WEIGHT, min=0.01, max=100.0
+        ),
+    )
 
 
 def _layer_weights(env: Env) -> dict[Unit, float]:

@@ -20,10 +20,14 @@ import numpy.typing as npt
 
 from cograph_api.access_rules import Viewer, collection_readable, repository_readable
 from retrieval.layers import Store, Unit
-from retrieval.search.fusion import StreamHit
+from retrieval.search.fusion import Span, StreamHit
 
 SYMBOL_THRESHOLD = 0.3  # a symbol hit needs pg_trgm similarity on qualified_name >= 0.3
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
+
+# Where a code node lies, returned with every code hit (containment and test paths are
+# decided on it without another query).
+_SPAN_COLUMNS = ", t.repository_id, t.path, t.start_line, t.end_line, t.kind"
 
 # Per unit: the vector column, the tsvector column and its text-search configuration.
 _VECTOR_COLUMN: dict[Unit, str] = {"body": "embedding", "summary": "summary_embedding"}
@@ -96,8 +100,9 @@ def vector_sql(
     source, where = _source(store, scope, params)
     column = f"t.{_VECTOR_COLUMN.get(unit, 'embedding')}"
     query = params.add(vector)
+    span = _SPAN_COLUMNS if store == "code" else ""
     sql = (
-        f"SELECT t.id, 1 - ({column} <=> {query}) AS score FROM {source} "
+        f"SELECT t.id, 1 - ({column} <=> {query}) AS score{span} FROM {source} "
         f"WHERE {column} IS NOT NULL AND {' AND '.join(where)} "
         f"ORDER BY {column} <=> {query} LIMIT {params.add(cap)}"
     )
@@ -112,8 +117,9 @@ def lexical_sql(
     source, where = _source(store, scope, params)
     column = f"t.{_TSV_COLUMN.get(unit, 'tsv')}"
     config = "simple" if store == "code" else "english"
+    span = _SPAN_COLUMNS if store == "code" else ""
     sql = (
-        f"SELECT t.id, ts_rank_cd({column}, q.q) AS score "
+        f"SELECT t.id, ts_rank_cd({column}, q.q) AS score{span} "
         f"FROM {source}, to_tsquery('{config}', {params.add(tsquery)}) AS q(q) "
         f"WHERE {column} @@ q.q AND {' AND '.join(where)} "
         f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
@@ -161,8 +167,8 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
         f"WHEN {_names(ident, 'lower(t.name)', 'lower(t.qualified_name)')} THEN 1 ELSE 0 END"
     )
     sql = (
-        f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact "
-        f"FROM {source} "
+        f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact"
+        f"{_SPAN_COLUMNS} FROM {source} "
         f"WHERE (t.qualified_name % {query} OR lower(t.name) = {last}::text) "
         f"AND {' AND '.join(where)} "
         f"ORDER BY exact DESC, score DESC, t.id LIMIT {params.add(cap)}"
@@ -188,9 +194,23 @@ async def run_vector(
             "SET LOCAL hnsw.iterative_scan = relaxed_order"
         )
         rows = await conn.fetch(sql, *args)
-    hits = [StreamHit(unit, int(row["id"]), float(row["score"])) for row in rows]
+    hits = [
+        StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store)) for row in rows
+    ]
     hits.sort(key=lambda hit: (-hit.score, hit.id))
     return hits
+
+
+def _span(row: asyncpg.Record, store: Store) -> Span | None:
+    if store != "code":
+        return None
+    return Span(
+        int(row["repository_id"]),
+        row["path"],
+        int(row["start_line"]),
+        int(row["end_line"]),
+        row["kind"],
+    )
 
 
 async def run_lexical(
@@ -198,7 +218,9 @@ async def run_lexical(
 ) -> list[StreamHit]:
     sql, args = lexical_sql(store, unit, scope, tsquery, cap)
     rows = await conn.fetch(sql, *args)
-    return [StreamHit(unit, int(row["id"]), float(row["score"])) for row in rows]
+    return [
+        StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store)) for row in rows
+    ]
 
 
 async def run_symbol(
@@ -208,7 +230,10 @@ async def run_symbol(
     async with conn.transaction():
         await conn.execute(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}")
         rows = await conn.fetch(sql, *args)
-    return [StreamHit(unit, int(row["id"]), float(row["score"]), int(row["exact"])) for row in rows]
+    return [
+        StreamHit(unit, int(row["id"]), float(row["score"]), int(row["exact"]), _span(row, "code"))
+        for row in rows
+    ]
 
 
 async def hydrate(

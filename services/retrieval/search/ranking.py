@@ -1,0 +1,193 @@
+"""From stream lists to one ranked list: the fusion a query gets, decided by its class.
+
+`plan_fusion` reads the query's class (query_class.py) and the settings into a
+`FusionPlan`; `rank` applies it: weighted RRF per store (stream weights of the class),
+containment and layer folding in the code store (containment.py), then the stores merged
+with the layer weights, test code weighed down, and documents weighed down on code-shaped
+questions (identifier, signature). The engine and the offline replay (bench/quality) both
+call `rank`, so what the harness sweeps is what the service does.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from retrieval.layers import Store, Unit
+from retrieval.search.containment import Fold, collapse
+from retrieval.search.fusion import (
+    STREAM_NAMES,
+    Fused,
+    StreamHit,
+    StreamName,
+    fuse_store,
+    merge_stores,
+)
+from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
+
+# Test code by path: a tests/ or testing/ directory, test_*.py, *_test.go / *_test.py,
+# *.test.js / *.spec.ts, *Test.java / *Tests.java.
+_TEST_PATH = re.compile(
+    r"(^|/)(tests?|testing|__tests__)/|(^|/)test_[^/]*$|_test\.\w+$|\.(test|spec)\.\w+$"
+    r"|Tests?\.java$"
+)
+CODE_SHAPED: frozenset[QueryClass] = frozenset({"identifier", "signature"})
+Containment = Literal["off", "member", "better"] | float  # containment.Prefer, or off
+# `adaptive`: for prose and mixed questions the member when it scores at least
+# `member_ratio` times its container (what matched is usually the code inside; a module
+# always gives way), the better ranked for identifier and signature questions (they name a
+# node, container or member, and the streams rank it first).
+ContainmentSetting = Literal["off", "member", "better", "adaptive"]
+CONTAINMENT_SETTINGS: tuple[ContainmentSetting, ...] = ("adaptive", "member", "better", "off")
+
+
+def containment_for(
+    setting: ContainmentSetting, query_class: QueryClass, member_ratio: float = 0.0
+) -> Containment:
+    if setting != "adaptive":
+        return setting
+    return "better" if query_class in CODE_SHAPED else member_ratio
+
+
+def is_test_path(path: str) -> bool:
+    return bool(_TEST_PATH.search(path))
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    """How one query's streams are fused."""
+
+    k: int
+    cap: int
+    query_class: QueryClass = "prose"
+    stream_weights: Mapping[StreamName, float] = field(default_factory=dict)
+    layer_weights: Mapping[Unit, float] = field(default_factory=dict)
+    containment: Containment = "member"  # which of a container and its member stays
+    fold: Fold = "max"  # how the one that stays scores (containment.py)
+    test_weight: float = 1.0  # multiplies the score of code under a test path
+    doc_weight: float = 1.0  # multiplies documents' scores (code-shaped questions only)
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """The settings `plan_fusion` reads (RETRIEVAL_STREAM_WEIGHTS and neighbours)."""
+
+    stream_weights: Mapping[QueryClass, Mapping[StreamName, float]] = field(default_factory=dict)
+    containment: ContainmentSetting = "adaptive"
+    fold: Fold = "max"
+    # adaptive, prose and mixed questions: a container gives way to its member when the
+    # member scores at least this times as well (0: always, the most specific).
+    member_ratio: float = 0.5
+    test_weight: float = 1.0
+    code_query_doc_weight: float = 1.0
+
+
+def plan_fusion(
+    text: str,
+    k: int,
+    cap: int,
+    settings: FusionSettings,
+    layer_weights: Mapping[Unit, float] | None = None,
+) -> FusionPlan:
+    query_class = classify(text)
+    return FusionPlan(
+        k=k,
+        cap=cap,
+        query_class=query_class,
+        stream_weights=settings.stream_weights.get(query_class, {}),
+        layer_weights=layer_weights or {},
+        containment=containment_for(settings.containment, query_class, settings.member_ratio),
+        fold=settings.fold,
+        test_weight=settings.test_weight,
+        doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
+    )
+
+
+def rank(
+    lists: Mapping[Store, Mapping[StreamName, Sequence[StreamHit]]], plan: FusionPlan
+) -> list[Fused]:
+    """Every store's streams fused, folded and merged, best first."""
+    per_store: list[list[Fused]] = []
+    for store, streams in lists.items():
+        fused = fuse_store(store, streams, plan.k, plan.cap, plan.stream_weights)
+        if plan.containment != "off" and store == "code":
+            fused = collapse(
+                fused,
+                plan.k,
+                plan.stream_weights,
+                plan.layer_weights,
+                prefer=plan.containment,
+                fold=plan.fold,
+            )
+        per_store.append(fused)
+
+    def weight(item: Fused) -> float:
+        if item.store == "code":
+            if item.span is not None and is_test_path(item.span.path):
+                return plan.test_weight
+            return 1.0
+        return plan.doc_weight if item.store == "repo_docs" else 1.0
+
+    return merge_stores(per_store, plan.layer_weights, weight)
+
+
+STREAM_WEIGHT_MIN, STREAM_WEIGHT_MAX = 0.0, 5.0
+# Tuned on the tuning half of bench/quality (bench/RESULTS.md, "Query-adaptive fusion").
+DEFAULT_STREAM_WEIGHTS = ""
+DEFAULT_TEST_WEIGHT = 1.0
+# Tuned on the tuning half (bench/RESULTS.md, "Containment").
+DEFAULT_MEMBER_RATIO = 0.5
+DEFAULT_CODE_QUERY_DOC_WEIGHT = 1.0
+
+
+def parse_stream_weights(text: str) -> dict[QueryClass, dict[StreamName, float]]:
+    """`prose:vector=1.5,lexical=0.5;mixed:lexical=0.8` -> per class, per stream weights
+    (a stream not named weighs 1); raises ValueError saying what is wrong."""
+    out: dict[QueryClass, dict[StreamName, float]] = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        name, sep, rest = part.partition(":")
+        klass = name.strip()
+        if not sep or klass not in QUERY_CLASSES:
+            raise ValueError(
+                f"{part!r} must be CLASS:STREAM=WEIGHT,... with CLASS one of "
+                f"{', '.join(QUERY_CLASSES)}"
+            )
+        weights: dict[StreamName, float] = {}
+        for item in (i.strip() for i in rest.split(",")):
+            if not item:
+                continue
+            stream, eq, value = item.partition("=")
+            stream = stream.strip()
+            if not eq or stream not in STREAM_NAMES:
+                raise ValueError(
+                    f"{item!r} must be STREAM=WEIGHT with STREAM one of {', '.join(STREAM_NAMES)}"
+                )
+            try:
+                weight = float(value)
+            except ValueError:
+                raise ValueError(f"{item!r}: {value.strip()!r} is not a number") from None
+            if not STREAM_WEIGHT_MIN <= weight <= STREAM_WEIGHT_MAX:
+                raise ValueError(
+                    f"{item!r}: a stream weight must be in [{STREAM_WEIGHT_MIN}, "
+                    f"{STREAM_WEIGHT_MAX}]"
+                )
+            weights[stream] = weight
+        out[klass] = weights
+    return out
+
+
+def default_fusion() -> FusionSettings:
+    """The fusion settings a service gets when none is set."""
+    return FusionSettings(
+        stream_weights=parse_stream_weights(DEFAULT_STREAM_WEIGHTS),
+        containment="adaptive",
+        member_ratio=DEFAULT_MEMBER_RATIO,
+        test_weight=DEFAULT_TEST_WEIGHT,
+        code_query_doc_weight=DEFAULT_CODE_QUERY_DOC_WEIGHT,
+    )

@@ -1,0 +1,235 @@
+"""Containment and layer folding (containment.py), weighted RRF, and the ranking plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.search.containment import collapse
+from retrieval.search.fusion import Fused, Span, StreamHit, StreamName, fuse_store
+from retrieval.search.ranking import (
+    FusionPlan,
+    FusionSettings,
+    is_test_path,
+    parse_stream_weights,
+    plan_fusion,
+    rank,
+)
+
+K = 10
+FILE = "pkg/mod.py"
+# A module (lines 1-40) holding a class (10-30) with two methods, and a function.
+SPANS = {
+    1: Span(7, FILE, 1, 40),  # module
+    2: Span(7, FILE, 10, 30),  # class
+    3: Span(7, FILE, 12, 18),  # method a
+    4: Span(7, FILE, 20, 28),  # method b
+    5: Span(7, FILE, 32, 40),  # function
+    6: Span(7, "pkg/other.py", 1, 5),  # another file
+    7: Span(8, FILE, 10, 30),  # the same lines in another repository
+}
+
+
+def hit(node: int, unit: str = "body", exact: int = 0) -> StreamHit:
+    return StreamHit(unit, node, 1.0, exact, SPANS[node])  # type: ignore[arg-type]
+
+
+def fused(streams: dict[StreamName, list[StreamHit]]) -> list[Fused]:
+    return fuse_store("code", streams, K, 300)
+
+
+def ids(items: list[Fused]) -> list[tuple[str, int]]:
+    return [(item.unit, item.id) for item in items]
+
+
+def ranks(item: Fused) -> dict[str, int]:
+    return {p.stream: p.rank for p in item.provenance}
+
+
+def test_span_covers_only_in_the_same_file_and_repository() -> None:
+    assert SPANS[1].covers(SPANS[3]) and SPANS[2].covers(SPANS[4])
+    assert not SPANS[3].covers(SPANS[1])
+    assert not SPANS[1].covers(SPANS[6])  # another file
+    assert not SPANS[7].covers(SPANS[3])  # another repository
+    assert not SPANS[2].covers(Span(7, FILE, 10, 30))  # the same range is not containment
+
+
+def test_a_module_folds_into_its_member_which_takes_its_place() -> None:
+    out = collapse(fused({"vector": [hit(1), hit(6), hit(5)]}), K)
+    assert ids(out) == [("body", 5), ("body", 6)]
+    member = out[0]
+    # The member takes the module's place and provenance (vector 1): score 1/11.
+    assert ranks(member) == {"vector": 1}
+    assert member.score == pytest.approx(1 / 11)
+
+
+def test_the_fold_scores_the_best_of_the_group_not_a_sum() -> None:
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [hit(1), hit(5)],
+        "lexical": [hit(5)],
+    }
+    out = collapse(fused(streams), K)
+    assert ids(out) == [("body", 5)]
+    assert ranks(out[0]) == {"vector": 2, "lexical": 1}  # the member's own, the best
+    assert out[0].score == pytest.approx(1 / 12 + 1 / 11)
+    union = collapse(fused(streams), K, fold="union")
+    assert ranks(union[0]) == {"vector": 1, "lexical": 1}  # best rank per stream
+    assert union[0].score == pytest.approx(1 / 11 + 1 / 11)
+
+
+def test_a_module_named_like_its_function_gives_way_to_it() -> None:
+    module = StreamHit("body", 1, 1.0, 2, Span(7, FILE, 1, 40, "module"))
+    out = collapse(fused({"symbol": [module, hit(5, exact=2)]}), K)
+    assert ids(out) == [("body", 5)]
+
+
+def test_a_container_goes_to_its_best_ranked_member_only() -> None:
+    out = collapse(fused({"vector": [hit(2), hit(4), hit(3)]}), K)
+    assert ids(out) == [("body", 4), ("body", 3)]
+    assert ranks(out[0]) == {"vector": 1} and ranks(out[1]) == {"vector": 3}
+    # better: the class (ranked first) stays and takes both methods.
+    better = collapse(fused({"vector": [hit(2), hit(4), hit(3)]}), K, prefer="better")
+    assert ids(better) == [("body", 2)]
+
+
+def test_nested_containers_fold_into_the_innermost_member() -> None:
+    out = collapse(fused({"vector": [hit(1), hit(2), hit(3)], "lexical": [hit(2)]}), K)
+    assert ids(out) == [("body", 3)]
+    assert ranks(out[0]) == {"vector": 2, "lexical": 1}  # the class's: the group's best
+
+
+def test_a_container_without_candidate_members_stays() -> None:
+    out = collapse(fused({"vector": [hit(2), hit(5), hit(6)]}), K)
+    assert ids(out) == [("body", 2), ("body", 5), ("body", 6)]
+
+
+def test_a_module_with_a_member_class_folds_into_the_class() -> None:
+    out = collapse(fused({"vector": [hit(1), hit(6), hit(2)]}), K)
+    assert ids(out) == [("body", 2), ("body", 6)]
+
+
+def test_layers_of_one_node_are_one_row_the_better_kept() -> None:
+    out = collapse(fused({"vector": [hit(3, "summary"), hit(6), hit(3)], "lexical": [hit(3)]}), K)
+    assert ids(out) == [("body", 3), ("body", 6)]  # body: vector 3 + lexical 1 beats 1 alone
+    assert ranks(out[0]) == {"vector": 3, "lexical": 1}
+
+
+def test_layer_weights_decide_which_unit_stays() -> None:
+    streams: dict[StreamName, list[StreamHit]] = {"vector": [hit(3), hit(3, "summary")]}
+    assert ids(collapse(fused(streams), K)) == [("body", 3)]
+    weighted = collapse(fused(streams), K, unit_weights={"body": 0.5})
+    assert ids(weighted) == [("summary", 3)]
+
+
+def test_a_named_container_stays_and_takes_its_members() -> None:
+    # The query names the class: it stays whatever its members scored.
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [hit(3), hit(4), hit(1)],
+        "symbol": [hit(2, exact=2)],
+    }
+    out = collapse(fused(streams), K)
+    assert ids(out) == [("body", 2)]
+    # Its own score ties its best member's (both first in one stream): its own stays.
+    assert out[0].exact == 2 and ranks(out[0]) == {"symbol": 1}
+
+
+def test_a_named_member_stays_and_takes_its_containers() -> None:
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [hit(1), hit(2), hit(5)],
+        "symbol": [hit(3, exact=2)],
+    }
+    out = collapse(fused(streams), K)
+    assert ids(out) == [("body", 3), ("body", 5)]
+    assert out[0].exact == 2
+
+
+def test_named_equally_the_container_stays() -> None:
+    # `Range` names the class and its constructor alike.
+    streams: dict[StreamName, list[StreamHit]] = {"symbol": [hit(3, exact=2), hit(2, exact=2)]}
+    assert ids(collapse(fused(streams), K)) == [("body", 2)]
+
+
+def test_a_member_named_in_case_beats_a_container_named_ignoring_case() -> None:
+    streams: dict[StreamName, list[StreamHit]] = {"symbol": [hit(3, exact=2), hit(2, exact=1)]}
+    assert ids(collapse(fused(streams), K)) == [("body", 3)]
+
+
+def test_rows_without_spans_pass_through() -> None:
+    plain = [StreamHit("body", 9, 1.0), StreamHit("body", 8, 0.9)]
+    out = collapse(fused({"vector": plain}), K)
+    assert ids(out) == [("body", 9), ("body", 8)]
+
+
+def test_no_result_contains_another_after_collapse() -> None:
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [hit(n) for n in (1, 2, 3, 4, 5, 6, 7)],
+        "lexical": [hit(n) for n in (7, 5, 1, 3)],
+    }
+    out = collapse(fused(streams), K)
+    spans = [item.span for item in out]
+    assert all(not a.covers(b) for a in spans for b in spans if a and b)
+    assert {item.id for item in out} == {3, 4, 5, 6, 7}
+
+
+def test_weighted_rrf_scales_each_streams_contribution() -> None:
+    streams: dict[StreamName, list[StreamHit]] = {"vector": [hit(5)], "lexical": [hit(6), hit(5)]}
+    plain = {f.id: f.score for f in fuse_store("code", streams, K, 300)}
+    assert plain[5] == pytest.approx(1 / 11 + 1 / 12)
+    weighted = fuse_store("code", streams, K, 300, {"vector": 2.0, "lexical": 0.5})
+    scores = {f.id: f.score for f in weighted}
+    assert scores[5] == pytest.approx(2 / 11 + 0.5 / 12) and scores[6] == pytest.approx(0.5 / 11)
+    # weight 1 everywhere is plain RRF, bit for bit
+    same = fuse_store("code", streams, K, 300, {"vector": 1.0, "lexical": 1.0})
+    assert [f.score for f in same] == [f.score for f in fuse_store("code", streams, K, 300)]
+
+
+def test_parse_stream_weights() -> None:
+    assert parse_stream_weights("") == {}
+    assert parse_stream_weights(" prose: vector=1.5, lexical=0.5 ; mixed:symbol=0") == {
+        "prose": {"vector": 1.5, "lexical": 0.5},
+        "mixed": {"symbol": 0.0},
+    }
+    for bad in ("poetry:vector=1", "prose:graph=1", "prose:vector=x", "prose:vector=9", "prose"):
+        with pytest.raises(ValueError):
+            parse_stream_weights(bad)
+
+
+@pytest.mark.parametrize(
+    ("path", "test"),
+    [
+        ("tests/test_api.py", True),
+        ("src/pkg/tests/helpers.py", True),
+        ("pkg/test_util.py", True),
+        ("uuid/uuid_test.go", True),
+        ("lib/glob.test.js", True),
+        ("src/app.spec.ts", True),
+        ("src/test/java/FooTest.java", True),
+        ("src/pkg/testing.py", False),
+        ("src/contest.py", False),
+        ("src/pkg/latest/main.go", False),
+    ],
+)
+def test_is_test_path(path: str, test: bool) -> None:
+    assert is_test_path(path) is test
+
+
+def test_rank_weighs_test_code_and_documents_on_code_questions() -> None:
+    code = [
+        StreamHit("body", 1, 1.0, 0, Span(1, "tests/test_a.py", 1, 5)),
+        StreamHit("body", 2, 0.9, 0, Span(1, "src/a.py", 1, 5)),
+    ]
+    docs = [StreamHit("doc", 3, 1.0)]
+    lists = {"code": {"vector": code}, "repo_docs": {"vector": docs}}
+    settings = FusionSettings(test_weight=0.5, code_query_doc_weight=0.5)
+    prose = plan_fusion("how are retries spaced out", K, 300, settings)
+    assert prose.query_class == "prose" and prose.doc_weight == 1.0
+    # The test row (first in its stream) is halved below the second code row.
+    assert [(i.store, i.id) for i in rank(lists, prose)] == [
+        ("repo_docs", 3),
+        ("code", 2),
+        ("code", 1),
+    ]
+    signature = plan_fusion("def retry(delay: float) -> None", K, 300, settings)
+    assert signature.query_class == "signature" and signature.doc_weight == 0.5
+    assert next((i.store, i.id) for i in rank(lists, signature)) == ("code", 2)
+    plain = FusionPlan(K, 300, containment="off")
+    assert [(i.store, i.id) for i in rank(lists, plain)][:2] == [("code", 1), ("repo_docs", 3)]
