@@ -264,7 +264,27 @@ META: dict[str, Meta] = {
     "EMBEDDER_READY_FILE": Meta(READY, allowed="a file path"),
     "EMBEDDER_BACKEND": Meta(
         "`onnx-int8`: an int8 export of the packaged model, made locally on first start (every "
-        "vector within cosine 0.98 of PyTorch's); `torch`: the model under PyTorch."
+        "vector within cosine 0.98 of PyTorch's); `torch`: the model under PyTorch; `openai`: "
+        "an OpenAI-compatible embeddings endpoint (OpenAI, Voyage, Ollama, vLLM, "
+        "text-embeddings-inference), `EMBEDDER_OPENAI_*`."
+    ),
+    "EMBEDDER_OPENAI_BASE_URL": Meta(
+        "With `EMBEDDER_BACKEND=openai` (required): the API root; requests go to "
+        "`{base}/embeddings`, e.g. `https://api.openai.com/v1`, `http://localhost:11434/v1`.",
+        allowed="a URL",
+    ),
+    "EMBEDDER_OPENAI_MODEL": Meta(
+        "With `EMBEDDER_BACKEND=openai` (required): the model named in each request."
+    ),
+    "EMBEDDER_OPENAI_API_KEY": Meta(
+        "With `EMBEDDER_BACKEND=openai`: sent as a bearer token when set; never logged."
+    ),
+    "EMBEDDER_OPENAI_DIMENSION": Meta(
+        "With `EMBEDDER_BACKEND=openai`: the model's vector dimension; 0 takes the length of "
+        "the first vector the endpoint returns. Every vector must have it."
+    ),
+    "EMBEDDER_OPENAI_TIMEOUT_S": Meta(
+        "With `EMBEDDER_BACKEND=openai`: deadline of one embeddings request, in seconds."
     ),
     "EMBEDDER_MODEL_PATH": Meta(
         "A sentence-transformers model directory to load instead of the packaged all-MiniLM-L6-v2.",

@@ -65,6 +65,7 @@ async def start_embedder(
         settings.model_path,
         settings.cache_dir,
         settings.threads,
+        settings.endpoint,
     )
     encode = partial(backend.encode, batch_size=settings.batch_size)
     # Warm-up: the first inference allocates and plans; do it before reporting SERVING.

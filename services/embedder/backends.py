@@ -1,19 +1,24 @@
 """Inference backends for the sentence-embedding model.
 
-Both produce mean-pooled, L2-normalised vectors from the same packaged weights: `torch` runs
-sentence-transformers as the reference; `onnx-int8` runs a per-channel int8 export of the
-same model through onnxruntime, made locally on first use (nothing is downloaded).
+`torch` and `onnx-int8` produce mean-pooled, L2-normalised vectors from the same packaged
+weights: `torch` runs sentence-transformers as the reference; `onnx-int8` runs a
+per-channel int8 export of the same model through onnxruntime, made locally on first use
+(nothing is downloaded). `openai` asks an OpenAI-compatible embeddings endpoint instead,
+so a team can run a stronger (code) model on its own server or a vendor's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from svckit.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +206,120 @@ def _weight_matmuls(onnx_path: Path, skip_layer: int) -> list[str]:
     ]
 
 
-def load_backend(kind: str, model_path: Path | None, cache_dir: Path, threads: int = 0) -> Backend:
+@dataclass(frozen=True)
+class EndpointSettings:
+    """EMBEDDER_OPENAI_*: where the `openai` backend sends its requests."""
+
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    dimension: int = 0  # 0: the length of the first vector the endpoint returns
+    timeout_s: float = 30.0
+
+
+def load_backend(
+    kind: str,
+    model_path: Path | None,
+    cache_dir: Path,
+    threads: int = 0,
+    endpoint: EndpointSettings | None = None,
+) -> Backend:
+    if kind == "openai":
+        if endpoint is None:
+            raise ValueError("the openai backend needs EMBEDDER_OPENAI_BASE_URL and _MODEL")
+        return OpenAIBackend(
+            endpoint.base_url,
+            endpoint.model,
+            endpoint.api_key,
+            endpoint.dimension,
+            endpoint.timeout_s,
+        )
     path = model_path or packaged_model_path()
     if kind == "torch":
         return TorchBackend(path, threads)
     return OnnxInt8Backend(path, cache_dir, threads)
+
+
+class EndpointError(Unavailable):
+    """The embeddings endpoint failed or answered something that is not the protocol."""
+
+
+class OpenAIBackend:
+    """An OpenAI-compatible embeddings endpoint (OpenAI, Voyage, Ollama, vLLM, Hugging Face
+    text-embeddings-inference): `POST {base}/embeddings` with `{"model", "input": [...]}`,
+    answered by `{"data": [{"embedding": [...], "index": i}, ...]}`.
+
+    Vectors are L2-normalised here (search uses cosine; some servers return raw vectors).
+    The dimension is the configured one, or the length of the first vector the endpoint
+    returns; every later vector must have it. The API key is sent as a bearer token and
+    never logged or put in an error.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        dimension: int = 0,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._url = base_url.rstrip("/") + "/embeddings"
+        self._api_key = api_key
+        self._timeout_s = timeout_s
+        self.model_name = model
+        self.dimension = dimension or len(self._request(["dimension probe"])[0])
+
+    def encode(self, texts: list[str], batch_size: int) -> Vectors:
+        result = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), max(1, batch_size)):
+            chunk = texts[start : start + batch_size]
+            rows = self._request(chunk)
+            for offset, row in enumerate(rows):
+                if len(row) != self.dimension:
+                    raise EndpointError(
+                        f"{self._url} returned a {len(row)}-dimension vector for model "
+                        f"{self.model_name}; expected {self.dimension} (EMBEDDER_OPENAI_DIMENSION)"
+                    )
+                result[start + offset] = row
+        norms = np.linalg.norm(result, axis=1, keepdims=True)
+        return result / np.maximum(norms, 1e-12)
+
+    def _request(self, texts: list[str]) -> list[list[float]]:
+        import json
+        import urllib.error
+        import urllib.request
+
+        body = json.dumps({"model": self.model_name, "input": texts}).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        request = urllib.request.Request(self._url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
+                payload = json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            detail = err.read(300).decode("utf-8", "replace")
+            raise EndpointError(f"{self._url} answered {err.code}: {detail}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as err:
+            raise EndpointError(f"{self._url} could not be reached: {err}") from None
+        except ValueError:
+            raise EndpointError(f"{self._url} did not answer JSON") from None
+        return _vectors(payload, len(texts), self._url)
+
+
+def _vectors(payload: object, count: int, url: str) -> list[list[float]]:
+    """The `data` rows in input order (by `index`), checked against the protocol."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list) or len(data) != count:
+        raise EndpointError(f"{url}: expected `data` with {count} embeddings")
+    rows: list[list[float] | None] = [None] * count
+    for position, item in enumerate(data):
+        if not isinstance(item, dict) or not isinstance(item.get("embedding"), list):
+            raise EndpointError(f"{url}: `data[{position}]` has no `embedding` list")
+        index = item.get("index", position)
+        if not isinstance(index, int) or not 0 <= index < count or rows[index] is not None:
+            raise EndpointError(f"{url}: `data[{position}].index` is not a fresh input index")
+        rows[index] = [float(x) for x in item["embedding"]]
+    return [row for row in rows if row is not None]

@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from svckit.config import Env, data_dir, internal_secret
+from embedder.backends import EndpointSettings
+from svckit.config import ConfigError, Env, data_dir, internal_secret
+
+BACKENDS = ("onnx-int8", "torch", "openai")
 
 
 @dataclass(frozen=True)
 class EmbedderSettings:
     address: str
-    backend: str  # "onnx-int8" or "torch"
+    backend: str  # "onnx-int8", "torch" or "openai"
     model_path: Path | None  # None: the packaged all-MiniLM-L6-v2
     cache_dir: Path  # where the locally exported ONNX model is kept
     max_batch_texts: int  # per request
@@ -24,6 +27,7 @@ class EmbedderSettings:
     log_level: str
     # Signs and verifies calls between services (svckit.internal_auth); never logged.
     internal_secret: bytes = field(repr=False)
+    endpoint: EndpointSettings | None = None  # the openai backend's endpoint
 
     @classmethod
     def from_env(cls, env: Env) -> EmbedderSettings:
@@ -32,7 +36,7 @@ class EmbedderSettings:
         ready = env.optional_str("EMBEDDER_READY_FILE")
         return cls(
             address=env.str("EMBEDDER_LISTEN", "127.0.0.1:50051"),
-            backend=env.choice("EMBEDDER_BACKEND", "onnx-int8", ("onnx-int8", "torch")),
+            backend=env.choice("EMBEDDER_BACKEND", "onnx-int8", BACKENDS),
             model_path=Path(model_path) if model_path else None,
             cache_dir=env.path("EMBEDDER_CACHE_DIR", data_dir(env) / "models"),
             max_batch_texts=env.int("EMBEDDER_MAX_BATCH_TEXTS", 256, min=1, max=4096),
@@ -44,4 +48,28 @@ class EmbedderSettings:
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
+            endpoint=_endpoint(env),
         )
+
+
+def _endpoint(env: Env) -> EndpointSettings | None:
+    """EMBEDDER_OPENAI_*, used (and the URL and model required) with EMBEDDER_BACKEND=openai."""
+    base_url = env.optional_str("EMBEDDER_OPENAI_BASE_URL")
+    model = env.optional_str("EMBEDDER_OPENAI_MODEL")
+    api_key = env.optional_str("EMBEDDER_OPENAI_API_KEY")
+    dimension = env.int("EMBEDDER_OPENAI_DIMENSION", 0, min=0, max=16_000)
+    timeout_s = env.float("EMBEDDER_OPENAI_TIMEOUT_S", 30.0, min=0.1, max=600.0)
+    if env.str("EMBEDDER_BACKEND", "onnx-int8").strip().lower() != "openai":
+        return None
+    if not base_url or not model:
+        raise ConfigError(
+            "EMBEDDER_BACKEND=openai needs EMBEDDER_OPENAI_BASE_URL (e.g. "
+            "https://api.openai.com/v1) and EMBEDDER_OPENAI_MODEL"
+        )
+    return EndpointSettings(
+        base_url=base_url,
+        model=model,
+        api_key=api_key,
+        dimension=dimension,
+        timeout_s=timeout_s,
+    )
