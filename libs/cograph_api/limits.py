@@ -38,6 +38,9 @@ SNIPPET_CHARS_DEFAULT: Final = 600
 Layer = Literal["code", "ast", "ast_summary", "repo_doc", "md_collection"]
 LAYERS: Final[tuple[Layer, ...]] = get_args(Layer)
 LAYERS_MAX: Final = len(LAYERS)
+# A search's token budget (max_tokens): at least enough for one short result.
+MAX_TOKENS_MIN: Final = 50
+MAX_TOKENS_MAX: Final = 100_000
 # A symbol for the graph call (qualified or bare name).
 SYMBOL_MAX_CHARS: Final = 500
 

@@ -67,6 +67,8 @@ class SearchArgs(BaseModel):
     since: str | None = None
     until: str | None = None
     as_of: str | None = None
+    max_tokens: models.StrictInt | None = Field(None, ge=L.MAX_TOKENS_MIN, le=L.MAX_TOKENS_MAX)
+    verbose: models.StrictBool = False
 
 
 class RouteArgs(BaseModel):
@@ -265,6 +267,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "since": {**_TIME, "description": "Only content changed after this RFC 3339 time."},
             "until": {**_TIME, "description": "Only content changed before this time."},
             "as_of": {**_TIME, "description": "Only content that existed at this time."},
+            "max_tokens": {
+                "type": "integer",
+                "minimum": L.MAX_TOKENS_MIN,
+                "maximum": L.MAX_TOKENS_MAX,
+                "description": "A hard budget for the results in tokens: the best that fit, "
+                "never more (the answer says tokens used and how many were omitted).",
+            },
+            "verbose": {
+                "type": "boolean",
+                "default": False,
+                "description": "Full provenance per result; compact otherwise.",
+            },
         },
         ["query"],
     ),
@@ -511,20 +525,14 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "query": _STR,
             "results": {
                 "type": "array",
-                "items": _out(
-                    {
-                        "path": _STR,
-                        "start_line": _INT,
-                        "end_line": _INT,
-                        "snippet": _STR,
-                        "score": _NUM,
-                    }
-                ),
+                "items": _out({"kind": _STR, "snippet": _STR, "score": _NUM}),
             },
+            "tokens": _INT,
+            "omitted": _INT,
             "streams": {"type": "object"},
             "graph": {"anyOf": [_GRAPH, {"type": "null"}]},
         },
-        ["query", "results"],
+        ["query", "results", "tokens", "omitted"],
     ),
     "cograph_route": _out(
         {
@@ -632,10 +640,11 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
 DESCRIPTIONS: dict[str, str] = {
     "cograph_search": (
         "Search indexed code and documentation with hybrid retrieval (exact symbol, "
-        "lexical and semantic, fused). Returns cited results: repo, path, start_line-"
-        "end_line, commit, qualified_name, a snippet (truncated flag set when cut) and "
-        "provenance (which stream found it, at which rank). Bounded by top_k and "
-        "snippet_chars. Time filters since/until/as_of take RFC 3339 timestamps."
+        "lexical and semantic, fused). Returns compact cited results: location "
+        "(path:start-end), repo, qualified_name, kind, short commit, snippet (truncated when "
+        "cut) and score; verbose adds provenance. max_tokens is a hard budget for the "
+        "results (tokens and omitted say what it cost and what did not fit); otherwise "
+        "bounded by top_k and snippet_chars. Time filters since/until/as_of take RFC 3339."
     ),
     "cograph_route": (
         "Given a question, say which repositories and which markdown collections to look "

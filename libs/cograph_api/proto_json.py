@@ -127,3 +127,43 @@ def from_json(cls: type[M], data: dict[str, Any]) -> M:
     message = cls()
     _fill(message, data)
     return message
+
+
+# ---- the compact search answer (REST and MCP unless verbose) -----------------------------
+
+_SHORT_COMMIT = 12
+
+
+def compact_search(answer: dict[str, Any]) -> dict[str, Any]:
+    """A search answer with what an agent acts on: per result its location
+    (`path:start-end`), repository or collection, qualified name, kind, short commit,
+    snippet (and whether it was cut) and one score (4 significant digits); the query,
+    tokens, omitted, degraded streams and the graph stay. Ids, stores, layers, provenance,
+    per-stream scores, languages and timings are left to `verbose`."""
+    results = []
+    for row in answer.get("results") or []:
+        lines = f"{row.get('start_line', 0)}-{row.get('end_line', 0)}"
+        item: dict[str, Any] = {"location": f"{row.get('path', '')}:{lines}"}
+        if row.get("repo"):
+            item["repo"] = row["repo"]
+        if row.get("collection"):
+            item["collection"] = row["collection"]
+        if row.get("qualified_name"):
+            item["qualified_name"] = row["qualified_name"]
+        item["kind"] = row.get("kind", "")
+        if row.get("commit"):
+            item["commit"] = str(row["commit"])[:_SHORT_COMMIT]
+        item["snippet"] = row.get("snippet", "")
+        if row.get("truncated"):
+            item["truncated"] = True
+        item["score"] = float(f"{float(row.get('score') or 0.0):.4g}")
+        results.append(item)
+    out: dict[str, Any] = {"query": answer.get("query", ""), "results": results}
+    out["tokens"] = answer.get("tokens", 0)
+    out["omitted"] = answer.get("omitted", 0)
+    degraded = {k: v for k, v in (answer.get("streams") or {}).items() if v == "unavailable"}
+    if degraded:
+        out["streams"] = degraded
+    if answer.get("graph"):
+        out["graph"] = answer["graph"]
+    return out

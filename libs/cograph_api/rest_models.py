@@ -100,6 +100,18 @@ class SearchRequest(Body):
     as_of: datetime | None = Field(None, description="Only content that existed at this time.")
     since: datetime | None = Field(None, description="Only content changed after this time.")
     until: datetime | None = Field(None, description="Only content changed before this time.")
+    max_tokens: StrictInt | None = Field(
+        None,
+        ge=L.MAX_TOKENS_MIN,
+        le=L.MAX_TOKENS_MAX,
+        description="A hard budget in tokens: the best results that fit, overlapping ranges "
+        "of a file merged; the answer gives tokens (used) and omitted (left out).",
+    )
+    verbose: StrictBool | None = Field(
+        None,
+        description="Full results (ids, stores, layers, provenance, per-stream scores, "
+        "timings); compact (location, name, kind, short commit, snippet, score) otherwise.",
+    )
 
 
 class GraphRequest(Body):

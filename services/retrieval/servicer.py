@@ -38,6 +38,7 @@ from retrieval.indexing.source_policy import (
     parse_source,
 )
 from retrieval.indexing.sources import derive_slug
+from retrieval.search.budget import apply_budget
 from retrieval.search.engine import SearchEngine
 from retrieval.search.graph import expand
 from retrieval.search.messages import (
@@ -383,9 +384,25 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def Search(
         self, request: retrieval_pb2.SearchRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.SearchResponse:
+        budget = request.max_tokens if request.HasField("max_tokens") else None
+        if budget is not None and not limits.MAX_TOKENS_MIN <= budget <= limits.MAX_TOKENS_MAX:
+            raise InvalidArgument(
+                f"max_tokens must be between {limits.MAX_TOKENS_MIN} and {limits.MAX_TOKENS_MAX}"
+            )
+        if budget is not None and not request.HasField("top_k"):
+            # The budget is the bound: rank as many candidates as a request may ask for.
+            widened = retrieval_pb2.SearchRequest()
+            widened.CopyFrom(request)
+            widened.top_k = limits.TOP_K_MAX
+            request = widened
         query = query_from_pb(request, self._search_settings)
         outcome = await self._engine.search(query, Viewer.current())
-        return outcome_to_pb(outcome)
+        fitted = await asyncio.to_thread(apply_budget, outcome.results, budget)
+        outcome.results = fitted.hits
+        reply = outcome_to_pb(outcome)
+        reply.tokens = fitted.tokens
+        reply.omitted = fitted.omitted
+        return reply
 
     async def Graph(
         self, request: retrieval_pb2.GraphRequest, context: grpc.aio.ServicerContext

@@ -224,3 +224,31 @@ async def test_mcp_tools_declare_output_schemas_and_answer(stack: Stack) -> None
         assert not failed and job["job"]["target"] == SLUG, job
     async with stack.client(stack.admin_key) as rest:
         assert (await wait_job(rest, job["job"]["id"]))["state"] == "succeeded"
+
+
+async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -> None:
+    async with stack.client(await stack.key("reader")) as rest:
+        compact = await rest.post("/api/search", json={"query": "add_item", "repo": SLUG})
+        assert compact.status_code == 200, compact.text
+        top = compact.json()["results"][0]
+        assert top["location"].startswith("shop/cart.py:") and len(top["commit"]) == 12
+        assert not {"provenance", "id", "store", "layer", "vector_score"} & set(top)
+        assert "timings_ms" not in compact.json()
+        verbose = await rest.post(
+            "/api/search", json={"query": "add_item", "repo": SLUG, "verbose": True}
+        )
+        assert "provenance" in verbose.json()["results"][0]
+        assert len(compact.text) < len(verbose.text) / 2
+        budget = await rest.post(
+            "/api/search", json={"query": "cart items", "repo": SLUG, "max_tokens": 60}
+        )
+        assert budget.status_code == 200 and budget.json()["tokens"] <= 60
+        too_small = await rest.post(
+            "/api/search", json={"query": "cart", "repo": SLUG, "max_tokens": 10}
+        )
+        assert too_small.status_code == 400
+    async with mcp(stack, await stack.key("reader")) as client:
+        failed, found = await call(
+            client, "cograph_search", {"query": "checkout", "repo": SLUG, "max_tokens": 80}
+        )
+        assert not failed and found["tokens"] <= 80 and "omitted" in found, found

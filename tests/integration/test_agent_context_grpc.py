@@ -324,3 +324,25 @@ async def test_references_refuse_and_hide(search_env: SearchEnv) -> None:
         assert await _code(stub.References(bad, metadata=ALICE)) == (
             grpc.StatusCode.INVALID_ARGUMENT
         ), bad
+
+
+async def test_search_within_a_token_budget(search_env: SearchEnv) -> None:
+    query = "retry a failed charge with backoff"
+    free = await search_env.search(query, metadata=ALICE, top_k=20)
+    assert free.tokens > 0 and free.omitted == 0
+    for budget in (50, 120, 400, 2000):
+        reply = await search_env.search(query, metadata=ALICE, max_tokens=budget)
+        assert 0 <= reply.tokens <= budget, (budget, reply.tokens)
+        spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for r in reply.results:
+            for start, end in spans.get((r.path, r.layer), []):
+                # No result lies inside another of its file and layer.
+                assert not (start <= r.start_line and r.end_line <= end), r
+            spans.setdefault((r.path, r.layer), []).append((r.start_line, r.end_line))
+    tight = await search_env.search(query, metadata=ALICE, max_tokens=50)
+    roomy = await search_env.search(query, metadata=ALICE, max_tokens=2000)
+    assert len(tight.results) <= len(roomy.results) and tight.omitted >= 1
+    for bad in (49, 100_001):
+        assert await _code(search_env.search(query, metadata=ALICE, max_tokens=bad)) == (
+            grpc.StatusCode.INVALID_ARGUMENT
+        )

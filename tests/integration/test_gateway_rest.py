@@ -344,6 +344,7 @@ async def test_repository_lifecycle_and_acl(
             "top_k": 3,
             "snippet_chars": 120,
             "layers": ["code"],
+            "verbose": True,
         },
     )
     assert search.status_code == 200, search.text

@@ -178,6 +178,7 @@ async function runCodeSearch(event) {
     snippet_chars: Number($("code-snippet").value),
     layers: [...$("code-layers").querySelectorAll("input:checked")].map((i) => i.value),
     include_graph: $("code-graph").checked,
+    verbose: true, // the console shows provenance
   };
   const source = $("code-repo").value;
   if (source.startsWith("repo:")) body.repo = source.slice("repo:".length);

@@ -1027,6 +1027,8 @@ class SearchRequest(_message.Message):
     UNTIL_FIELD_NUMBER: _builtins.int
     STREAMS_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    VERBOSE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """What to look for: a symbol, a signature fragment or a question; not blank."""
     repo: _builtins.str
@@ -1041,6 +1043,15 @@ class SearchRequest(_message.Message):
     """Add callers, callees and parent containers of code results (needs repo)."""
     skip_rerank: _builtins.bool
     """Never rerank this request, whatever the configuration (evaluation and debugging)."""
+    max_tokens: _builtins.int
+    """A hard budget for the results, in tokens (see SearchResponse.tokens): results are taken
+    by fused rank while they fit, overlapping ranges of one file merged; top_k defaults to
+    its maximum when this is set. 50..100000; no budget when unset.
+    """
+    verbose: _builtins.bool
+    """Full provenance in the REST and MCP answers (stores, ids, per-stream scores, timings);
+    they are compact otherwise. gRPC answers always carry every field.
+    """
     @_builtins.property
     def layers(self) -> _containers.RepeatedScalarFieldContainer[Global___Layer.ValueType]:
         """Result layers; code, ast_summary and repo_doc when empty (md_collection with collection)."""
@@ -1076,15 +1087,21 @@ class SearchRequest(_message.Message):
         until: _timestamp_pb2.Timestamp | None = ...,
         streams: _abc.Iterable[Global___Stream.ValueType] | None = ...,
         skip_rerank: _builtins.bool = ...,
+        max_tokens: _builtins.int | None = ...,
+        verbose: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "since", b"since", "snippet_chars", b"snippet_chars", "top_k", b"top_k", "until", b"until"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "max_tokens", b"max_tokens", "since", b"since", "snippet_chars", b"snippet_chars", "top_k", b"top_k", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "collection", b"collection", "include_graph", b"include_graph", "layers", b"layers", "query", b"query", "repo", b"repo", "since", b"since", "skip_rerank", b"skip_rerank", "snippet_chars", b"snippet_chars", "streams", b"streams", "top_k", b"top_k", "until", b"until"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "collection", b"collection", "include_graph", b"include_graph", "layers", b"layers", "max_tokens", b"max_tokens", "query", b"query", "repo", b"repo", "since", b"since", "skip_rerank", b"skip_rerank", "snippet_chars", b"snippet_chars", "streams", b"streams", "top_k", b"top_k", "until", b"until", "verbose", b"verbose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
     _WhichOneofReturnType__snippet_chars: _TypeAlias = _typing.Literal["snippet_chars"]  # noqa: Y015
     _WhichOneofArgType__snippet_chars: _TypeAlias = _typing.Literal["_snippet_chars", b"_snippet_chars"]  # noqa: Y015
     _WhichOneofReturnType__top_k: _TypeAlias = _typing.Literal["top_k"]  # noqa: Y015
     _WhichOneofArgType__top_k: _TypeAlias = _typing.Literal["_top_k", b"_top_k"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__snippet_chars) -> _WhichOneofReturnType__snippet_chars | None: ...
     @_typing.overload
@@ -1409,8 +1426,16 @@ class SearchResponse(_message.Message):
     STREAMS_FIELD_NUMBER: _builtins.int
     GRAPH_FIELD_NUMBER: _builtins.int
     TIMINGS_MS_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    OMITTED_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The query as searched (trimmed)."""
+    tokens: _builtins.int
+    """Tokens the results hold (each result's location line and snippet), never more than
+    max_tokens; counted with the packaged model's tokenizer.
+    """
+    omitted: _builtins.int
+    """Results left out because they did not fit max_tokens (merged or contained ones not counted)."""
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchResult]:
         """Results, best first, at most top_k."""
@@ -1435,10 +1460,12 @@ class SearchResponse(_message.Message):
         streams: Global___StreamStatuses | None = ...,
         graph: Global___Graph | None = ...,
         timings_ms: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        tokens: _builtins.int = ...,
+        omitted: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph", "streams", b"streams"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph", "omitted", b"omitted", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
