@@ -50,7 +50,11 @@ def test_span_covers_only_in_the_same_file_and_repository() -> None:
     assert not SPANS[3].covers(SPANS[1])
     assert not SPANS[1].covers(SPANS[6])  # another file
     assert not SPANS[7].covers(SPANS[3])  # another repository
-    assert not SPANS[2].covers(Span(7, FILE, 10, 30))  # the same range is not containment
+    assert not SPANS[2].covers(Span(7, FILE, 10, 30))  # the same range, kinds unknown
+    # A module that is exactly one function (no imports) contains it; not the reverse.
+    module, function = Span(7, FILE, 1, 9, "module"), Span(7, FILE, 1, 9, "function")
+    assert module.covers(function) and not function.covers(module)
+    assert Span(7, FILE, 1, 9, "class").covers(Span(7, FILE, 1, 9, "method"))
 
 
 def test_a_module_folds_into_its_member_which_takes_its_place() -> None:

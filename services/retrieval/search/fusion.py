@@ -49,13 +49,19 @@ class Span:
     kind: str = ""  # module, class, function, ...
 
     def covers(self, other: Span) -> bool:
-        return (
-            self.repository_id == other.repository_id
-            and self.path == other.path
-            and self.start_line <= other.start_line
-            and other.end_line <= self.end_line
-            and (self.start_line, self.end_line) != (other.start_line, other.end_line)
-        )
+        """A wider range in the same file; on the same range, a container kind over a
+        member kind (a module that is one function, a class that is one method)."""
+        if (self.repository_id, self.path) != (other.repository_id, other.path):
+            return False
+        if (self.start_line, self.end_line) == (other.start_line, other.end_line):
+            return _CONTAINER_RANK.get(self.kind, 0) > _CONTAINER_RANK.get(other.kind, 0)
+        return self.start_line <= other.start_line and other.end_line <= self.end_line
+
+
+_CONTAINER_RANK = {
+    "module": 2,
+    **dict.fromkeys(("class", "struct", "interface", "trait", "impl", "enum"), 1),
+}
 
 
 @dataclass(frozen=True, slots=True)

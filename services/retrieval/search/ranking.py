@@ -137,8 +137,10 @@ def rank(
 
 STREAM_WEIGHT_MIN, STREAM_WEIGHT_MAX = 0.0, 5.0
 # Tuned on the tuning half of bench/quality (bench/RESULTS.md, "Query-adaptive fusion").
-DEFAULT_STREAM_WEIGHTS = ""
-DEFAULT_TEST_WEIGHT = 1.0
+# Prose and mixed questions: the lexical stream matches common words and the symbol stream
+# near names, both weak evidence there; the vector stream leads.
+DEFAULT_STREAM_WEIGHTS = "prose:lexical=0.35,symbol=0.5;mixed:lexical=0.35,symbol=0.5"
+DEFAULT_TEST_WEIGHT = 0.5  # bench/RESULTS.md, "What crowds the top"
 # Tuned on the tuning half (bench/RESULTS.md, "Containment").
 DEFAULT_MEMBER_RATIO = 0.5
 DEFAULT_CODE_QUERY_DOC_WEIGHT = 1.0
