@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from retrieval.layers import Store
 from retrieval.search.containment import collapse
 from retrieval.search.fusion import Fused, Span, StreamHit, StreamName, fuse_store
 from retrieval.search.ranking import (
@@ -222,7 +223,10 @@ def test_rank_weighs_test_code_and_documents_on_code_questions() -> None:
         StreamHit("body", 2, 0.9, 0, Span(1, "src/a.py", 1, 5)),
     ]
     docs = [StreamHit("doc", 3, 1.0)]
-    lists = {"code": {"vector": code}, "repo_docs": {"vector": docs}}
+    lists: dict[Store, dict[StreamName, list[StreamHit]]] = {
+        "code": {"vector": code},
+        "repo_docs": {"vector": docs},
+    }
     settings = FusionSettings(test_weight=0.5, code_query_doc_weight=0.5)
     prose = plan_fusion("how are retries spaced out", K, 300, settings)
     assert prose.query_class == "prose" and prose.doc_weight == 1.0
