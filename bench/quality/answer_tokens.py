@@ -1,0 +1,285 @@
+"""Answers per token (issue 17): what an agent reads of a search answer, against what it finds.
+
+    python -m bench.quality.answer_tokens [--out DIR (bench/out/answer-tokens)]
+                                          [--concurrency N] [--limit N]
+
+On the `--small` query set (datasets.SMALL, same seed), indexed on a fresh stack, every query
+is sent once per request shape through the `Search` RPC and each reply is serialized the way
+the gateway answers REST and MCP (proto_json.to_json; compact_search unless verbose; JSON
+with no spaces, as the web framework writes it). Per configuration:
+
+- `verbose top_k 10`: the full answer (what the first build returned), top_k 10;
+- `compact top_k N`: today's default answer, top_k N (10 is the default);
+- `compact max_tokens B`: the compact answer under a hard budget of B tokens.
+
+The serialized JSON is counted with the service's counter (retrieval.search.budget:
+the packaged MiniLM WordPiece tokenizer) and with chars / 4. "Answers found" are queries
+whose answer is among the results (any rank); MRR@10 and Recall@10 use the first 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.quality import datasets
+from bench.quality.datasets import Query
+from bench.quality.replay import load_index
+from bench.quality.runner import matcher, missing_answers
+from bench.quality.search_client import Row
+from bench.quality.stack import Stack, index_all, running_stack
+from cograph.retrieval.v1 import retrieval_pb2
+from cograph_api.proto_json import compact_search, to_json
+from retrieval.search.budget import default_counter
+
+CUTOFF = 10
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One request shape and how its answer is serialized."""
+
+    name: str
+    top_k: int | None = None
+    max_tokens: int | None = None
+    verbose: bool = False
+
+
+SHAPES: tuple[Shape, ...] = (
+    Shape("verbose top_k 10", top_k=10, verbose=True),
+    Shape("compact top_k 10", top_k=10),
+    Shape("compact top_k 5", top_k=5),
+    Shape("compact top_k 3", top_k=3),
+    Shape("compact max_tokens 500", max_tokens=500),
+    Shape("compact max_tokens 1000", max_tokens=1000),
+    Shape("compact max_tokens 2000", max_tokens=2000),
+)
+
+
+def serialize(answer: dict[str, Any]) -> str:
+    """The JSON body as the gateway sends it (no spaces, non-ASCII kept)."""
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+
+
+def answer_json(reply_json: dict[str, Any], verbose: bool) -> str:
+    return serialize(reply_json if verbose else compact_search(reply_json))
+
+
+def quarter_chars(text: str) -> float:
+    return len(text) / 4
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One query under one shape."""
+
+    rank: int | None  # 1-based rank of the first result that is the answer; None if absent
+    results: int
+    tokens: int  # WordPiece tokens of the serialized JSON
+    chars: int
+    service_tokens: int = 0  # SearchResponse.tokens: locations and snippets, as budgeted
+
+
+@dataclass(frozen=True)
+class Summary:
+    shape: str
+    queries: int
+    answers_found: int
+    mean_results: float
+    mean_tokens: float
+    mean_chars: float
+    answers_per_1k_tokens: float
+    mrr: float
+    recall: float
+    mean_service_tokens: float = 0.0
+    over_budget: int = 0  # answers whose JSON holds more tokens than the budget asked
+
+
+def summarize(
+    shape: str, samples: Sequence[Sample], cutoff: int = CUTOFF, budget: int | None = None
+) -> Summary:
+    """Answers found per 1,000 tokens of all the answers sent, and MRR/Recall at `cutoff`;
+    with a budget, how many serialized answers exceed it."""
+    n = len(samples)
+    found = sum(s.rank is not None for s in samples)
+    tokens = sum(s.tokens for s in samples)
+    within = [s.rank for s in samples if s.rank is not None and s.rank <= cutoff]
+    return Summary(
+        shape=shape,
+        queries=n,
+        answers_found=found,
+        mean_results=sum(s.results for s in samples) / n if n else 0.0,
+        mean_tokens=tokens / n if n else 0.0,
+        mean_chars=sum(s.chars for s in samples) / n if n else 0.0,
+        answers_per_1k_tokens=1000 * found / tokens if tokens else 0.0,
+        mrr=sum(1 / r for r in within) / n if n else 0.0,
+        recall=len(within) / n if n else 0.0,
+        mean_service_tokens=sum(s.service_tokens for s in samples) / n if n else 0.0,
+        over_budget=sum(s.tokens > budget for s in samples) if budget is not None else 0,
+    )
+
+
+def ratio(better: Summary, base: Summary) -> float:
+    """How many times the answers per token of `better` are those of `base`."""
+    if base.answers_per_1k_tokens == 0:
+        return float("inf") if better.answers_per_1k_tokens else 0.0
+    return better.answers_per_1k_tokens / base.answers_per_1k_tokens
+
+
+@dataclass(frozen=True)
+class CounterError:
+    """The WordPiece count against chars / 4 over the same texts."""
+
+    texts: int
+    wordpiece: int
+    quarter_chars: float
+    mean_abs_rel: float  # mean |wordpiece - chars/4| / (chars/4)
+    total_rel: float  # (sum wordpiece - sum chars/4) / sum chars/4
+
+
+def counter_error(texts: Sequence[str], count: Callable[[str], int]) -> CounterError:
+    pairs = [(count(t), quarter_chars(t)) for t in texts if t]
+    wp = sum(p[0] for p in pairs)
+    qc = sum(p[1] for p in pairs)
+    rel = [abs(a - b) / b for a, b in pairs]
+    return CounterError(
+        texts=len(pairs),
+        wordpiece=wp,
+        quarter_chars=qc,
+        mean_abs_rel=sum(rel) / len(rel) if rel else 0.0,
+        total_rel=(wp - qc) / qc if qc else 0.0,
+    )
+
+
+def first_rank(rows: Sequence[Row], is_answer: Callable[[Row], bool]) -> int | None:
+    for i, row in enumerate(rows, start=1):
+        if is_answer(row):
+            return i
+    return None
+
+
+async def _search(stack: Stack, text: str, shape: Shape) -> retrieval_pb2.SearchResponse:
+    request = retrieval_pb2.SearchRequest(query=text)
+    if shape.top_k is not None:
+        request.top_k = shape.top_k
+    if shape.max_tokens is not None:
+        request.max_tokens = shape.max_tokens
+    return await stack.stub.Search(request, timeout=120.0)
+
+
+async def measure_query(
+    stack: Stack, query: Query, count: Callable[[str], int], texts: list[str]
+) -> dict[str, Sample]:
+    is_answer = matcher(query.answer)
+    out: dict[str, Sample] = {}
+    replies: dict[tuple[int | None, int | None], retrieval_pb2.SearchResponse] = {}
+    for shape in SHAPES:
+        key = (shape.top_k, shape.max_tokens)
+        if key not in replies:  # verbose and compact of one request: one call, two bodies
+            replies[key] = await _search(stack, query.text, shape)
+        reply = replies[key]
+        body = answer_json(dict(to_json(reply)), shape.verbose)
+        rows = [
+            Row(r.repo, r.path, r.qualified_name, r.start_line, r.end_line) for r in reply.results
+        ]
+        out[shape.name] = Sample(
+            first_rank(rows, is_answer), len(rows), count(body), len(body), reply.tokens
+        )
+        if shape.name in ("verbose top_k 10", "compact top_k 10"):
+            texts.append(body)
+    return out
+
+
+async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    data = datasets.build(datasets.SMALL, workdir)
+    count = default_counter()
+    async with running_stack(workdir, {}) as stack:
+        t0 = time.perf_counter()
+        await index_all(stack, data.repositories)
+        index_s = time.perf_counter() - t0
+        print(f"indexed in {index_s:.0f} s", flush=True)
+        rows = await load_index(stack.pool)
+        missing = set(missing_answers(data.queries, rows))
+        queries = [q for q in data.queries if q not in missing]
+        if args.limit:
+            queries = queries[: args.limit]
+        gate = asyncio.Semaphore(args.concurrency)
+        texts: list[str] = []
+
+        async def one(q: Query) -> dict[str, Sample]:
+            async with gate:
+                return await measure_query(stack, q, count, texts)
+
+        t0 = time.perf_counter()
+        per_query = list(await asyncio.gather(*(one(q) for q in queries)))
+        query_s = time.perf_counter() - t0
+    summaries = [
+        summarize(s.name, [pq[s.name] for pq in per_query], budget=s.max_tokens) for s in SHAPES
+    ]
+    by_name = {s.shape: s for s in summaries}
+    return {
+        "queries": len(queries),
+        "answers_not_indexed": len(missing),
+        "index_seconds": index_s,
+        "query_seconds": query_s,
+        "total_seconds": time.perf_counter() - started,
+        "summaries": [asdict(s) for s in summaries],
+        "compact_vs_verbose": ratio(by_name["compact top_k 10"], by_name["verbose top_k 10"]),
+        "counter_error": asdict(counter_error(texts, count)),
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        f"{result['queries']} queries (--small set), top_k/max_tokens as named; "
+        "tokens = MiniLM WordPiece tokens of the serialized JSON answer",
+        "",
+        "| answer | answers found | mean results | mean tokens | answers / 1k tokens | "
+        "MRR@10 | Recall@10 | mean response.tokens | JSON over budget |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in result["summaries"]:
+        lines.append(
+            f"| {s['shape']} | {s['answers_found']} | {s['mean_results']:.1f} | "
+            f"{s['mean_tokens']:.0f} | {s['answers_per_1k_tokens']:.3f} | {s['mrr']:.3f} | "
+            f"{s['recall']:.3f} | {s['mean_service_tokens']:.0f} | "
+            f"{s['over_budget'] if 'max_tokens' in s['shape'] else '-'} |"
+        )
+    err = result["counter_error"]
+    lines += [
+        "",
+        f"compact top_k 10 vs verbose top_k 10: {result['compact_vs_verbose']:.2f}x answers "
+        "per token",
+        f"counter vs chars/4 over {err['texts']} answers: total {err['total_rel']:+.1%}, "
+        f"mean |error| {err['mean_abs_rel']:.1%}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.quality.answer_tokens")
+    parser.add_argument("--out", type=Path, default=Path("bench/out/answer-tokens"))
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--limit", type=int, default=0, help="first N queries only")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="cograph-answer-tokens-") as tmp:
+        result = asyncio.run(run(args, Path(tmp)))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "answer_tokens.json").write_text(json.dumps(result, indent=1) + "\n")
+    text = render(result)
+    (args.out / "answer_tokens.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

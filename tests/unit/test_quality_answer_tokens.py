@@ -1,0 +1,102 @@
+"""Answers per token (issue 17): serialization, summaries, the ratio and the counter error."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench.quality.answer_tokens import (
+    Sample,
+    answer_json,
+    counter_error,
+    first_rank,
+    quarter_chars,
+    ratio,
+    serialize,
+    summarize,
+)
+from bench.quality.search_client import Row
+
+
+def test_serialize_has_no_spaces_and_keeps_non_ascii() -> None:
+    assert serialize({"a": [1, 2], "b": "é"}) == '{"a":[1,2],"b":"é"}'
+
+
+def test_answer_json_is_compact_unless_verbose() -> None:
+    full = {
+        "query": "q",
+        "results": [
+            {
+                "id": "x" * 30,
+                "path": "a.py",
+                "start_line": 1,
+                "end_line": 3,
+                "kind": "function",
+                "snippet": "def f(): ...",
+                "score": 0.123456,
+                "stores": ["vector"],
+            }
+        ],
+        "tokens": 7,
+    }
+    verbose = answer_json(full, verbose=True)
+    compact = answer_json(full, verbose=False)
+    assert json.loads(verbose) == full
+    assert json.loads(compact)["results"][0]["location"] == "a.py:1-3"
+    assert len(compact) < len(verbose)
+
+
+def test_summarize_counts_answers_per_thousand_tokens_and_ranks_at_the_cutoff() -> None:
+    samples = [
+        Sample(rank=1, results=10, tokens=500, chars=2000),
+        Sample(rank=12, results=20, tokens=1000, chars=4000),  # found, but past @10
+        Sample(rank=None, results=10, tokens=500, chars=2000),
+    ]
+    s = summarize("x", samples)
+    assert s.queries == 3
+    assert s.answers_found == 2
+    assert s.answers_per_1k_tokens == pytest.approx(1.0)  # 2 answers / 2000 tokens
+    assert s.mrr == pytest.approx(1 / 3)
+    assert s.recall == pytest.approx(1 / 3)
+    assert s.mean_tokens == pytest.approx(2000 / 3)
+    assert s.mean_results == pytest.approx(40 / 3)
+
+
+def test_summarize_of_nothing_is_zero() -> None:
+    s = summarize("x", [])
+    assert (s.queries, s.answers_found, s.answers_per_1k_tokens, s.mrr) == (0, 0, 0.0, 0.0)
+
+
+def test_ratio_compares_answers_per_token() -> None:
+    base = summarize("v", [Sample(1, 10, 4000, 0)])
+    better = summarize("c", [Sample(1, 10, 1000, 0)])
+    assert ratio(better, base) == pytest.approx(4.0)
+    none = summarize("n", [Sample(None, 10, 1000, 0)])
+    assert ratio(better, none) == math.inf
+    assert ratio(none, none) == 0.0
+
+
+def test_counter_error_against_chars_over_four() -> None:
+    err = counter_error(["abcd" * 10, "", "ab" * 10], lambda t: len(t) // 2)
+    assert err.texts == 2
+    assert err.wordpiece == 30
+    assert err.quarter_chars == pytest.approx(15.0)
+    assert err.total_rel == pytest.approx(1.0)
+    assert err.mean_abs_rel == pytest.approx(1.0)
+    assert quarter_chars("abcdefgh") == 2.0
+
+
+def test_first_rank_is_one_based() -> None:
+    rows = [Row("r", "a.py", "a.f", 1, 2), Row("r", "b.py", "b.g", 1, 2)]
+    assert first_rank(rows, lambda r: r.path == "b.py") == 2
+    assert first_rank(rows, lambda r: r.path == "c.py") is None
+
+
+def test_summarize_counts_answers_over_the_budget() -> None:
+    samples = [Sample(1, 3, 600, 0, 480), Sample(1, 3, 400, 0, 350)]
+    s = summarize("x", samples, budget=500)
+    assert s.over_budget == 1
+    assert s.mean_service_tokens == pytest.approx(415.0)
+    assert summarize("x", samples).over_budget == 0
