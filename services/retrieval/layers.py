@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from cograph_api import limits
+from retrieval.weights import parse_weights
 from svckit.errors import InvalidArgument
 
 # The layer names are part of the request contract, so they are defined with the limits.
@@ -98,21 +99,7 @@ WEIGHT_MIN, WEIGHT_MAX = 0.01, 100.0
 def parse_layer_weights(text: str) -> dict[Unit, float]:
     """`ast_summary=0.8,repo_doc=1.2` -> {summary: 0.8, doc: 1.2}; raises ValueError saying
     what is wrong."""
-    weights: dict[Unit, float] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or name not in WEIGHTED_LAYERS:
-            raise ValueError(
-                f"{item!r} must be LAYER=WEIGHT with LAYER one of {', '.join(WEIGHTED_LAYERS)}"
-            )
-        try:
-            weight = float(value)
-        except ValueError:
-            raise ValueError(f"{item!r}: {value.strip()!r} is not a number") from None
-        if not WEIGHT_MIN <= weight <= WEIGHT_MAX:
-            raise ValueError(f"{item!r}: a weight must be in [{WEIGHT_MIN}, {WEIGHT_MAX}]")
-        weights[WEIGHTED_LAYERS[name]] = weight
-    return weights
+    named = parse_weights(
+        text, WEIGHTED_LAYERS, label="LAYER", noun="a weight", low=WEIGHT_MIN, high=WEIGHT_MAX
+    )
+    return {WEIGHTED_LAYERS[name]: weight for name, weight in named.items()}

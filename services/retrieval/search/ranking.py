@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 from retrieval.layers import Store, Unit
 from retrieval.search.containment import Fold, collapse
@@ -28,6 +28,7 @@ from retrieval.search.fusion import (
     merge_stores,
 )
 from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
+from retrieval.weights import parse_weights
 
 # Test code by path: a tests/ or testing/ directory, test_*.py, *_test.go / *_test.py,
 # *.test.js / *.spec.ts, *Test.java / *Tests.java.
@@ -160,26 +161,15 @@ def parse_stream_weights(text: str) -> dict[QueryClass, dict[StreamName, float]]
                 f"{part!r} must be CLASS:STREAM=WEIGHT,... with CLASS one of "
                 f"{', '.join(QUERY_CLASSES)}"
             )
-        weights: dict[StreamName, float] = {}
-        for item in (i.strip() for i in rest.split(",")):
-            if not item:
-                continue
-            stream, eq, value = item.partition("=")
-            stream = stream.strip()
-            if not eq or stream not in STREAM_NAMES:
-                raise ValueError(
-                    f"{item!r} must be STREAM=WEIGHT with STREAM one of {', '.join(STREAM_NAMES)}"
-                )
-            try:
-                weight = float(value)
-            except ValueError:
-                raise ValueError(f"{item!r}: {value.strip()!r} is not a number") from None
-            if not STREAM_WEIGHT_MIN <= weight <= STREAM_WEIGHT_MAX:
-                raise ValueError(
-                    f"{item!r}: a stream weight must be in [{STREAM_WEIGHT_MIN}, "
-                    f"{STREAM_WEIGHT_MAX}]"
-                )
-            weights[stream] = weight
+        named = parse_weights(
+            rest,
+            STREAM_NAMES,
+            label="STREAM",
+            noun="a stream weight",
+            low=STREAM_WEIGHT_MIN,
+            high=STREAM_WEIGHT_MAX,
+        )
+        weights = cast(dict[StreamName, float], named)
         out[klass] = weights
     return out
 
