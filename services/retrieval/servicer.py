@@ -38,14 +38,13 @@ from retrieval.indexing.source_policy import (
     parse_source,
 )
 from retrieval.indexing.sources import derive_slug
-from retrieval.search.budget import apply_budget
+from retrieval.search.budget import fit_answer
 from retrieval.search.engine import SearchEngine
 from retrieval.search.graph import expand
 from retrieval.search.messages import (
     EDGE_TO_PB,
     graph_to_pb,
     node_to_pb,
-    outcome_to_pb,
     query_from_pb,
 )
 from retrieval.search.reading import grep, list_files, read_file
@@ -397,12 +396,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             request = widened
         query = query_from_pb(request, self._search_settings)
         outcome = await self._engine.search(query, Viewer.current())
-        fitted = await asyncio.to_thread(apply_budget, outcome.results, budget)
-        outcome.results = fitted.hits
-        reply = outcome_to_pb(outcome)
-        reply.tokens = fitted.tokens
-        reply.omitted = fitted.omitted
-        return reply
+        return await asyncio.to_thread(fit_answer, outcome, budget, request.verbose)
 
     async def Graph(
         self, request: retrieval_pb2.GraphRequest, context: grpc.aio.ServicerContext

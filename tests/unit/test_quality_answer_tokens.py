@@ -14,14 +14,14 @@ from bench.quality.answer_tokens import (
     first_rank,
     quarter_chars,
     ratio,
-    serialize,
     summarize,
 )
 from bench.quality.search_client import Row
+from cograph_api.search_forms import dumps
 
 
-def test_serialize_has_no_spaces_and_keeps_non_ascii() -> None:
-    assert serialize({"a": [1, 2], "b": "é"}) == '{"a":[1,2],"b":"é"}'
+def test_answers_are_written_without_spaces_keeping_non_ascii() -> None:
+    assert dumps({"a": [1, 2], "b": "é"}) == '{"a":[1,2],"b":"é"}'
 
 
 def test_answer_json_is_compact_unless_verbose() -> None:
@@ -78,14 +78,17 @@ def test_ratio_compares_answers_per_token() -> None:
     assert ratio(none, none) == 0.0
 
 
-def test_counter_error_against_chars_over_four() -> None:
-    err = counter_error(["abcd" * 10, "", "ab" * 10], lambda t: len(t) // 2)
-    assert err.texts == 2
-    assert err.wordpiece == 30
-    assert err.quarter_chars == pytest.approx(15.0)
-    assert err.total_rel == pytest.approx(1.0)
-    assert err.mean_abs_rel == pytest.approx(1.0)
-    assert quarter_chars("abcdefgh") == 2.0
+def test_counter_error_against_the_reference_count() -> None:
+    # The reference counts 1 per 2 characters; the other way 1 per 4 (half, always under).
+    err = counter_error(
+        "quarter", ["abcd" * 10, "", "ab" * 10], quarter_chars, lambda t: len(t) // 2
+    )
+    assert err.counter == "quarter" and err.texts == 2
+    assert err.reference == 30 and err.counted == 15
+    assert err.total_rel == pytest.approx(-0.5)
+    assert err.mean_abs_rel == pytest.approx(0.5)
+    assert err.under == 2
+    assert quarter_chars("abcdefgh") == 2 and quarter_chars("abcdefghi") == 3
 
 
 def test_first_rank_is_one_based() -> None:

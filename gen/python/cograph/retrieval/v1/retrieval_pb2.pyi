@@ -1044,13 +1044,14 @@ class SearchRequest(_message.Message):
     skip_rerank: _builtins.bool
     """Never rerank this request, whatever the configuration (evaluation and debugging)."""
     max_tokens: _builtins.int
-    """A hard budget for the results, in tokens (see SearchResponse.tokens): results are taken
-    by fused rank while they fit, overlapping ranges of one file merged; top_k defaults to
-    its maximum when this is set. 50..100000; no budget when unset.
+    """A hard budget for the whole answer, in tokens (see SearchResponse.tokens): results are
+    taken by fused rank while they fit, overlapping ranges of one file merged; top_k
+    defaults to its maximum when this is set. 50..100000; no budget when unset.
     """
     verbose: _builtins.bool
     """Full provenance in the REST and MCP answers (stores, ids, per-stream scores, timings);
-    they are compact otherwise. gRPC answers always carry every field.
+    they are compact otherwise. gRPC answers always carry every field; tokens and the
+    budget count the form asked for.
     """
     @_builtins.property
     def layers(self) -> _containers.RepeatedScalarFieldContainer[Global___Layer.ValueType]:
@@ -1431,8 +1432,8 @@ class SearchResponse(_message.Message):
     query: _builtins.str
     """The query as searched (trimmed)."""
     tokens: _builtins.int
-    """Tokens the results hold (each result's location line and snippet), never more than
-    max_tokens; counted with the packaged model's tokenizer.
+    """Tokens of the answer as REST and MCP send it (its JSON, compact unless verbose, this
+    field included), never more than max_tokens; counted with cl100k_base.
     """
     omitted: _builtins.int
     """Results left out because they did not fit max_tokens (merged or contained ones not counted)."""

@@ -1,0 +1,112 @@
+"""The two forms of a search answer on REST and MCP, and what one costs in tokens.
+
+`verbose` is the whole SearchResponse as JSON (proto_json.to_json). The compact form (the
+default) keeps what an agent acts on: per result its location (`path:start-end`),
+qualified name, kind, snippet (and whether it was cut) and one score (4 significant
+digits); the repository (or collection) and the short commit once on the answer when every
+result comes from the same one, on each result otherwise. Ids, stores, layers, provenance,
+per-stream scores, languages and timings are left to `verbose`.
+
+Both are written by `dumps` (no spaces, non-ASCII kept: what the web framework sends), and
+`tokens` is the count of exactly that text, so a budget bounds what the agent receives.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cograph_api.tokens import Counter
+
+Json = dict[str, Any]
+
+SHORT_COMMIT = 12
+
+
+def dumps(body: Any) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _source(row: Json) -> tuple[str, str, str]:
+    return (row.get("repo") or "", row.get("collection") or "", str(row.get("commit") or ""))
+
+
+def single_source(rows: list[Json]) -> tuple[str, str, str] | None:
+    """The (repo, collection, commit) every row shares, or None when they differ."""
+    sources = {_source(row) for row in rows}
+    return next(iter(sources)) if len(sources) == 1 else None
+
+
+def _source_fields(repo: str, collection: str, commit: str) -> Json:
+    out: Json = {}
+    if repo:
+        out["repo"] = repo
+    if collection:
+        out["collection"] = collection
+    if commit:
+        out["commit"] = commit[:SHORT_COMMIT]
+    return out
+
+
+def count_source(row: Json, count: Counter) -> int:
+    """Tokens the answer spends carrying `row`'s source once (with the commas around)."""
+    return count(dumps(_source_fields(*_source(row)))) + 1
+
+
+def compact_result(row: Json, *, hoisted: bool) -> Json:
+    """One result as the compact answer holds it; `hoisted` when the answer carries the
+    source once for every result."""
+    lines = f"{row.get('start_line', 0)}-{row.get('end_line', 0)}"
+    item: Json = {"location": f"{row.get('path', '')}:{lines}"}
+    if not hoisted:
+        item.update(_source_fields(*_source(row)))
+    if row.get("qualified_name"):
+        item["qualified_name"] = row["qualified_name"]
+    item["kind"] = row.get("kind", "")
+    item["snippet"] = row.get("snippet", "")
+    if row.get("truncated"):
+        item["truncated"] = True
+    item["score"] = float(f"{float(row.get('score') or 0.0):.4g}")
+    return item
+
+
+def compact_search(answer: Json) -> Json:
+    """The compact form of a verbose answer (see the module doc)."""
+    rows: list[Json] = list(answer.get("results") or [])
+    shared = single_source(rows)
+    out: Json = {"query": answer.get("query", "")}
+    if shared is not None:
+        out.update(_source_fields(*shared))
+    out["results"] = [compact_result(row, hoisted=shared is not None) for row in rows]
+    out["tokens"] = answer.get("tokens", 0)
+    out["omitted"] = answer.get("omitted", 0)
+    degraded = {k: v for k, v in (answer.get("streams") or {}).items() if v == "unavailable"}
+    if degraded:
+        out["streams"] = degraded
+    if answer.get("graph"):
+        out["graph"] = answer["graph"]
+    return out
+
+
+def answer_form(answer: Json, verbose: bool) -> Json:
+    return answer if verbose else compact_search(answer)
+
+
+def result_cost(row: Json, *, verbose: bool, hoisted: bool, count: Counter) -> int:
+    """Tokens one result adds to an answer (its JSON and the comma before the next)."""
+    item = row if verbose else compact_result(row, hoisted=hoisted)
+    return count(dumps(item)) + 1
+
+
+def answer_tokens(answer: Json, verbose: bool, count: Counter) -> int:
+    """Tokens of the answer as sent, `tokens` field included. Its own digits are part of
+    the count, so the count is written into the body and raised until the body holds no
+    more than it says (at most one token over the exact figure, never under)."""
+    body = dict(answer)
+    tokens = 0
+    while True:  # rises to a fixed point: a count grows by a token or two per digit
+        body["tokens"] = tokens
+        counted = count(dumps(answer_form(body, verbose)))
+        if counted <= tokens:
+            return tokens
+        tokens = counted
