@@ -15,8 +15,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from cograph_api.mcp_tools import OUTPUT_SCHEMAS
-from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_job
-from tests.integration.test_indexing_fixtures import JAN, commit_all, git, write
+from tests.integration.support.git_repos import JAN, commit_all, git, write
+from tests.integration.support.stacks import Stack, gateway_stack, wait_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -12,21 +12,17 @@ import grpc
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
-from tests.integration.search_fixtures import (
-    ADMIN,
-    ALICE,
+from tests.integration.support.retrieval import ADMIN, ALICE, SearchEnv
+from tests.integration.support.search_corpus import (
     BILLING,
     DEMO,
     HANDBOOK,
     HANDBOOK_DOC,
     VAULT,
     VAULT_CODE,
-    SearchEnv,
-    search_env,
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["search_env"]
 
 
 async def _code(call: Any) -> grpc.StatusCode:
@@ -245,8 +241,8 @@ OVERLOADS_REPO = "example.com/team/overloads"
 
 
 async def _index_overloads(env: SearchEnv) -> None:
-    from tests.integration.search_fixtures import wait_job
-    from tests.integration.test_indexing_fixtures import JAN, commit_all, git, write
+    from tests.integration.support.git_repos import JAN, commit_all, git, write
+    from tests.integration.support.retrieval import wait_job
 
     root = env.data_dir.parent / "overloads"
     if (root / ".git").exists():

@@ -24,8 +24,9 @@ from retrieval.app import start_retrieval
 from router.app import start_router
 from router.settings import RouterSettings
 from svckit.config import Env
-from tests.integration.commons_fixtures import commons_settings, running_commons
-from tests.integration.search_fixtures import make_vault_repo, retrieval_settings
+from tests.integration.support.commons import commons_settings, running_commons
+from tests.integration.support.retrieval import retrieval_settings
+from tests.integration.support.search_corpus import make_vault_repo
 from tests.internal_auth import with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

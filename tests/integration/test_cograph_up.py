@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from svckit.internal_auth import TokenSigner
-from tests.conftest import MODEL_CACHE
+from tests.integration.support.embedders import MODEL_CACHE
 from tests.internal_auth import signed_metadata
 
 

@@ -5,22 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from cograph_cli import notes_cmd
-from tests.integration.commons_fixtures import Running, commons_settings, running_commons
+from tests.integration.support.commons import Running
 from tests.internal_auth import use_test_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def commons(fresh_db_url: str, embedder_address: str) -> AsyncIterator[Running]:
-    async with running_commons(commons_settings(fresh_db_url, embedder_address)) as running:
-        yield running
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph.commons.v1 import commons_pb2
-from tests.integration.commons_fixtures import Running, commons_settings, running_commons
+from tests.integration.support.commons import Running
 from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def commons(fresh_db_url: str, embedder_address: str) -> AsyncIterator[Running]:
-    async with running_commons(commons_settings(fresh_db_url, embedder_address)) as running:
-        yield running
 
 
 async def test_health_is_serving(commons: Running) -> None:

@@ -5,22 +5,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
-import pytest_asyncio
 
 from cograph_api import limits
-from tests.integration.commons_fixtures import Running, commons_settings, running_commons
+from tests.integration.support.commons import Running
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def commons(fresh_db_url: str, embedder_address: str) -> AsyncIterator[Running]:
-    async with running_commons(commons_settings(fresh_db_url, embedder_address)) as running:
-        yield running
 
 
 async def _invalid(call: Callable[[], Awaitable[object]], field: str) -> None:

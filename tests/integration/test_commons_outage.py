@@ -10,16 +10,8 @@ import time
 import grpc
 import pytest
 
-from tests.integration.commons_fixtures import (
-    FAST_RECONNECT,
-    TcpProxy,
-    commons_settings,
-    free_port,
-    reason_of,
-    running_commons,
-    slow_embedder,
-    wait_for,
-)
+from tests.integration.support.commons import commons_settings, reason_of, running_commons, wait_for
+from tests.integration.support.faults import FAST_RECONNECT, TcpProxy, free_port, slow_embedder
 from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

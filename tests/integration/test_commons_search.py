@@ -5,34 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
 
 import asyncpg
 import numpy as np
 import pytest
-import pytest_asyncio
 from pgvector.asyncpg import register_vector
 
 from cograph.commons.v1 import commons_pb2
 from cograph_api.embedder_client import EmbedderClient
 from commons.ranking import Strategy
 from commons.store import configure_filtered, configure_two_stage, search_sql
-from tests.integration.commons_fixtures import (
-    Running,
-    commons_settings,
-    running_commons,
-    wait_for,
-)
+from tests.integration.support.commons import Running, commons_settings, running_commons, wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 UP, DOWN = commons_pb2.VOTE_DIRECTION_UP, commons_pb2.VOTE_DIRECTION_DOWN
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def commons(fresh_db_url: str, embedder_address: str) -> AsyncIterator[Running]:
-    async with running_commons(commons_settings(fresh_db_url, embedder_address)) as running:
-        yield running
 
 
 def ids(response: commons_pb2.SearchPostsResponse) -> list[str]:

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import grpc
 import pytest
-import pytest_asyncio
 
 import commons as commons_package
 from cograph.commons.v1 import commons_pb2
 from svckit.errors import REASON_METADATA_KEY
-from tests.integration.commons_fixtures import Running, commons_settings, running_commons
+from tests.integration.support.commons import Running
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+# Read by the conftest's `commons` fixture: room for the concurrent voters below.
+COMMONS_SETTINGS = {"COMMONS_DB_POOL_MAX": "20"}
 
 SELF_VOTE_MIGRATION = (
     Path(commons_package.__file__).parent / "migrations" / "0003_commons_no_self_votes.sql"
@@ -27,13 +28,6 @@ UP, DOWN, NONE = (
     commons_pb2.VOTE_DIRECTION_DOWN,
     commons_pb2.VOTE_DIRECTION_NONE,
 )
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def commons(fresh_db_url: str, embedder_address: str) -> AsyncIterator[Running]:
-    settings = commons_settings(fresh_db_url, embedder_address, COMMONS_DB_POOL_MAX="20")
-    async with running_commons(settings) as running:
-        yield running
 
 
 async def test_one_vote_per_user_up_down_withdraw(commons: Running) -> None:

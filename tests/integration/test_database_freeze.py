@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from svckit.embedded import EmbeddedPostgres
-from tests.integration.gateway_fixtures import gateway_stack, wait_until
+from tests.integration.support.stacks import gateway_stack, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from bench.corpus import QUERIES, code_chunks
 from embedder.backends import OnnxInt8Backend, TorchBackend, packaged_model_path
-from tests.conftest import MODEL_CACHE
+from tests.integration.support.embedders import MODEL_CACHE
 
 PROSE = [
     "Retries a failed charge with exponential backoff and gives up after five attempts.",

@@ -13,7 +13,7 @@ from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
 from embedder.app import start_embedder
 from svckit.errors import InvalidArgument
-from tests.conftest import embedder_settings
+from tests.integration.support.embedders import embedder_settings
 from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -21,7 +21,7 @@ from cograph_api.embedder_client import EmbedderClient
 from embedder.app import EmbedderApp, start_embedder
 from embedder.backends import EndpointError, OpenAIBackend
 from svckit.config import ConfigError
-from tests.conftest import embedder_settings
+from tests.integration.support.embedders import embedder_settings
 from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from tests.integration.gateway_fixtures import gateway_stack, wait_job, wait_searchable
+from tests.integration.support.stacks import gateway_stack, wait_job, wait_searchable
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

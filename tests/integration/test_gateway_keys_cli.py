@@ -13,7 +13,7 @@ import pytest
 
 from cograph_api.admin_keys import ensure_admin_key
 from gateway.keys_store import MIGRATIONS
-from tests.integration.gateway_fixtures import gateway_stack, wait_job
+from tests.integration.support.stacks import gateway_stack, wait_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

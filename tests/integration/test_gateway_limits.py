@@ -17,8 +17,8 @@ import pytest
 import pytest_asyncio
 
 from cograph_api import limits
-from tests.integration.gateway_fixtures import Stack, gateway_stack
-from tests.integration.test_gateway_mcp import call, http_client
+from tests.integration.support.mcp_client import call, http_client
+from tests.integration.support.stacks import Stack, gateway_stack
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -6,18 +6,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
-import httpx2
 import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from cograph_api.mcp_tools import OUTPUT_SCHEMAS, SCHEMAS
-from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_job, wait_searchable
-from tests.integration.test_indexing_fixtures import JAN, MAR, commit_all, git, write
+from tests.integration.support.git_repos import JAN, MAR, commit_all, git, write
+from tests.integration.support.mcp_client import call, http_client
+from tests.integration.support.stacks import Stack, gateway_stack, wait_job, wait_searchable
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -47,19 +45,6 @@ async def stack(
         pg_server_url, embedder_address, tmp_path_factory.mktemp("gw-mcp")
     ) as s:
         yield s
-
-
-def http_client(stack: Stack, key: str) -> Client:
-    transport = streamable_http_client(
-        f"{stack.url}/mcp",
-        http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60),
-    )
-    return Client(transport)
-
-
-async def call(client: Client, name: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
-    result = await client.call_tool(name, arguments)
-    return result.is_error, result.structured_content
 
 
 async def test_http_lists_tools_with_schemas(stack: Stack) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.commons_fixtures import free_port
-from tests.integration.gateway_fixtures import gateway_stack, metric_value
+from tests.integration.support.faults import free_port
+from tests.integration.support.stacks import gateway_stack, metric_value
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from tests.integration.gateway_fixtures import (
+from tests.integration.support.stacks import (
     Stack,
     gateway_stack,
     metric_value,

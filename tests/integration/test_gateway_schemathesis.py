@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gateway_fixtures import gateway_stack
+from tests.integration.support.stacks import gateway_stack
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

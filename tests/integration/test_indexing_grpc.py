@@ -18,7 +18,7 @@ from cograph_cli import index_cmd
 from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
-from tests.integration.test_indexing_fixtures import MAR, commit_all, git, make_repo, write
+from tests.integration.support.git_repos import MAR, commit_all, git, make_repo, write
 from tests.internal_auth import signed_channel, use_test_secret, with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -19,18 +19,10 @@ from retrieval.indexing.summaries import ExtractiveSummarizer
 from retrieval.search.search_sql import Scope, symbol_sql
 from retrieval.settings import IndexSettings
 from svckit.config import Env
-from tests.integration.test_indexing_fixtures import (
-    MAR,
-    UTIL,
-    CountingEmbedder,
-    commit_all,
-    make_repo,
-    retrieval_pool,
-    write,
-)
+from tests.integration.support.embedders import CountingEmbedder
+from tests.integration.support.git_repos import MAR, UTIL, commit_all, make_repo, write
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["retrieval_pool"]
 
 SLUG = "local/test/publication"
 ADMIN = Viewer("root", True)

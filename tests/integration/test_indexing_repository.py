@@ -15,20 +15,18 @@ from retrieval.indexing.jobs import Job
 from retrieval.indexing.summaries import ExtractiveSummarizer
 from retrieval.settings import IndexSettings
 from svckit.config import Env
-from tests.integration.test_indexing_fixtures import (
+from tests.integration.support.embedders import CountingEmbedder
+from tests.integration.support.git_repos import (
     JAN_TS,
     MAR,
     MAR_TS,
     UTIL,
-    CountingEmbedder,
     commit_all,
     make_repo,
-    retrieval_pool,
     write,
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["retrieval_pool"]  # the fixture, re-exported so pytest sees it here
 
 SLUG = "local/test/demo"
 

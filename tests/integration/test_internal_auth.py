@@ -25,8 +25,8 @@ from svckit import requestctx
 from svckit.clients import dial, signed_metadata
 from svckit.internal_auth import AUTH_HEADER, Claims, TokenSigner, TokenVerifier
 from svckit.server import GrpcHost
-from tests.integration.gateway_fixtures import Stack, gateway_stack
-from tests.integration.search_fixtures import retrieval_settings
+from tests.integration.support.retrieval import retrieval_settings
+from tests.integration.support.stacks import Stack, gateway_stack
 from tests.internal_auth import SIGNER, TEST_SECRET, signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -14,10 +14,8 @@ import pytest_asyncio
 
 from cograph_api.access_rules import Viewer
 from retrieval.indexing.jobs import Job, JobManager
-from tests.integration.test_indexing_fixtures import retrieval_pool
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["retrieval_pool"]
 
 ADMIN = Viewer("root", True)
 

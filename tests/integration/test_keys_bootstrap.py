@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from gateway.app import start_gateway
-from tests.integration.gateway_fixtures import gateway_settings
+from tests.integration.support.stacks import gateway_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -25,9 +25,9 @@ from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api.access_rules import Viewer
 from retrieval.search.search_sql import Scope, symbol_sql
 from svckit.db import create_pool
-from tests.conftest import MODEL_CACHE
-from tests.integration.search_fixtures import ADMIN, serving
-from tests.integration.test_indexing_fixtures import commit_all, git, make_repo, write
+from tests.integration.support.embedders import MODEL_CACHE
+from tests.integration.support.git_repos import commit_all, git, make_repo, write
+from tests.integration.support.retrieval import ADMIN, serving
 from tests.internal_auth import signed_channel, with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -8,19 +8,10 @@ import grpc
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
-from tests.integration.search_fixtures import (
-    ADMIN,
-    ALICE,
-    BOB,
-    DEMO,
-    HANDBOOK,
-    VAULT,
-    SearchEnv,
-    search_env,
-)
+from tests.integration.support.retrieval import ADMIN, ALICE, BOB, SearchEnv
+from tests.integration.support.search_corpus import DEMO, HANDBOOK, VAULT
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["search_env"]
 
 VAULT_QUERY = "open the treasure vault with the secret key"
 

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from tests.integration.search_fixtures import DEMO, SearchEnv, search_env
+from tests.integration.support.retrieval import SearchEnv
+from tests.integration.support.search_corpus import DEMO
 from tests.internal_auth import with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["search_env"]
 
 
 async def _cograph(env: SearchEnv, *args: str) -> tuple[int, str, str]:

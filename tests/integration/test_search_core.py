@@ -8,17 +8,10 @@ import pytest
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from retrieval.search.fusion import PIN_SCORE
 from retrieval.search.search_settings import DEFAULT_RRF_K
-from tests.integration.search_fixtures import (
-    DEMO,
-    HANDBOOK,
-    SearchEnv,
-    ranked,
-    search_env,
-    stream_names,
-)
+from tests.integration.support.retrieval import SearchEnv, ranked, stream_names
+from tests.integration.support.search_corpus import DEMO, HANDBOOK
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["search_env"]  # the module-scoped fixture, re-exported for pytest
 
 
 async def test_exact_symbol_returns_its_definition_first(search_env: SearchEnv) -> None:

@@ -11,10 +11,10 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
-from tests.integration.search_fixtures import DEMO, HANDBOOK, SearchEnv, search_env
+from tests.integration.support.retrieval import SearchEnv
+from tests.integration.support.search_corpus import DEMO, HANDBOOK
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["search_env"]
 
 
 def _stamp(year: int, month: int) -> Timestamp:

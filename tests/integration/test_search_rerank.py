@@ -12,14 +12,14 @@ import pytest_asyncio
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from embedder.app import EmbedderApp, start_embedder
-from tests.conftest import embedder_settings
-from tests.integration.search_fixtures import DEMO, SearchEnv, search_env, serving
+from tests.integration.support.embedders import embedder_settings
+from tests.integration.support.retrieval import SearchEnv, serving
+from tests.integration.support.search_corpus import DEMO
 from tests.internal_auth import signed_channel
 from tests.rerank_fakes import API_KEY, fake_vendor, overlap
 from tests.tiny_cross_encoder import build_tiny_cross_encoder
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["search_env"]
 
 RERANK_ON = {"RETRIEVAL_RERANK_ENABLED": "true", "RETRIEVAL_RERANK_THRESHOLD": "1"}
 

@@ -17,18 +17,10 @@ from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph_api.access_rules import Viewer
 from retrieval.search import search_sql
 from retrieval.search.search_sql import Scope
-from tests.integration.search_fixtures import (
-    ADMIN,
-    ALICE,
-    DEMO,
-    SearchEnv,
-    ranked,
-    search_env,
-    serving,
-)
+from tests.integration.support.retrieval import ADMIN, ALICE, SearchEnv, ranked, serving
+from tests.integration.support.search_corpus import DEMO
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["search_env"]
 
 QUERIES: list[tuple[str, dict[str, Any]]] = [
     ("ParseConfig", {}),

@@ -11,10 +11,10 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
-from tests.integration.search_fixtures import DEMO, SearchEnv, search_env
+from tests.integration.support.retrieval import SearchEnv
+from tests.integration.support.search_corpus import DEMO
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-__all__ = ["search_env"]
 
 FEB, APR, MAY = (Timestamp(), Timestamp(), Timestamp())
 FEB.FromDatetime(datetime(2024, 2, 1, tzinfo=UTC))

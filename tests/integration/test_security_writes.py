@@ -27,8 +27,8 @@ from cograph.retrieval.v1 import retrieval_pb2_grpc
 from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
-from tests.integration.gateway_fixtures import Stack, gateway_stack, wait_job
-from tests.integration.test_indexing_fixtures import JAN, commit_all, git, write
+from tests.integration.support.git_repos import JAN, commit_all, git, write
+from tests.integration.support.stacks import Stack, gateway_stack, wait_job
 from tests.internal_auth import signed_channel, with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -15,7 +15,7 @@ from embedder.app import start_embedder
 from svckit import requestctx
 from svckit.clients import dial
 from svckit.logs import JsonFormatter
-from tests.conftest import embedder_settings
+from tests.integration.support.embedders import embedder_settings
 from tests.internal_auth import SIGNER
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

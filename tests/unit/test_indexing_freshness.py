@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.indexing.freshness import Freshness, HeadProbe, IndexedSource
-from tests.integration.test_indexing_fixtures import JAN, MAR, commit_all, git, write
+from tests.integration.support.git_repos import JAN, MAR, commit_all, git, write
 
 
 def repo_with_commit(root: Path) -> str:

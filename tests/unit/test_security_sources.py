@@ -25,7 +25,7 @@ from retrieval.indexing.sources import materialize, remove_clone
 from retrieval.settings import IndexSettings
 from svckit.config import ConfigError, Env
 from svckit.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from tests.integration.test_indexing_fixtures import JAN, commit_all, git, write
+from tests.integration.support.git_repos import JAN, commit_all, git, write
 
 INJECTIONS = [
     "-ush:x;touch /tmp/pwned;exit 1;",

@@ -1,11 +1,10 @@
-"""Helpers for the commons integration tests: a running service, a caller with a principal,
-an embedder that can be cut off and restored, and one that is deliberately slow."""
+"""The commons service as its tests use it: settings, a running service, and a caller that
+acts for a given principal."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -15,20 +14,11 @@ import asyncpg
 import grpc
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
-from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from commons.app import CommonsApp, start_commons
 from commons.settings import CommonsSettings
 from svckit.config import Env
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 from tests.internal_auth import signed_channel, with_secret
-
-# Fast reconnects, so a test does not wait out gRPC's default backoff (up to 120 s) after
-# an outage it caused itself.
-FAST_RECONNECT = [
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 300),
-]
 
 
 def commons_settings(database_url: str, embedder_addr: str, **overrides: str) -> CommonsSettings:
@@ -42,14 +32,6 @@ def commons_settings(database_url: str, embedder_addr: str, **overrides: str) ->
         **overrides,
     }
     return CommonsSettings.from_env(Env(with_secret(environ)))
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @dataclass
@@ -157,97 +139,6 @@ async def running_commons(
     finally:
         await channel.close(None)
         await app.stop()
-
-
-class TcpProxy:
-    """Forwards 127.0.0.1:port to a target; `cut()` is an outage (listener closed and every
-    live connection dropped), `restore()` listens on the same port again."""
-
-    def __init__(self, target_host: str, target_port: int) -> None:
-        self._target = (target_host, target_port)
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            writer.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self._target)
-        except OSError:
-            writer.close()
-            return
-        self._writers.update((writer, up_writer))
-        try:
-            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
-        finally:
-            self._writers.difference_update((writer, up_writer))
-
-    async def cut(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._writers):
-            writer.close()
-        await self._server.wait_closed()
-        self._server = None
-
-    async def restore(self) -> None:
-        await self.start()
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            await self.cut()
-
-
-class SlowEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
-    """An embedder that answers far too late: the caller's deadline must cut it short."""
-
-    def __init__(self, delay_s: float) -> None:
-        self.delay_s = delay_s
-        self.calls = 0
-
-    async def Embed(
-        self, request: embedder_pb2.EmbedRequest, context: grpc.aio.ServicerContext
-    ) -> embedder_pb2.EmbedResponse:
-        self.calls += 1
-        await asyncio.sleep(self.delay_s)
-        return embedder_pb2.EmbedResponse()
-
-    async def Info(
-        self, request: embedder_pb2.InfoRequest, context: grpc.aio.ServicerContext
-    ) -> embedder_pb2.InfoResponse:
-        return embedder_pb2.InfoResponse(model="slow", dimension=384)
-
-    async def Rerank(
-        self, request: embedder_pb2.RerankRequest, context: grpc.aio.ServicerContext
-    ) -> embedder_pb2.RerankResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no reranker here")
-        raise AssertionError("unreachable")
-
-
-@contextlib.asynccontextmanager
-async def slow_embedder(delay_s: float) -> AsyncIterator[tuple[str, SlowEmbedder]]:
-    servicer = SlowEmbedder(delay_s)
-    server = grpc.aio.server()
-    embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield f"127.0.0.1:{port}", servicer
-    finally:
-        await server.stop(0)
 
 
 def reason_of(err: grpc.aio.AioRpcError) -> str | None:

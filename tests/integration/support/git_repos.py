@@ -1,21 +1,12 @@
-"""Shared fixtures for the indexing tests: a small multi-language git repository with a
-known history, a counting embedder, and a migrated database. (No tests live here.)"""
+"""Git repositories with a known history, built in a temporary directory: `make_repo` is the
+small multi-language repository of the indexing tests (January creates it, March edits
+ParseConfig), and `git`/`write`/`commit_all` build any other."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import asyncpg
-import pytest_asyncio
-
-from cograph_api.embedder_client import EmbedderClient, Vectors
-from retrieval.app import MIGRATIONS
-from svckit.db import create_pool
-from svckit.migrations import migrate
 
 JAN = "2024-01-01T00:00:00+00:00"
 MAR = "2024-03-01T00:00:00+00:00"
@@ -156,34 +147,3 @@ def make_repo(root: Path) -> Path:
     write(root, "debug.log", "ignored\n")
     write(root, "build/out.py", "print('ignored')\n")
     return root
-
-
-@dataclass
-class CountingEmbedder:
-    """The real client, counting calls and texts; optionally failing after N calls."""
-
-    inner: EmbedderClient
-    calls: int = 0
-    texts: list[str] = field(default_factory=list)
-    fail_after: int | None = None
-
-    async def embed(self, texts: list[str], timeout: float | None = None) -> Vectors:
-        if self.fail_after is not None and self.calls >= self.fail_after:
-            raise RuntimeError("injected embedder failure")
-        self.calls += 1
-        self.texts.extend(texts)
-        return await self.inner.embed(texts, timeout=timeout)
-
-    def reset(self) -> None:
-        self.calls = 0
-        self.texts.clear()
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def retrieval_pool(fresh_db_url: str) -> AsyncIterator[asyncpg.Pool]:
-    await migrate(fresh_db_url, "retrieval", MIGRATIONS)
-    pool = await create_pool(fresh_db_url)
-    try:
-        yield pool
-    finally:
-        await pool.close()

@@ -1,8 +1,6 @@
 """The gateway test stack: a fresh database, the real commons, retrieval and router services
-on 127.0.0.1:0 (with the session's real embedder), and the gateway on a real uvicorn socket.
-
-Imported by the test_gateway_* modules; it holds no tests itself.
-"""
+on 127.0.0.1:0 (with the session's real embedder), and the gateway on a real uvicorn socket;
+and waiting on it (jobs, searchable posts, metrics)."""
 
 from __future__ import annotations
 
@@ -28,16 +26,9 @@ from router.app import RouterApp, start_router
 from router.settings import RouterSettings
 from svckit.config import Env
 from svckit.migrations import migrate
-from tests.conftest import fresh_database as conftest_fresh_database
-from tests.integration.commons_fixtures import commons_settings
+from tests.integration.support.commons import commons_settings
+from tests.integration.support.databases import fresh_database
 from tests.internal_auth import with_secret
-
-
-@contextlib.asynccontextmanager
-async def fresh_database(pg_server_url: str) -> AsyncIterator[str]:
-    """A new database for one test module (conftest's fixture is per test)."""
-    async with conftest_fresh_database(pg_server_url, prefix="gw") as url:
-        yield url
 
 
 def gateway_settings(database_url: str, addrs: dict[str, str], **overrides: str) -> GatewaySettings:
@@ -89,7 +80,10 @@ async def gateway_stack(
     **overrides: str,
 ) -> AsyncIterator[Stack]:
     """Starts the services named in `services` and the gateway in front of them."""
-    async with fresh_database(pg_server_url) as url, contextlib.AsyncExitStack() as stack:
+    async with (
+        fresh_database(pg_server_url, prefix="gw") as url,
+        contextlib.AsyncExitStack() as stack,
+    ):
         addrs: dict[str, str] = {}
         commons = retrieval = router = None
         if "retrieval" in services:
