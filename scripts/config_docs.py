@@ -229,6 +229,11 @@ META: dict[str, Meta] = {
         "Deadline of a query's embedding, in seconds. Past it code search answers without its "
         "vector stream and note search fails with 503 `semantic_search_unavailable`."
     ),
+    "EMBEDDING_SPACE_CHECK_S": Meta(
+        "How often, in seconds, retrieval and the commons ask the embedder for its model and "
+        "compare it with the one their stored vectors come from (also at first contact). On a "
+        "mismatch vectors are off (`embedding_model_mismatch`) until `cograph reembed` ran."
+    ),
     "EMBEDDING_TIMEOUT_QUERY": Meta(
         "Overrides `EMBEDDER_TIMEOUT_S` for query embeddings when set.",
         default="`EMBEDDER_TIMEOUT_S`",

@@ -7,6 +7,7 @@ import copy
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import grpc
 import numpy as np
@@ -32,6 +33,14 @@ _UNAVAILABLE_CODES = {
 
 class EmbedderUnavailable(Exception):
     """The embedder did not answer in time or is down."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The model an embedder serves: vectors of two identities are never compared."""
+
+    model: str
+    dimension: int
 
 
 class CircuitBreaker:
@@ -105,6 +114,7 @@ class EmbedderClient:
         self._stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
         self._timeout_s = timeout_s
         self._breaker = breaker
+        self._answered_by: Identity | None = None
 
     def with_breaker(self, breaker: CircuitBreaker) -> EmbedderClient:
         """The same client (channel, deadline) whose calls go through `breaker`: for the
@@ -120,6 +130,17 @@ class EmbedderClient:
     async def embed(self, texts: list[str], timeout: float | None = None) -> Vectors:
         """One row per text; raises EmbedderUnavailable on deadline or outage, and at once
         while the breaker (if any) is open."""
+        return await self._guarded(texts, timeout)
+
+    async def embed_identified(
+        self, texts: list[str], timeout: float | None = None
+    ) -> tuple[Vectors, Identity]:
+        """Like `embed`, with the model that made the vectors (as its answer says)."""
+        vectors = await self._guarded(texts, timeout)
+        identity = self._answered_by or Identity("", int(vectors.shape[1]))
+        return vectors, identity
+
+    async def _guarded(self, texts: list[str], timeout: float | None) -> Vectors:
         breaker = self._breaker
         if breaker is None:
             return await self._embed(texts, timeout)
@@ -151,6 +172,9 @@ class EmbedderClient:
             if err.code() in _UNAVAILABLE_CODES:
                 raise EmbedderUnavailable(f"{err.code().name}: {err.details()}") from err
             raise
+        # The model of the latest answer: one embedder serves one model, so concurrent
+        # answers agree (a swapped embedder is caught by the next answer).
+        self._answered_by = Identity(response.model, int(response.dimension))
         if not response.vectors:
             return np.zeros((0, response.dimension), dtype=np.float32)
         return np.array([v.values for v in response.vectors], dtype=np.float32)
@@ -164,3 +188,8 @@ class EmbedderClient:
             return await self._stub.Info(embedder_pb2.InfoRequest(), timeout=self._timeout_s)
         except grpc.aio.AioRpcError as err:
             raise EmbedderUnavailable(f"{err.code().name}: {err.details()}") from err
+
+    async def identity(self) -> Identity:
+        """The model the embedder serves now (its Info); EmbedderUnavailable when down."""
+        info = await self.info()
+        return Identity(info.model, int(info.dimension))

@@ -17,6 +17,7 @@ from svckit.config import ConfigError
 COMMANDS: dict[str, str] = {
     "up": "cograph_cli.up",
     "migrate": "cograph_cli.migrate_cmd",
+    "reembed": "cograph_cli.reembed_cmd",
     "index": "cograph_cli.index_cmd",
     "collection": "cograph_cli.index_cmd",
     "search": "cograph_cli.search_cmd",

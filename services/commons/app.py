@@ -12,9 +12,11 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
+from cograph_api.embedding_space import EmbeddingSpace, health_reporter
 from commons.backfill import BackfillWorker
 from commons.board import NotesBoard, SearchConfig
 from commons.embedding import NoteEmbedder
+from commons.embedding_space import SPEC as SPACE_SPEC
 from commons.servicer import CommonsServicer
 from commons.settings import CommonsSettings
 from commons.store import CommonsStore
@@ -40,6 +42,7 @@ class CommonsApp:
     note_embedder: NoteEmbedder
     backfill: BackfillWorker
     channel: grpc.aio.Channel | None  # owned only when we dialled it
+    space: EmbeddingSpace | None = None  # the embedder's model against the stored vectors'
 
     @property
     def port(self) -> int:
@@ -47,6 +50,8 @@ class CommonsApp:
 
     async def stop(self) -> None:
         await self.host.stop()
+        if self.space is not None:
+            await self.space.stop()
         await self.backfill.stop()
         await self.note_embedder.tasks.drain(DRAIN_S)
         await self.board.log_tasks.drain(DRAIN_S)
@@ -75,14 +80,24 @@ async def start_commons(
         )
     client = EmbedderClient(embedder_channel, timeout_s=settings.embedder_timeout_s)
     store = CommonsStore(pool)
+    # Which model the notes' vectors come from, against the embedder's: checked at first
+    # contact, every EMBEDDING_SPACE_CHECK_S and on every embedding; vectors of another
+    # model are neither searched with nor written.
+    space = EmbeddingSpace(pool, SPACE_SPEC, client, check_s=settings.embedding_space_check_s)
     note_embedder = NoteEmbedder(
-        store, client, settings.embed_write_timeout_s, settings.backfill_batch
+        store,
+        space.checked(client),
+        settings.embed_write_timeout_s,
+        settings.backfill_batch,
+        space,
     )
     # Searches go through a breaker: while the embedder is down they answer 503 at once
     # instead of after EMBEDDER_TIMEOUT_S; note writes and the backfill keep their own path.
     breaker = settings.embedder_breaker
-    query_client = client.with_breaker(
-        CircuitBreaker(breaker.failures, breaker.cooldown_s, name="commons search")
+    query_client = space.checked(
+        client.with_breaker(
+            CircuitBreaker(breaker.failures, breaker.cooldown_s, name="commons search")
+        )
     )
     board = NotesBoard(
         store,
@@ -119,8 +134,12 @@ async def start_commons(
             await owned.close(None)
         await pool.close()
         raise
+    report = health_reporter(host)
+    await report(None)
+    space.on_verdict = report
+    space.start()
     backfill = BackfillWorker(note_embedder, settings.backfill_interval_s)
     backfill.start()
     await host.set_serving()
     log.info("commons serving", extra={"port": host.port})
-    return CommonsApp(host, pool, board, note_embedder, backfill, owned)
+    return CommonsApp(host, pool, board, note_embedder, backfill, owned, space)

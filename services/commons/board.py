@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
+from cograph_api.embedding_space import MISMATCH_REASON, CheckedEmbedder, SpaceMismatch
 from commons.embedding import MAX_EMBED_CHARS, DetachedTasks, NoteEmbedder
 from commons.models import Comment, Post, SearchHit, VoteOutcome
 from commons.query import like_pattern, parse_query
@@ -78,7 +79,7 @@ class NotesBoard:
     def __init__(
         self,
         store: CommonsStore,
-        client: EmbedderClient,
+        client: EmbedderClient | CheckedEmbedder,
         note_embedder: NoteEmbedder,
         limits: Limits,
         search: SearchConfig,
@@ -151,6 +152,12 @@ class NotesBoard:
             vector = await self._client.embed_one(
                 parsed.semantic_text[:MAX_EMBED_CHARS], timeout=self._search.embed_timeout_s
             )
+        except SpaceMismatch as err:
+            # The query's vector would be compared with another model's: no answer at all,
+            # like an outage, with the reason the caller needs to tell them apart.
+            raise Unavailable(
+                f"semantic search is unavailable: {err}", reason=MISMATCH_REASON
+            ) from None
         except EmbedderUnavailable as err:
             # Never a keyword fallback: a plausible wrong answer is worse than "unavailable".
             log.warning("semantic search unavailable", extra={"error": str(err)})

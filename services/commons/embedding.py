@@ -11,7 +11,10 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
+import asyncpg
+
+from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable, Identity, Vectors
+from cograph_api.embedding_space import CheckedEmbedder, EmbeddingSpace, SpaceMismatch
 from commons.models import PendingEmbed
 from commons.store import CommonsStore
 
@@ -52,18 +55,34 @@ class DetachedTasks:
 
 
 class NoteEmbedder:
+    """With a `space`, a vector is written only when its model is the one the stored
+    vectors come from (recorded by the first write on a database without vectors); while
+    they differ notes wait, unembedded, for `cograph reembed` and the backfill."""
+
     def __init__(
         self,
         store: CommonsStore,
-        client: EmbedderClient,
+        client: EmbedderClient | CheckedEmbedder,
         timeout_s: float,
         batch_size: int,
+        space: EmbeddingSpace | None = None,
     ) -> None:
         self._store = store
         self._client = client
         self._timeout_s = timeout_s
         self._batch_size = batch_size
+        self._space = space
         self.tasks = DetachedTasks()
+
+    async def _write(self, post_id: uuid.UUID, vector: Vectors, identity: Identity) -> bool:
+        space = self._space
+        if space is None:
+            return await self._store.set_embedding(post_id, vector)
+
+        async def hold(conn: asyncpg.Connection) -> None:
+            await space.hold_for_write(conn, identity)
+
+        return await self._store.set_embedding(post_id, vector, hold)
 
     def embed_later(self, post_id: uuid.UUID, title: str, body: str) -> None:
         """Schedules the note's embedding and returns at once."""
@@ -71,10 +90,15 @@ class NoteEmbedder:
 
     async def _embed_one(self, post_id: uuid.UUID, title: str, body: str) -> None:
         try:
-            vector = await self._client.embed_one(
-                embedding_text(title, body), timeout=self._timeout_s
+            vectors, identity = await self._client.embed_identified(
+                [embedding_text(title, body)], timeout=self._timeout_s
             )
-            await self._store.set_embedding(post_id, vector)
+            await self._write(post_id, vectors[0], identity)
+        except SpaceMismatch as err:
+            log.info(
+                "note left unembedded: embedding model mismatch",
+                extra={"post_id": str(post_id), "error": str(err)},
+            )
         except EmbedderUnavailable as err:
             log.warning(
                 "note left for the backfill: embedder unavailable",
@@ -99,9 +123,11 @@ class NoteEmbedder:
                 return written
             cursor = (batch[-1].created_at, batch[-1].id)
             try:
-                vectors = await self._client.embed(
+                vectors, identity = await self._client.embed_identified(
                     [embedding_text(p.title, p.body) for p in batch], timeout=self._timeout_s
                 )
+            except SpaceMismatch:
+                return written  # said once, at ERROR, by the space's monitor
             except EmbedderUnavailable as err:
                 log.warning(
                     "backfill paused: embedder unavailable",
@@ -109,5 +135,8 @@ class NoteEmbedder:
                 )
                 return written
             for pending, vector in zip(batch, vectors, strict=True):
-                if await self._store.set_embedding(pending.id, vector):
-                    written += 1
+                try:
+                    if await self._write(pending.id, vector, identity):
+                        written += 1
+                except SpaceMismatch:
+                    return written

@@ -40,6 +40,8 @@ class CommonsSettings:
     log_level: str
     # Signs and verifies calls between services (svckit.internal_auth); never logged.
     internal_secret: bytes = field(repr=False)
+    # How often the embedder's model is compared with the stored vectors' (embedding_space).
+    embedding_space_check_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Env) -> CommonsSettings:
@@ -75,4 +77,7 @@ class CommonsSettings:
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
+            embedding_space_check_s=env.float(
+                "EMBEDDING_SPACE_CHECK_S", 10.0, min=0.05, max=3600.0
+            ),
         )

@@ -7,7 +7,7 @@ transaction, under the post's row lock, so concurrent voters never lose an updat
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -301,13 +301,22 @@ class CommonsStore:
             )
         return [_comment(row) for row in rows]
 
-    async def set_embedding(self, post_id: uuid.UUID, vector: Vector) -> bool:
-        """Writes a note's vector unless it already has one (the backfill may race us)."""
-        status: str = await self._pool.execute(
-            "UPDATE posts SET embedding = $2 WHERE id = $1 AND embedding IS NULL",
-            post_id,
-            vector,
-        )
+    async def set_embedding(
+        self,
+        post_id: uuid.UUID,
+        vector: Vector,
+        hold: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
+    ) -> bool:
+        """Writes a note's vector unless it already has one (the backfill may race us).
+        `hold` runs first in the same transaction (the embedding space's check)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if hold is not None:
+                await hold(conn)
+            status: str = await conn.execute(
+                "UPDATE posts SET embedding = $2 WHERE id = $1 AND embedding IS NULL",
+                post_id,
+                vector,
+            )
         return status.endswith(" 1")
 
     async def pending_embeds(

@@ -14,6 +14,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from cograph.commons.v1 import commons_pb2_grpc
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph.router.v1 import router_pb2_grpc
+from cograph_api.embedding_space import HEALTH_NAME as SPACE_HEALTH_NAME
+from cograph_api.embedding_space import MISMATCH_REASON
 from gateway.errors import not_deployed
 from svckit.clients import dial
 from svckit.internal_auth import TokenSigner
@@ -64,11 +66,11 @@ class Backends:
     def router(self) -> Any:
         return router_pb2_grpc.RouterServiceStub(self.channel("router"))
 
-    async def _status(self, channel: grpc.aio.Channel) -> str:
+    async def _status(self, channel: grpc.aio.Channel, service: str = "") -> str:
         stub: Any = health_pb2_grpc.HealthStub(channel)
         try:
             reply = await stub.Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=self.health_timeout_s
+                health_pb2.HealthCheckRequest(service=service), timeout=self.health_timeout_s
             )
         except grpc.aio.AioRpcError as err:
             return err.code().name.lower()
@@ -85,6 +87,22 @@ class Backends:
         names = list(self.probes)
         statuses = await asyncio.gather(*(self._status(self.probes[n]) for n in names))
         return dict(zip(names, statuses, strict=True))
+
+    async def space_health(self) -> dict[str, str]:
+        """What the backends that hold vectors (retrieval, commons) find when they compare
+        the embedder's model with the one their vectors come from, by backend: "serving",
+        or "embedding_model_mismatch". A backend that does not answer the check (down, or
+        a version without it) is left out: its own health reports it."""
+        names = [n for n in ("retrieval", "commons") if n in self.channels]
+        statuses = await asyncio.gather(
+            *(self._status(self.channels[n], SPACE_HEALTH_NAME) for n in names)
+        )
+        verdicts = {"serving": "serving", "not_serving": MISMATCH_REASON}
+        return {
+            name: verdicts[status]
+            for name, status in zip(names, statuses, strict=True)
+            if status in verdicts
+        }
 
     async def close(self) -> None:
         for channel in (*self.channels.values(), *self.probes.values()):

@@ -11,6 +11,12 @@
 - `not_ready` (503): the database or a backend does not answer; the body also carries the
   usual `error` and `detail`.
 
+`embedding_space` is `embedding_model_mismatch` when retrieval or the commons found that the
+embedder serves another model than the one their stored vectors come from (or a re-embed
+is running): `degraded`, with `embedding_model_mismatch` naming those backends. Vector
+search is off there until `cograph reembed` has run (README, "Changing the embedding
+model").
+
 Each dependency's value is `serving`, or what its check found (`not_serving`,
 `unavailable`, `deadline_exceeded`, ...). Every check runs concurrently under
 GATEWAY_HEALTH_TIMEOUT_S.
@@ -31,7 +37,7 @@ from svckit.deadline import within
 from svckit.errors import DomainError
 
 # Dependencies whose loss degrades answers instead of stopping them.
-OPTIONAL = frozenset({"embedder"})
+OPTIONAL = frozenset({"embedder", "embedding_space"})
 
 
 async def _database_status(pool: asyncpg.Pool, timeout_s: float) -> str:
@@ -48,8 +54,28 @@ async def _database_status(pool: asyncpg.Pool, timeout_s: float) -> str:
     return "serving"
 
 
-def readiness(statuses: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    """The status code and body /readyz answers for these dependency statuses."""
+def space_status(verdicts: dict[str, str]) -> dict[str, str]:
+    """The `embedding_space` dependency from each vector-holding backend's verdict."""
+    if not verdicts:
+        return {}
+    bad = [verdict for verdict in verdicts.values() if verdict != "serving"]
+    return {"embedding_space": bad[0] if bad else "serving"}
+
+
+def _down_detail(name: str, status: str) -> str:
+    if name == "embedding_space":
+        return f"embedding_space {status} (run `cograph reembed`)"
+    return f"{name} unavailable"
+
+
+def readiness(
+    statuses: dict[str, str], space: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """The status code and body /readyz answers for these dependency statuses; `space` is
+    each vector-holding backend's embedding-space verdict (Backends.space_health)."""
+    space = space or {}
+    statuses = {**statuses, **space_status(space)}
+    mismatched = sorted(name for name, verdict in space.items() if verdict != "serving")
     down = sorted(name for name, status in statuses.items() if status != "serving")
     required = [name for name in down if name not in OPTIONAL]
     if required:
@@ -60,12 +86,15 @@ def readiness(statuses: dict[str, str]) -> tuple[int, dict[str, Any]]:
             "dependencies": statuses,
         }
     if down:
-        return 200, {
+        body: dict[str, Any] = {
             "status": "degraded",
-            "detail": f"degraded: {', '.join(down)} unavailable",
+            "detail": "degraded: " + ", ".join(_down_detail(n, statuses[n]) for n in down),
             "degraded": down,
             "dependencies": statuses,
         }
+        if mismatched:
+            body["embedding_model_mismatch"] = mismatched
+        return 200, body
     return 200, {"status": "ready", "dependencies": statuses}
 
 
@@ -80,12 +109,13 @@ def health_router(backends: Backends, pool: asyncpg.Pool, metrics: Metrics) -> A
     @router.get("/readyz", responses={503: {"description": "a required dependency is down"}})
     async def readyz() -> JSONResponse:
         """Each dependency's health, and `ready`, `degraded` (200) or `not_ready` (503)."""
-        served, probed, database = await asyncio.gather(
+        served, probed, database, space = await asyncio.gather(
             backends.health(),
             backends.probe_health(),
             _database_status(pool, backends.health_timeout_s),
+            backends.space_health(),
         )
-        status, body = readiness({**served, "database": database, **probed})
+        status, body = readiness({**served, "database": database, **probed}, space)
         return JSONResponse(body, status_code=status)
 
     router.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)

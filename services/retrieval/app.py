@@ -12,6 +12,8 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
+from cograph_api.embedding_space import EmbeddingSpace, health_reporter
+from retrieval.embedding_space import SPEC as SPACE_SPEC
 from retrieval.indexing.freshness import HeadProbe
 from retrieval.indexing.indexer import Indexer
 from retrieval.indexing.jobs import JobManager
@@ -57,6 +59,7 @@ class RetrievalApp:
     engine: SearchEngine
     reranker: Reranker | None = None
     index_pool: asyncpg.Pool | None = None  # the indexer's, with its longer statement budget
+    space: EmbeddingSpace | None = None  # the embedder's model against the stored vectors'
 
     @property
     def port(self) -> int:
@@ -64,6 +67,8 @@ class RetrievalApp:
 
     async def stop(self) -> None:
         await self.host.stop()
+        if self.space is not None:
+            await self.space.stop()
         await self.jobs.close()
         await self.summarizer.close()
         if self.reranker is not None:
@@ -95,17 +100,25 @@ async def start_retrieval(
         max_size=2 + 2 * settings.index.max_concurrent_jobs,
         timeouts=DbTimeouts.from_env().for_indexing(),
     )
-    channel: grpc.aio.Channel | None = None
-    needs_channel = embedder is None or settings.search.rerank.provider == "local_cross_encoder"
-    if needs_channel:
-        channel = dial(
-            settings.embedder_addr,
-            signer=TokenSigner(settings.internal_secret),
-            tracer_provider=tracer_provider,
-        )
+    # Always dialled: the embedder's model is compared with the stored vectors' even when
+    # tests hand in an embedder of their own.
+    channel: grpc.aio.Channel | None = dial(
+        settings.embedder_addr,
+        signer=TokenSigner(settings.internal_secret),
+        tracer_provider=tracer_provider,
+    )
+    assert channel is not None
+    client = EmbedderClient(channel, settings.embedder_timeout_s)
+    # Which model the stored vectors come from, against the embedder's: checked at first
+    # contact and every EMBEDDING_SPACE_CHECK_S, and on every embedding (a query's vector
+    # of another model is never compared with the stored ones, nor written beside them).
+    space = EmbeddingSpace(pool, SPACE_SPEC, client, check_s=settings.embedding_space_check_s)
+    index_embedder: TextEmbedder
     if embedder is None:
-        assert channel is not None
-        embedder = EmbedderClient(channel, settings.embedder_timeout_s)
+        embedder = client
+        index_embedder = space.checked(client)
+    else:
+        index_embedder = embedder
     summarizer = summarizer or build_summarizer(settings.summarizer)
     index = settings.index
     jobs = JobManager(
@@ -116,7 +129,9 @@ async def start_retrieval(
         max_attempts=index.job_max_attempts,
         poll_s=index.job_poll_s,
     )
-    indexer = Indexer(index_pool, embedder, settings.index, summarizer, settings.data_dir)
+    indexer = Indexer(
+        index_pool, index_embedder, settings.index, summarizer, settings.data_dir, space=space
+    )
     reranker = build_reranker(settings.search.rerank, channel)
     if isinstance(reranker, CrossEncoderReranker) and not await reranker.available():
         log.warning("the embedder has no cross-encoder (EMBEDDER_RERANKER_PATH); reranking off")
@@ -127,8 +142,10 @@ async def start_retrieval(
     query_embedder: TextEmbedder = embedder
     if isinstance(embedder, EmbedderClient):
         breaker = settings.embedder_breaker
-        query_embedder = embedder.with_breaker(
-            CircuitBreaker(breaker.failures, breaker.cooldown_s, name="retrieval search")
+        query_embedder = space.checked(
+            embedder.with_breaker(
+                CircuitBreaker(breaker.failures, breaker.cooldown_s, name="retrieval search")
+            )
         )
     engine = SearchEngine(
         pool, query_embedder, settings.search, settings.embedder_timeout_s, reranker
@@ -149,6 +166,10 @@ async def start_retrieval(
         verifier=TokenVerifier(settings.internal_secret),
     )
     await host.start()
+    report = health_reporter(host)
+    await report(None)
+    space.on_verdict = report
+    space.start()
     # Workers take queued jobs, and jobs whose worker died, from index_jobs (any replica's).
     jobs.start(servicer.run_job)
     await host.set_serving()
@@ -162,5 +183,5 @@ async def start_retrieval(
         },
     )
     return RetrievalApp(
-        host, pool, jobs, indexer, summarizer, channel, engine, reranker, index_pool
+        host, pool, jobs, indexer, summarizer, channel, engine, reranker, index_pool, space
     )

@@ -146,6 +146,8 @@ class RetrievalSettings:
     search: SearchSettings
     head_check_timeout_s: float  # looking up a source's current head (freshness)
     head_cache_s: float  # how long a looked-up head is trusted
+    # How often the embedder's model is compared with the stored vectors' (embedding_space).
+    embedding_space_check_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -167,4 +169,7 @@ class RetrievalSettings:
                 "RETRIEVAL_HEAD_CHECK_TIMEOUT_S", 5.0, min=0.1, max=120.0
             ),
             head_cache_s=env.float("RETRIEVAL_HEAD_CACHE_S", 30.0, min=0.0, max=86_400.0),
+            embedding_space_check_s=env.float(
+                "EMBEDDING_SPACE_CHECK_S", 10.0, min=0.05, max=3600.0
+            ),
         )

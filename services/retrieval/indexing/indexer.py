@@ -10,11 +10,12 @@ stops early leaves the previous version searchable; the next run discards what i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +24,8 @@ from typing import Any
 
 import asyncpg
 
+from cograph_api.embedder_client import EmbedderUnavailable
+from cograph_api.embedding_space import EmbeddingSpace, SpaceMismatch
 from retrieval.indexing import generations
 from retrieval.indexing import index_store as store
 from retrieval.indexing.jobs import Job, Progress
@@ -132,9 +135,14 @@ class Indexer:
         settings: IndexSettings,
         summarizer: Summarizer,
         data_dir: Path,
+        *,
+        space: EmbeddingSpace | None = None,
     ) -> None:
         self._pool = pool
         self._embedder = embedder
+        # The embedder's model against the stored vectors' (cograph_api.embedding_space):
+        # a run refuses to write vectors of another model. None: not checked (tests).
+        self._space = space
         self._settings = settings
         self._summarizer = summarizer
         self._data_dir = data_dir
@@ -177,6 +185,33 @@ class Indexer:
             on_waiting=on_waiting,
         )
 
+    async def _check_space(self) -> None:
+        """Refuses a run at once when the embedder's model is not the stored vectors'."""
+        if self._space is None:
+            return
+        try:
+            reason = await self._space.refresh()
+        except EmbedderUnavailable:
+            return  # the pipeline waits for it (RETRIEVAL_EMBEDDER_WAIT_S) and checks then
+        if reason is not None:
+            raise SpaceMismatch(f"refusing to index: {reason}")
+
+    @contextlib.asynccontextmanager
+    async def _writing(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection in a transaction that may write vectors: the embedding space's
+        record is held (or recorded, on a database without vectors) until it commits."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            space = self._space
+            if space is not None:
+                identity = space.embedder_identity
+                if identity is None:  # not reached yet (tests hand in their own embedder)
+                    with contextlib.suppress(EmbedderUnavailable):
+                        await space.refresh()
+                    identity = space.embedder_identity
+                if identity is not None:
+                    await space.hold_for_write(conn, identity)
+            yield conn
+
     # ------------------------------------------------------------ repositories
 
     async def forget_repository(self, slug: str) -> None:
@@ -185,6 +220,7 @@ class Indexer:
 
     async def index_repository(self, request: RepositoryRequest, job: Job) -> PipelineStats:
         progress = job.progress
+        await self._check_space()
         progress.phase = "fetching"
         checkout = await asyncio.to_thread(
             functools.partial(
@@ -307,7 +343,7 @@ class Indexer:
                         group.create_task(worker())
 
         async def write(units: Sequence[WorkUnit]) -> None:
-            async with self._pool.acquire() as conn:
+            async with self._writing() as conn:
                 await store.write_files(
                     conn,
                     repository_id,
@@ -330,6 +366,7 @@ class Indexer:
 
     async def index_collection(self, request: CollectionRequest, job: Job) -> PipelineStats:
         progress = job.progress
+        await self._check_space()
         progress.phase = "listing"
         documents = await asyncio.to_thread(self._collection_documents, request, progress)
         progress.files_seen = len(documents)
@@ -367,7 +404,7 @@ class Indexer:
                 await emit(unit)
 
         async def write(units: Sequence[WorkUnit]) -> None:
-            async with self._pool.acquire() as conn:
+            async with self._writing() as conn:
                 await store.write_documents(conn, collection_id, units)
             progress.files_done += len(units)
             progress.chunks += sum(len(u.payload.docs) for u in units)
