@@ -9,12 +9,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import pytest
 import pytest_asyncio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from cograph_api.mcp_tools import OUTPUT_SCHEMAS
+from cograph_api.tokens import default_counter
 from tests.integration.support.git_repos import JAN, commit_all, git, write
 from tests.integration.support.stacks import Stack, gateway_stack, wait_job
 
@@ -231,8 +233,10 @@ async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -
         compact = await rest.post("/api/search", json={"query": "add_item", "repo": SLUG})
         assert compact.status_code == 200, compact.text
         top = compact.json()["results"][0]
-        assert top["location"].startswith("shop/cart.py:") and len(top["commit"]) == 12
-        assert not {"provenance", "id", "store", "layer", "vector_score"} & set(top)
+        assert top["location"].startswith("shop/cart.py:")
+        # One repository, one commit: said once on the answer, not on every result.
+        assert compact.json()["repo"] == SLUG and len(compact.json()["commit"]) == 12
+        assert not {"provenance", "id", "store", "layer", "vector_score", "repo"} & set(top)
         assert "timings_ms" not in compact.json()
         verbose = await rest.post(
             "/api/search", json={"query": "add_item", "repo": SLUG, "verbose": True}
@@ -243,6 +247,13 @@ async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -
             "/api/search", json={"query": "cart items", "repo": SLUG, "max_tokens": 60}
         )
         assert budget.status_code == 200 and budget.json()["tokens"] <= 60
+        # The bound is on the body the agent receives, counted as the service counts.
+        assert 0 < default_counter()(budget.text) <= budget.json()["tokens"]
+        roomy = await rest.post(
+            "/api/search", json={"query": "cart items", "repo": SLUG, "max_tokens": 400}
+        )
+        assert len(roomy.json()["results"]) > len(budget.json()["results"])
+        assert default_counter()(roomy.text) <= roomy.json()["tokens"] <= 400
         too_small = await rest.post(
             "/api/search", json={"query": "cart", "repo": SLUG, "max_tokens": 10}
         )
@@ -252,3 +263,9 @@ async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -
             client, "cograph_search", {"query": "checkout", "repo": SLUG, "max_tokens": 80}
         )
         assert not failed and found["tokens"] <= 80 and "omitted" in found, found
+        sent = await client.call_tool(
+            "cograph_search", {"query": "checkout", "repo": SLUG, "max_tokens": 80}
+        )
+        text = sent.content[0]
+        assert isinstance(text, types.TextContent)
+        assert default_counter()(text.text) <= 80
