@@ -22,6 +22,7 @@ from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph_api.proto_json import to_json
 from cograph_cli.identity import Metadata, OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
+from svckit.errors import reason_of
 
 TIMEOUT_S = 30.0
 _DIRECTIONS = {
@@ -100,9 +101,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         try:
             return handler(args)
         except grpc.aio.AioRpcError as err:
-            trailing: Any = err.trailing_metadata() or ()
-            reason = next((v for k, v in trailing if k == "x-cograph-reason"), None)
-            code = reason or err.code().name.lower()
+            code = reason_of(err) or err.code().name.lower()
             if getattr(args, "json", False):
                 print(json.dumps({"error": code, "detail": err.details()}))
             else:

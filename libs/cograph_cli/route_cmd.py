@@ -20,6 +20,7 @@ import grpc
 from cograph.router.v1 import router_pb2, router_pb2_grpc
 from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
+from svckit.errors import reason_of
 
 TIMEOUT_S = 30.0
 
@@ -86,9 +87,7 @@ def run_route(args: argparse.Namespace) -> int:
     try:
         reply = asyncio.run(_call(_request(args)))
     except grpc.aio.AioRpcError as err:
-        trailing: Any = err.trailing_metadata() or ()
-        reason = next((v for k, v in trailing if k == "x-cograph-reason"), None)
-        code = reason or err.code().name.lower()
+        code = reason_of(err) or err.code().name.lower()
         if args.json:
             print(json.dumps({"error": code, "detail": err.details()}))
         else:

@@ -1,13 +1,25 @@
-"""Domain errors and their gRPC status codes.
+"""Domain errors and their gRPC status codes, and the reason that travels with them.
 
 Domain code raises these; the server interceptor turns them into statuses, so servicers stay
 free of grpc plumbing and no stack trace ever reaches a caller.
+
+A DomainError's reason (a stable machine-readable string such as
+semantic_search_unavailable) goes on the wire as the standard gRPC rich error (ADR 0008): a
+`google.rpc.Status` in the `grpc-status-details-bin` trailer, with the same code and message
+as the call's status and one `google.rpc.ErrorInfo` detail (reason, domain "cograph.dev").
+For one release the reason is also sent as the `x-cograph-reason` trailer, which older
+clients read. `reason_of` reads it back, ErrorInfo first.
 """
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import asyncpg
 import grpc
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from grpc_status import rpc_status
 
 
 class DomainError(Exception):
@@ -58,8 +70,59 @@ class ResourceExhausted(DomainError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-# Trailing metadata key carrying DomainError.reason.
+# The ErrorInfo domain of every reason Cograph's services send.
+ERROR_DOMAIN = "cograph.dev"
+# Legacy trailing metadata key carrying DomainError.reason; sent beside the ErrorInfo for one
+# release (ADR 0008), then dropped.
 REASON_METADATA_KEY = "x-cograph-reason"
+
+
+def error_trailers(
+    code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None
+) -> tuple[tuple[str, str | bytes], ...]:
+    """The trailing metadata of an error with a reason, for `context.abort(code, message,
+    ...)`: the rich `google.rpc.Status` (same code and message, one ErrorInfo) and the legacy
+    reason key. All in one set: grpc.aio keeps only the last trailers a call is given."""
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=metadata)
+    status = status_pb2.Status(code=code.value[0], message=message)
+    status.details.add().Pack(info)
+    rich = rpc_status.to_status(status).trailing_metadata
+    return (*rich, (REASON_METADATA_KEY, reason))
+
+
+def error_info(err: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo of Cograph's domain in a failed call's rich status, if it has one. A
+    status that does not parse, or whose code or message differ from the call's, is
+    ignored (grpc_status refuses it)."""
+    try:
+        # It reads trailing_metadata(), code() and details(), which AioRpcError has too.
+        status = rpc_status.from_call(cast(grpc.Call, err))
+    except (ValueError, DecodeError):
+        return None
+    if status is None:
+        return None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            if info.domain == ERROR_DOMAIN and info.reason:
+                return info
+    return None
+
+
+def reason_of(err: grpc.aio.AioRpcError) -> str | None:
+    """The machine-readable reason of a failed call: the ErrorInfo's, else the legacy
+    `x-cograph-reason` trailer's (servers of the previous release send only that)."""
+    info = error_info(err)
+    if info is not None:
+        return info.reason
+    # grpc-stubs types metadata items loosely; at run time each is a (key, value) pair.
+    trailing: Any = err.trailing_metadata() or ()
+    for key, value in trailing:
+        if key == REASON_METADATA_KEY:
+            return value if isinstance(value, str) else bytes(value).decode()
+    return None
+
 
 DATABASE_UNAVAILABLE = "database_unavailable"
 

@@ -1,5 +1,5 @@
 """Server side of every call: authentication of the caller, request context, access logging
-and domain-error mapping, for grpc.aio."""
+and domain-error mapping (the reason as a google.rpc.ErrorInfo), for grpc.aio."""
 
 from __future__ import annotations
 
@@ -11,12 +11,7 @@ from typing import Any
 import grpc
 
 from svckit import requestctx
-from svckit.errors import (
-    DATABASE_UNAVAILABLE,
-    REASON_METADATA_KEY,
-    DomainError,
-    database_outage,
-)
+from svckit.errors import DATABASE_UNAVAILABLE, DomainError, database_outage, error_trailers
 from svckit.internal_auth import AUTH_HEADER, Claims, InvalidToken, TokenVerifier
 
 log = logging.getLogger("svckit.access")
@@ -158,7 +153,9 @@ class ContextInterceptor(grpc.aio.ServerInterceptor):
             except DomainError as err:
                 code = err.code
                 if err.reason:
-                    context.set_trailing_metadata(((REASON_METADATA_KEY, err.reason),))
+                    # The reason as an ErrorInfo in the rich status (and the legacy trailer).
+                    trailers = error_trailers(err.code, err.message, err.reason)
+                    await context.abort(err.code, err.message, trailers)
                 await context.abort(err.code, err.message)
             except grpc.aio.AbortError:
                 code = context.code() or grpc.StatusCode.UNKNOWN
@@ -170,8 +167,8 @@ class ContextInterceptor(grpc.aio.ServerInterceptor):
                 if outage is not None:
                     code = outage.code
                     log.warning("database unavailable", extra={"method": method, "error": str(err)})
-                    context.set_trailing_metadata(((REASON_METADATA_KEY, DATABASE_UNAVAILABLE),))
-                    await context.abort(outage.code, outage.message)
+                    trailers = error_trailers(outage.code, outage.message, DATABASE_UNAVAILABLE)
+                    await context.abort(outage.code, outage.message, trailers)
                 code = grpc.StatusCode.INTERNAL
                 log.exception("unhandled error", extra={"method": method})
                 await context.abort(grpc.StatusCode.INTERNAL, "internal error")

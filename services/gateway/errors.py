@@ -1,14 +1,14 @@
 """One error shape for every response: `{"error": "<code>", "detail": "..."}`.
 
 Backend gRPC statuses map to HTTP statuses here and nowhere else; a machine reason the
-backend put in trailing metadata (e.g. semantic_search_unavailable) becomes the error code.
+backend sent (e.g. semantic_search_unavailable, as a google.rpc.ErrorInfo; see
+svckit.errors.reason_of) becomes the error code.
 Nothing a caller sees ever contains a stack trace.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import grpc
 from fastapi import FastAPI, Request
@@ -17,10 +17,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cograph_api.rest_errors import ApiError, invalid, not_deployed
-from svckit.errors import REASON_METADATA_KEY, database_outage
+from svckit.errors import database_outage, reason_of
 
 # ApiError, invalid and not_deployed are defined once in cograph_api.rest_errors (the REST
-# client raises the same error) and offered here beside the gRPC mapping.
+# client raises the same error) and reason_of in svckit.errors (the CLI reads reasons too);
+# they are offered here beside the gRPC mapping.
 __all__ = [
     "ApiError",
     "from_grpc",
@@ -63,14 +64,6 @@ _HTTP_CODES: dict[int, str] = {
     501: "not_implemented",
     503: "unavailable",
 }
-
-
-def reason_of(err: grpc.aio.AioRpcError) -> str | None:
-    trailing: Any = err.trailing_metadata() or ()
-    for key, value in trailing:
-        if key == REASON_METADATA_KEY:
-            return value if isinstance(value, str) else bytes(value).decode()
-    return None
 
 
 def from_grpc(err: grpc.aio.AioRpcError) -> ApiError:

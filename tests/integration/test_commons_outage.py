@@ -10,7 +10,8 @@ import time
 import grpc
 import pytest
 
-from tests.integration.support.commons import commons_settings, reason_of, running_commons, wait_for
+from svckit.errors import reason_of
+from tests.integration.support.commons import commons_settings, running_commons, wait_for
 from tests.integration.support.faults import FAST_RECONNECT, TcpProxy, free_port, slow_embedder
 from tests.internal_auth import signed_channel
 

@@ -139,12 +139,3 @@ async def running_commons(
     finally:
         await channel.close(None)
         await app.stop()
-
-
-def reason_of(err: grpc.aio.AioRpcError) -> str | None:
-    # grpc-stubs types metadata items loosely; at run time each is a (key, value) pair.
-    pairs: list[tuple[str, str | bytes]] = list(err.trailing_metadata() or ())  # type: ignore[arg-type]
-    for key, value in pairs:
-        if key == "x-cograph-reason":
-            return value if isinstance(value, str) else value.decode()
-    return None
