@@ -11,11 +11,11 @@
 - `not_ready` (503): the database or a backend does not answer; the body also carries the
   usual `error` and `detail`.
 
-`embedding_space` is `embedding_model_mismatch` when retrieval or the commons found that the
-embedder serves another model than the one their stored vectors come from (or a re-embed
-is running): `degraded`, with `embedding_model_mismatch` naming those backends. Vector
-search is off there until `cograph reembed` has run (README, "Changing the embedding
-model").
+`embedding_space` appears, as `embedding_model_mismatch`, when retrieval or the commons
+found that the embedder serves another model than the one their stored vectors come from
+(or a re-embed is running): `degraded`, with `embedding_model_mismatch` naming those
+backends. Vector search is off there until `cograph reembed` has run (README, "Changing
+the embedding model").
 
 Each dependency's value is `serving`, or what its check found (`not_serving`,
 `unavailable`, `deadline_exceeded`, ...). Every check runs concurrently under
@@ -55,11 +55,11 @@ async def _database_status(pool: asyncpg.Pool, timeout_s: float) -> str:
 
 
 def space_status(verdicts: dict[str, str]) -> dict[str, str]:
-    """The `embedding_space` dependency from each vector-holding backend's verdict."""
-    if not verdicts:
-        return {}
+    """The `embedding_space` dependency from each vector-holding backend's verdict: listed
+    only while one of them reports a mismatch (a matching space adds nothing, so the body
+    of a ready gateway is what it was before the check existed)."""
     bad = [verdict for verdict in verdicts.values() if verdict != "serving"]
-    return {"embedding_space": bad[0] if bad else "serving"}
+    return {"embedding_space": bad[0]} if bad else {}
 
 
 def _down_detail(name: str, status: str) -> str:
