@@ -98,6 +98,7 @@ class Sample:
     tokens: int  # cl100k tokens of the serialized JSON
     chars: int
     service_tokens: int = 0  # SearchResponse.tokens: what the service counted and budgeted
+    snippet_tokens: int = 0  # the snippets' JSON strings (escapes included), counted alone
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class Summary:
     mrr: float
     recall: float
     mean_service_tokens: float = 0.0
+    snippet_share: float = 0.0  # of all tokens sent, the share in snippet strings
     over_budget: int = 0  # answers whose JSON holds more tokens than the budget asked
 
 
@@ -135,6 +137,7 @@ def summarize(
         mrr=sum(1 / r for r in within) / n if n else 0.0,
         recall=len(within) / n if n else 0.0,
         mean_service_tokens=sum(s.service_tokens for s in samples) / n if n else 0.0,
+        snippet_share=sum(s.snippet_tokens for s in samples) / tokens if tokens else 0.0,
         over_budget=sum(s.tokens > budget for s in samples) if budget is not None else 0,
     )
 
@@ -209,8 +212,9 @@ async def measure_query(
         rows = [
             Row(r.repo, r.path, r.qualified_name, r.start_line, r.end_line) for r in reply.results
         ]
+        snippets = sum(count(dumps(r.snippet)) for r in reply.results)
         out[shape.name] = Sample(
-            first_rank(rows, is_answer), len(rows), count(body), len(body), reply.tokens
+            first_rank(rows, is_answer), len(rows), count(body), len(body), reply.tokens, snippets
         )
         if shape.name in ("verbose top_k 10", "compact top_k 10"):
             texts.append(body)
@@ -270,15 +274,16 @@ def render(result: dict[str, Any]) -> str:
         "tokens = cl100k_base tokens of the serialized JSON answer",
         "",
         "| answer | answers found | mean results | mean tokens | answers / 1k tokens | "
-        "MRR@10 | Recall@10 | mean response.tokens | JSON over budget |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "MRR@10 | Recall@10 | mean response.tokens | JSON over budget | snippet share |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in result["summaries"]:
         lines.append(
             f"| {s['shape']} | {s['answers_found']} | {s['mean_results']:.1f} | "
             f"{s['mean_tokens']:.0f} | {s['answers_per_1k_tokens']:.3f} | {s['mrr']:.3f} | "
             f"{s['recall']:.3f} | {s['mean_service_tokens']:.0f} | "
-            f"{s['over_budget'] if 'max_tokens' in s['shape'] else '-'} |"
+            f"{s['over_budget'] if 'max_tokens' in s['shape'] else '-'} | "
+            f"{s['snippet_share']:.0%} |"
         )
     lines += [
         "",
