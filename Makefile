@@ -11,10 +11,12 @@ up:
 test: lint
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
-# The inner loop: pure-logic tests only (no database, no model), in seconds.
+# The inner loop: pure-logic tests only (no database, no model), in seconds. Without the
+# hypothesis and schemathesis plugins, which only test_gateway_schemathesis.py uses and
+# which take about 2 s of CPU to import.
 unit:
 	@scripts/bootstrap.sh dev
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+	$(PY) -m pytest -q -p no:cacheprovider -p no:schemathesis -p no:hypothesispytest tests/unit
 
 lint:
 	@scripts/bootstrap.sh dev

@@ -49,7 +49,7 @@ async def _run(pipeline: EmbedPipeline, units: int = 3) -> list[str]:
 
 def test_indexing_waits_for_the_embedder_and_says_so() -> None:
     states: list[bool] = []
-    embedder = DownFor(0.8)
+    embedder = DownFor(0.3)  # two backoff sleeps (0.25 s, then 0.5 s) per batch
     pipeline = EmbedPipeline(embedder, batch_size=2, wait_s=10, on_waiting=states.append)
     written = asyncio.run(_run(pipeline))
     assert sorted(written) == ["u0", "u1", "u2"]

@@ -91,7 +91,8 @@ class _FakeChat(BaseHTTPRequestHandler):
 def fake_server() -> Iterator[tuple[str, type[_FakeChat]]]:
     handler = type("Handler", (_FakeChat,), {"requests": [], "headers_seen": [], "fail_on": None})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next poll: 0.5 s by default, for every test.
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
