@@ -80,8 +80,11 @@ def compact_search(answer: Json) -> Json:
     out["results"] = [compact_result(row, hoisted=shared is not None) for row in rows]
     out["tokens"] = answer.get("tokens", 0)
     out["omitted"] = answer.get("omitted", 0)
-    degraded = {k: v for k, v in (answer.get("streams") or {}).items() if v == "unavailable"}
+    streams = answer.get("streams") or {}
+    degraded: Json = {k: v for k, v in streams.items() if v == "unavailable"}
     if degraded:
+        if streams.get("reasons"):
+            degraded["reasons"] = streams["reasons"]
         out["streams"] = degraded
     if answer.get("graph"):
         out["graph"] = answer["graph"]

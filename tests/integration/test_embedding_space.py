@@ -245,6 +245,7 @@ async def test_a_model_change_is_refused_until_reembed_moves_every_vector(
         assert "cograph reembed" in app.space.reason
         answer = await search(stub)
         assert answer.streams.vector == pb.STREAM_STATUS_UNAVAILABLE
+        assert dict(answer.streams.reasons) == {"vector": "embedding_model_mismatch"}
         assert answer.streams.lexical == pb.STREAM_STATUS_OK and answer.results
         job = await run_job(stub, collection("Card charges are retried five times."))
         assert job.state == pb.JOB_STATE_FAILED
@@ -289,7 +290,7 @@ async def test_a_model_change_is_refused_until_reembed_moves_every_vector(
 
         await wait_for(matched, "the space to match again")
         answer = await search(stub)
-        assert answer.streams.vector == pb.STREAM_STATUS_OK
+        assert answer.streams.vector == pb.STREAM_STATUS_OK and not answer.streams.reasons
         assert any(p.stream == pb.STREAM_VECTOR for r in answer.results for p in r.provenance)
         job = await run_job(stub, collection("Card charges are retried five times."))
         assert job.state == pb.JOB_STATE_SUCCEEDED, job.error

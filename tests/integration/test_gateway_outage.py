@@ -84,7 +84,10 @@ async def test_embedder_down_is_degraded_not_unready_and_degraded_answers_are_co
         # The compact answer names only the streams that failed; the verbose one all of them.
         compact = await alice.post("/api/search", json={"query": "retry a failed charge"})
         assert compact.status_code == 200, compact.text
-        assert compact.json()["streams"] == {"vector": "unavailable"}
+        assert compact.json()["streams"] == {
+            "vector": "unavailable",
+            "reasons": {"vector": "embedder_unavailable"},
+        }
         verbose = await alice.post(
             "/api/search", json={"query": "retry a failed charge", "verbose": True}
         )

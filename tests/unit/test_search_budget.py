@@ -182,7 +182,7 @@ def _sent(reply: pb.SearchResponse, verbose: bool) -> int:
 def test_the_answer_as_sent_never_exceeds_max_tokens(verbose: bool, repos: tuple[str, ...]) -> None:
     hits = [_code(i, repos[i % len(repos)]) for i in range(1, 16)]
     seen = set()
-    for budget in (60, 90, 150, 250, 400, 700, 1200, 5000):
+    for budget in (80, 110, 150, 250, 400, 700, 1200, 5000):
         reply = fit_answer(_outcome(list(hits)), budget, verbose)
         sent = _sent(reply, verbose)
         assert sent <= reply.tokens <= budget
@@ -239,3 +239,22 @@ def test_a_budget_below_the_bare_answer_is_refused() -> None:
     outcome.query = "billing " * 200
     with pytest.raises(InvalidArgument, match="max_tokens 50 is below"):
         fit_answer(outcome, 50, False)
+
+
+def test_compact_streams_say_why_a_stream_is_unavailable() -> None:
+    answer = {
+        "query": "q",
+        "results": [],
+        "streams": {
+            "vector": "unavailable",
+            "lexical": "ok",
+            "symbol": "ok",
+            "reasons": {"vector": "embedding_model_mismatch"},
+        },
+    }
+    assert compact_search(answer)["streams"] == {
+        "vector": "unavailable",
+        "reasons": {"vector": "embedding_model_mismatch"},
+    }
+    healthy = {**answer, "streams": {"vector": "ok", "lexical": "ok", "reasons": {}}}
+    assert "streams" not in compact_search(healthy)

@@ -40,6 +40,9 @@ from svckit.errors import NotFound, database_outage
 log = logging.getLogger(__name__)
 
 StreamState = Literal["ok", "unavailable", "skipped"]
+# Reasons for an unavailable stream (SearchResponse.streams.reasons).
+EMBEDDER_UNAVAILABLE = "embedder_unavailable"
+STREAM_FAILED = "stream_failed"
 Vector = npt.NDArray[np.float32]
 
 
@@ -80,6 +83,8 @@ class SearchOutcome:
     streams: dict[StreamName, StreamState]
     graph: GraphResult | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # Why each unavailable stream is (embedder_unavailable, embedding_model_mismatch, ...).
+    reasons: dict[StreamName, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +132,8 @@ class SearchEngine:
         }
 
         phase = time.perf_counter()
-        hits = await self._run_streams(query.text, tasks, scope, states, timings)
+        reasons: dict[StreamName, str] = {}
+        hits = await self._run_streams(query.text, tasks, scope, states, timings, reasons=reasons)
         timings["streams"] = _ms(phase)
 
         phase = time.perf_counter()
@@ -187,7 +193,7 @@ class SearchEngine:
                 graph = await expand(conn, seeds, query.repo, viewer)
             timings["graph"] = _ms(phase)
         timings["total"] = _ms(started)
-        return SearchOutcome(query.text, results, states, graph, timings)
+        return SearchOutcome(query.text, results, states, graph, timings, reasons)
 
     async def _check_scope(self, query: SearchQuery, viewer: Viewer) -> None:
         """Unknown and unreadable look the same (NOT_FOUND), so nothing leaks."""
@@ -202,9 +208,12 @@ class SearchEngine:
             ):
                 raise NotFound(f"no collection {query.collection}")
 
-    async def _embed(self, text: str, timings: dict[str, float]) -> Vector | None:
-        """The query vector, or None when the embedder cannot answer in time."""
+    async def _embed(
+        self, text: str, timings: dict[str, float], failed: dict[StreamName, str]
+    ) -> Vector | None:
+        """The query vector, or None (and why in `failed`) when there is none to use."""
         if self._embedder is None:
+            failed["vector"] = EMBEDDER_UNAVAILABLE
             return None
         phase = time.perf_counter()
         try:
@@ -213,6 +222,8 @@ class SearchEngine:
             log.warning(
                 "query embedding failed; vector stream unavailable", extra={"error": str(err)}
             )
+            # A stable reason when the failure names one (embedding_model_mismatch).
+            failed["vector"] = str(getattr(err, "reason", "") or EMBEDDER_UNAVAILABLE)
             return None
         finally:
             timings["embed"] = _ms(phase)
@@ -225,7 +236,7 @@ class SearchEngine:
         text: str,
         scope: Scope,
         vector: Vector | None,
-        failed: set[StreamName],
+        failed: dict[StreamName, str],
         timings: dict[str, float],
     ) -> list[StreamHit]:
         phase = time.perf_counter()
@@ -245,7 +256,7 @@ class SearchEngine:
                 # request (UNAVAILABLE) instead of returning an empty list marked degraded.
                 raise
             log.warning("search stream failed", extra={"stream": task.label, "error": str(err)})
-            failed.add(task.stream)
+            failed.setdefault(task.stream, STREAM_FAILED)
             return []
         finally:
             timings[task.label] = _ms(phase)
@@ -257,16 +268,18 @@ class SearchEngine:
         scope: Scope,
         states: dict[StreamName, StreamState],
         timings: dict[str, float],
+        *,
+        reasons: dict[StreamName, str],
     ) -> dict[StreamTask, list[StreamHit]]:
-        failed: set[StreamName] = set()
+        """Runs the tasks; a stream that fails is marked unavailable in `states`, with why
+        in `reasons`."""
+        failed: dict[StreamName, str] = {}
         vector_tasks = [t for t in tasks if t.stream == "vector"]
         other_tasks = [t for t in tasks if t.stream != "vector"]
         results: dict[StreamTask, list[StreamHit]] = {}
 
         if not self._settings.streams_concurrent:
-            vector = await self._embed(text, timings) if vector_tasks else None
-            if vector_tasks and vector is None:
-                failed.add("vector")
+            vector = await self._embed(text, timings, failed) if vector_tasks else None
             for task in tasks:
                 results[task] = await self._guarded(
                     task, text=text, scope=scope, vector=vector, failed=failed, timings=timings
@@ -274,9 +287,8 @@ class SearchEngine:
         else:
 
             async def vector_branch() -> None:
-                vector = await self._embed(text, timings)
+                vector = await self._embed(text, timings, failed)
                 if vector is None:
-                    failed.add("vector")
                     return
                 async with asyncio.TaskGroup() as group:
                     handles = {
@@ -310,8 +322,9 @@ class SearchEngine:
                 }
             for t, handle in others.items():
                 results[t] = handle.result()
-        for name in failed:
+        for name, reason in failed.items():
             states[name] = "unavailable"
+            reasons[name] = reason
         return {t: results.get(t, []) for t in tasks}
 
     async def _hydrate(

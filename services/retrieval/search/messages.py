@@ -149,6 +149,7 @@ def outcome_to_pb(outcome: SearchOutcome) -> pb.SearchResponse:
             vector=STATE_TO_PB[outcome.streams["vector"]],
             lexical=STATE_TO_PB[outcome.streams["lexical"]],
             symbol=STATE_TO_PB[outcome.streams["symbol"]],
+            reasons={str(name): reason for name, reason in outcome.reasons.items()},
         ),
         timings_ms=outcome.timings_ms,
     )

@@ -1116,25 +1116,54 @@ class StreamStatuses(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ReasonsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     VECTOR_FIELD_NUMBER: _builtins.int
     LEXICAL_FIELD_NUMBER: _builtins.int
     SYMBOL_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
     vector: Global___StreamStatus.ValueType
     """The vector stream."""
     lexical: Global___StreamStatus.ValueType
     """The lexical stream."""
     symbol: Global___StreamStatus.ValueType
     """The symbol stream."""
+    @_builtins.property
+    def reasons(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Why each unavailable stream is, by stream name: embedder_unavailable (down, slow or
+        its circuit open), embedding_model_mismatch (the embedder's model is not the one the
+        stored vectors come from; run cograph reembed), stream_failed (its query failed).
+        """
+
     def __init__(
         self,
         *,
         vector: Global___StreamStatus.ValueType = ...,
         lexical: Global___StreamStatus.ValueType = ...,
         symbol: Global___StreamStatus.ValueType = ...,
+        reasons: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lexical", b"lexical", "symbol", b"symbol", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lexical", b"lexical", "reasons", b"reasons", "symbol", b"symbol", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
