@@ -365,6 +365,24 @@ def _grep_sql(regex: bool) -> str:
     """
 
 
+def grep_statement(
+    viewer: Viewer, *, repo: str, pattern: str, regex: bool, path_glob: str, rows: int
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement grep runs and its parameters, for at most `rows` rows (grep asks for
+    one more than its limit, to tell a truncated answer). The arguments are taken as
+    given: grep validates them first. For measuring the statement (bench/grep.py)."""
+    args = (
+        viewer.principal_id,
+        viewer.admin,
+        repo,
+        pattern if regex else "%" + like_escape(pattern) + "%",
+        pattern,
+        glob_to_like(path_glob) if path_glob else None,
+        rows,
+    )
+    return _grep_sql(regex), args
+
+
 async def grep(
     conn: asyncpg.Connection,
     viewer: Viewer,
@@ -386,19 +404,13 @@ async def grep(
     )
     await require_repository(conn, repo, viewer)
     commit = await conn.fetchval("SELECT commit_sha FROM repositories WHERE slug = $1", repo)
+    sql, args = grep_statement(
+        viewer, repo=repo, pattern=pattern, regex=regex, path_glob=path_glob, rows=size + 1
+    )
     try:
         async with conn.transaction(readonly=True):
             await conn.execute(f"SET LOCAL statement_timeout = {GREP_TIMEOUT_MS}")
-            rows = await conn.fetch(
-                _grep_sql(regex),
-                viewer.principal_id,
-                viewer.admin,
-                repo,
-                pattern if regex else "%" + like_escape(pattern) + "%",
-                pattern,
-                glob_to_like(path_glob) if path_glob else None,
-                size + 1,
-            )
+            rows = await conn.fetch(sql, *args)
     except asyncpg.InvalidRegularExpressionError as err:
         raise InvalidArgument(f"pattern is not a valid regular expression: {err}") from None
     except asyncpg.ProgramLimitExceededError as err:
