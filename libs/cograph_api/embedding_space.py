@@ -43,6 +43,7 @@ import asyncpg
 import numpy as np
 
 from cograph_api.embedder_client import EmbedderUnavailable, Identity, Vectors
+from svckit.server import GrpcHost
 
 log = logging.getLogger(__name__)
 
@@ -632,23 +633,11 @@ async def _reembed_command(
         await channel.close(None)
 
 
-def health_reporter(host: Any) -> Callable[[str | None], Awaitable[None]]:
-    """Reports a verdict on `host`'s (svckit.server.GrpcHost) health service under
-    HEALTH_NAME: SERVING when vectors may be used, NOT_SERVING with a mismatch. Call after
-    `host.start()`."""
-    from grpc_health.v1 import health_pb2
+def health_reporter(host: GrpcHost) -> Callable[[str | None], Awaitable[None]]:
+    """Reports a verdict on `host`'s health service under HEALTH_NAME: SERVING when
+    vectors may be used, NOT_SERVING with a mismatch. Call after `host.start()`."""
 
     async def report(reason: str | None) -> None:
-        # GrpcHost keeps its health servicer to itself and sets only its own names; this
-        # name is set beside them, on the same servicer.
-        servicer = host._health
-        if servicer is None:
-            return
-        status = (
-            health_pb2.HealthCheckResponse.SERVING
-            if reason is None
-            else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        await servicer.set(HEALTH_NAME, status)
+        await host.set_health(HEALTH_NAME, reason is None)
 
     return report

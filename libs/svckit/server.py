@@ -84,6 +84,18 @@ class GrpcHost:
     async def set_serving(self) -> None:
         await self._set_all(health_pb2.HealthCheckResponse.SERVING)
 
+    async def set_health(self, name: str, serving: bool) -> None:
+        """Reports one more health name beside the service's own (a dependency's verdict,
+        e.g. cograph.embedding_space); nothing before start or after stop."""
+        if self._health is None or self._server is None:
+            return
+        await self._health.set(
+            name,
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING,
+        )
+
     async def stop(self) -> None:
         """Flips health to NOT_SERVING first so balancers drain us, then stops with grace."""
         if self._server is None:
