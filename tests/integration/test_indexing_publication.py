@@ -75,6 +75,18 @@ async def _searchable(pool: asyncpg.Pool, slug: str = SLUG) -> set[tuple[str, st
     return {(r["path"], r["qualified_name"]) for r in rows}
 
 
+async def _stored_texts(pool: asyncpg.Pool, slug: str = SLUG) -> dict[str, str]:
+    """path -> the text read and grep answer from."""
+    rows = await pool.fetch(
+        """
+        SELECT c.path, c.content FROM file_contents c
+        JOIN repositories r ON r.id = c.repository_id WHERE r.slug = $1
+        """,
+        slug,
+    )
+    return {r["path"]: r["content"] for r in rows}
+
+
 async def _symbol_hits(pool: asyncpg.Pool, name: str, slug: str = SLUG) -> list[str]:
     sql, params = symbol_sql(Scope(ADMIN, repo=slug), name, 50)
     async with pool.acquire() as conn:
@@ -111,6 +123,10 @@ async def test_a_stopped_run_leaves_the_previous_version_searchable(
     assert await _searchable(pool) == before
     assert await _symbol_hits(pool, "write_text") == []
     assert await _symbol_hits(pool, "read_text") == ["pkg.util.read_text"]
+    # Read and grep answer from the stored texts: still the published version's.
+    texts = await _stored_texts(pool)
+    assert "write_text" not in texts["pkg/util.py"] and "pkg/extra.py" not in texts
+    assert "config/settings.yaml" in texts
 
     # The next run discards the stopped run's rows and publishes the new version whole.
     await _index(pool, CountingEmbedder(embedder_client), root, tmp_path)
@@ -120,6 +136,10 @@ async def test_a_stopped_run_leaves_the_previous_version_searchable(
     assert not any(path == "config/settings.yaml" for path, _ in after)
     assert await _symbol_hits(pool, "write_text") == ["pkg.util.write_text"]
     assert await _symbol_hits(pool, "read_text") == ["pkg.util.read_text"]
+    texts = await _stored_texts(pool)
+    assert "def write_text" in texts["pkg/util.py"] and "def extra" in texts["pkg/extra.py"]
+    assert "config/settings.yaml" not in texts
+    assert await pool.fetchval("SELECT count(*) FROM file_contents_staged") == 0
     # Nothing is left of the replaced rows or of the stopped run.
     total = await pool.fetchval("SELECT count(*) FROM code_nodes")
     assert total == len(after)
@@ -141,5 +161,6 @@ async def test_a_stopped_first_index_leaves_nothing_searchable(
     assert await pool.fetchval("SELECT count(*) FROM code_nodes") > 0
     assert await _searchable(pool, "local/t/first") == set()
     assert await _symbol_hits(pool, "read_text", "local/t/first") == []
+    assert await _stored_texts(pool, "local/t/first") == {}  # nothing to read or grep yet
     await _index(pool, CountingEmbedder(embedder_client), root, tmp_path, "local/t/first")
     assert await _symbol_hits(pool, "read_text", "local/t/first") == ["pkg.util.read_text"]

@@ -14,7 +14,8 @@ that wrote it, and searches read only rows whose generation is at most the repos
    older rows of the files it rewrote and of the files that are gone, then switches the
    published generation. Searches see the previous version up to that commit and the new
    one from it; a crash anywhere before leaves the previous version (or, for a first
-   index, nothing) searchable.
+   index, nothing) searchable. The run's file texts (what read and grep answer from) wait
+   in file_contents_staged and move into file_contents in the same transaction.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ async def begin(conn: asyncpg.Connection, repository_id: int) -> int:
             repository_id,
             published,
         )
+    await conn.execute("DELETE FROM file_contents_staged WHERE repository_id = $1", repository_id)
     await conn.execute(
         "UPDATE files SET content_hash = '' WHERE repository_id = $1 AND generation > $2",
         repository_id,
@@ -79,6 +81,19 @@ async def publish_rows(
             generation,
             removed,
         )
+    # The run's file texts become the ones read and grep answer from.
+    await conn.execute(
+        """
+        INSERT INTO file_contents (repository_id, path, content, line_count)
+        SELECT repository_id, path, content, line_count FROM file_contents_staged
+        WHERE repository_id = $1 AND generation = $2
+        ON CONFLICT (repository_id, path) DO UPDATE SET
+            content = EXCLUDED.content, line_count = EXCLUDED.line_count
+        """,
+        repository_id,
+        generation,
+    )
+    await conn.execute("DELETE FROM file_contents_staged WHERE repository_id = $1", repository_id)
     if removed:
         await conn.execute(
             "DELETE FROM files WHERE repository_id = $1 AND path = ANY($2::text[])",

@@ -175,6 +175,15 @@ ON CONFLICT ({key}, path) DO UPDATE SET
 """
 
 
+_STAGE_CONTENT = """
+INSERT INTO file_contents_staged (repository_id, path, content, line_count, generation)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (repository_id, path) DO UPDATE SET
+    content = EXCLUDED.content, line_count = EXCLUDED.line_count,
+    generation = EXCLUDED.generation
+"""
+
+
 async def write_files(
     conn: asyncpg.Connection,
     repository_id: int,
@@ -292,10 +301,10 @@ async def write_files(
                 for p in payloads
             ],
         )
-        # After the files rows: each content row references its file row.
+        # Staged: read and grep answer from file_contents, which publication updates.
         await conn.executemany(
-            _UPSERT_CONTENT.format(table="file_contents", key="repository_id"),
-            _content_rows(repository_id, payloads),
+            _STAGE_CONTENT,
+            [(*row, generation) for row in _content_rows(repository_id, payloads)],
         )
 
 
