@@ -113,6 +113,14 @@ class Candidate:
     start_line: int
     end_line: int
     text: str
+    # The doc comment above the definition where it lies outside the definition's lines
+    # (every language but Python, whose docstring is in `text`); "" when there is none.
+    doc: str = ""
+
+    @property
+    def documented_text(self) -> str:
+        """The definition as an editor shows it: its doc comment, then its lines."""
+        return f"{self.doc}\n{self.text}" if self.doc else self.text
 
 
 @dataclass
@@ -176,6 +184,7 @@ def candidates(repo: str, files: dict[str, str], parsed: Sequence[_File]) -> lis
                         node.start_line,
                         node.end_line,
                         text,
+                        "" if f.language == "python" else (node.docstring or ""),
                     )
                 )
     return out

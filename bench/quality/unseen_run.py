@@ -32,7 +32,10 @@ from bench.quality.stack import Stack
 from bench.quality.unseen import Candidate, UQuery
 
 SERVICE: tuple[str, ...] = ("vector", "lexical", "symbol", "fused")
-BASELINES: tuple[str, ...] = ("dense", "bm25", "dense+bm25")
+# dense+doc: the same model over each definition with its doc comment where that lies
+# outside the definition's lines (Java, JavaScript, Go, Rust), as a Python definition carries
+# its docstring: the siblings' documentation a search service also reads.
+BASELINES: tuple[str, ...] = ("dense", "bm25", "dense+bm25", "dense+doc")
 CONFIGS: tuple[str, ...] = (*SERVICE, *BASELINES)
 TOP_K = 10
 DEPTH = 300  # how deep the baselines' lists are kept (and fused by RRF)
@@ -94,9 +97,11 @@ class RepoBaseline:
     candidates: list[Candidate]
     matrix: npt.NDArray[np.float32]
     bm25: BM25
+    documented: npt.NDArray[np.float32]  # rows of documented_text
 
     def ranks(self, query: UQuery, vector: npt.NDArray[np.float32]) -> dict[str, int | None]:
         dense = dense_rank(vector, self.matrix, DEPTH)
+        with_doc = dense_rank(vector, self.documented, DEPTH)
         lexical = self.bm25.rank(tokens(query.text), DEPTH)
         hybrid = rrf([dense, lexical], limit=DEPTH)
 
@@ -112,7 +117,12 @@ class RepoBaseline:
                 ),
             )
 
-        return {"dense": rank_of(dense), "bm25": rank_of(lexical), "dense+bm25": rank_of(hybrid)}
+        return {
+            "dense": rank_of(dense),
+            "bm25": rank_of(lexical),
+            "dense+bm25": rank_of(hybrid),
+            "dense+doc": rank_of(with_doc),
+        }
 
 
 async def embed_all(stack: Stack, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -133,7 +143,13 @@ async def baselines(
     vectors = await embed_all(stack, [q.text for q in queries])
     for slug, cands in by_repo.items():
         matrix = await embed_all(stack, [c.text for c in cands])
-        base = RepoBaseline(cands, matrix, BM25(tokens(c.text) for c in cands))
+        documented = matrix.copy()
+        with_doc = [i for i, c in enumerate(cands) if c.doc]
+        if with_doc:
+            documented[with_doc] = await embed_all(
+                stack, [cands[i].documented_text for i in with_doc]
+            )
+        base = RepoBaseline(cands, matrix, BM25(tokens(c.text) for c in cands), documented)
         for index, query in enumerate(queries):
             if query.repo == slug:
                 out[query.id] = base.ranks(query, vectors[index])

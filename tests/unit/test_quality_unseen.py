@@ -133,6 +133,16 @@ def test_candidates_are_every_definition_with_its_source() -> None:
     found = unseen.candidates("r", files, parsed)
     assert [c.qualified_name for c in found] == ["flags.ParseBool", "flags.Other"]
     assert found[0].text.startswith("func ParseBool") and found[0].text.endswith("}")
+    # The doc comment lies outside the lines; dense+doc reads it before them.
+    assert found[0].doc.startswith("ParseBool reads a boolean flag value")
+    assert found[0].documented_text == f"{found[0].doc}\n{found[0].text}"
+    assert found[1].doc == "" and found[1].documented_text == found[1].text
+
+
+def test_python_candidates_carry_their_docstring_in_their_lines_only() -> None:
+    files = {"m.py": 'def f():\n    """Do the thing."""\n    return 1\n'}
+    found = unseen.candidates("r", files, unseen.parse_tree(CodeParser(), files))
+    assert found[0].doc == "" and "Do the thing." in found[0].text
 
 
 def test_committed_history_sets_point_at_their_snapshots() -> None:
