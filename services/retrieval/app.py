@@ -152,7 +152,13 @@ async def start_retrieval(
     )
     heads = HeadProbe(settings.head_check_timeout_s, settings.head_cache_s)
     servicer = RetrievalServicer(
-        pool, jobs, indexer, engine=engine, search_settings=settings.search, heads=heads
+        pool,
+        jobs,
+        indexer,
+        engine=engine,
+        search_settings=settings.search,
+        heads=heads,
+        maintenance_pool=index_pool,
     )
 
     def register(server: grpc.aio.Server) -> None:

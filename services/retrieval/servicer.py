@@ -189,8 +189,12 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         engine: SearchEngine,
         search_settings: SearchSettings,
         heads: HeadProbe,
+        maintenance_pool: asyncpg.Pool | None = None,
     ) -> None:
         self._pool = pool
+        # Deleting a large repository can outlast a request's statement budget: it runs on
+        # the indexer's pool (COGRAPH_DB_INDEX_STATEMENT_TIMEOUT_S).
+        self._maintenance_pool = maintenance_pool or pool
         self._jobs = jobs
         self._indexer = indexer
         self._engine = engine
@@ -355,9 +359,15 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 raise NotFound(f"no repository {request.slug}")
             if await self._jobs.active_job("repository", slug) is not None:
                 raise FailedPrecondition(f"{slug} is being indexed; delete it when the job ends")
+        # Once accepted, the deletion finishes even if the caller stops waiting (a cancelled
+        # request would otherwise roll it back halfway through a large repository).
+        await asyncio.shield(self._delete_repository(repository_id, slug))
+        return retrieval_pb2.DeleteRepositoryResponse(deleted=True)
+
+    async def _delete_repository(self, repository_id: int, slug: str) -> None:
+        async with self._maintenance_pool.acquire() as conn:
             await catalog.delete_repository(conn, repository_id)
         await self._indexer.forget_repository(slug)
-        return retrieval_pb2.DeleteRepositoryResponse(deleted=True)
 
     async def ListCollections(
         self, request: retrieval_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext
