@@ -13,7 +13,8 @@ Each pattern of PATTERNS then runs through the service's own `reading.grep()` (a
 repository, a non-admin viewer, the default limit), --runs times after a warm-up call, on
 one connection made as the service's pool makes them. asyncpg prepares a statement once
 per connection, and PostgreSQL plans a prepared statement for its parameters five times,
-then may keep a generic plan made without them; the connection has run both grep
+then may keep a generic plan made without them (which is why grep() sets
+reading.GREP_PLANNING: a plan for each pattern); the connection has run both grep
 statements PRIME times first, as a pooled connection soon has. For each pattern:
 
   * the plan grep()'s statement runs with on that connection, with its actual rows and
@@ -395,8 +396,8 @@ async def auto_explain(conn: asyncpg.Connection) -> bool:
 async def plan_of_grep(conn: asyncpg.Connection, sql: str, args: Sequence[Any]) -> list[str]:
     """The plan grep()'s statement runs with on this connection, with actual rows and times
     (auto_explain). The same text is the same prepared statement in asyncpg's cache, so the
-    same plan (generic or not) as grep() gets; run without grep's deadline, so a statement
-    grep() gives up on shows its plan and full time too."""
+    same plan as grep() gets (its planning setting included); run without grep's deadline,
+    so a statement grep() gives up on shows its plan and full time too."""
     notices: list[str] = []
 
     def listen(_: Any, message: Any) -> None:
@@ -407,6 +408,7 @@ async def plan_of_grep(conn: asyncpg.Connection, sql: str, args: Sequence[Any]) 
         async with conn.transaction(readonly=True):
             await conn.execute(f"SET LOCAL statement_timeout = {BASELINE_TIMEOUT_MS}")
             await conn.execute("SET LOCAL auto_explain.log_min_duration = 0")
+            await conn.execute(reading.GREP_PLANNING)  # as grep() plans it
             await conn.fetch(sql, *args, timeout=BASELINE_TIMEOUT_MS / 1000)
     finally:
         conn.remove_log_listener(listen)

@@ -311,6 +311,10 @@ class GrepResult:
     commit: str
 
 
+# How grep's statement is planned: for its own pattern, every time (see grep()).
+GREP_PLANNING = "SET LOCAL plan_cache_mode = force_custom_plan"
+
+
 def like_escape(text: str) -> str:
     """`text` as a LIKE pattern matching itself (with the default escape character)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -413,10 +417,7 @@ async def grep(
             # PostgreSQL may switch to a generic plan that cannot see the pattern and always
             # takes the trigram index, which for a pattern without trigrams (or a common
             # one) reads every file and outlasts the deadline (bench/RESULTS.md, "Grep").
-            await conn.execute(
-                f"SET LOCAL statement_timeout = {GREP_TIMEOUT_MS}; "
-                "SET LOCAL plan_cache_mode = force_custom_plan"
-            )
+            await conn.execute(f"SET LOCAL statement_timeout = {GREP_TIMEOUT_MS}; {GREP_PLANNING}")
             rows = await conn.fetch(sql, *args)
     except asyncpg.InvalidRegularExpressionError as err:
         raise InvalidArgument(f"pattern is not a valid regular expression: {err}") from None
