@@ -174,6 +174,16 @@ async def test_grep_literal_and_regex(search_env: SearchEnv) -> None:
     ]
     capped = await stub.Grep(pb.GrepRequest(repo=DEMO, pattern="charge", limit=2), metadata=ALICE)
     assert len(capped.matches) == 2 and capped.truncated
+    # A limit is the first lines in path and line order, across files, whatever it cuts.
+    every = await stub.Grep(pb.GrepRequest(repo=DEMO, pattern="charge", limit=500), metadata=ALICE)
+    found = [(m.path, m.line) for m in every.matches]
+    assert len({path for path, _ in found}) >= 2 and found == sorted(found)
+    for limit in range(1, len(found) + 1):
+        cut = await stub.Grep(
+            pb.GrepRequest(repo=DEMO, pattern="charge", limit=limit), metadata=ALICE
+        )
+        assert [(m.path, m.line) for m in cut.matches] == found[:limit]
+        assert cut.truncated == (limit < len(found))
     globbed = await stub.Grep(
         pb.GrepRequest(repo=DEMO, pattern="charge", path_glob="*.md"), metadata=ALICE
     )

@@ -354,16 +354,36 @@ def _grep_sql(regex: bool) -> str:
     # regular expression runs newline-sensitive ((?n)) on the whole text, so ^ and $ match
     # at line boundaries there as they do on each line.
     # $4 filters files (the pattern, or its LIKE form), $5 lines (the pattern as given).
-    file_filter = "c.content ~ ('(?n)' || $4::text)" if regex else "c.content LIKE $4"
-    line_filter = "l.text ~ $5::text" if regex else "strpos(l.text, $5::text) > 0"
+    readable = f"r.slug = $3 AND {repository_readable('r', '$1', '$2')}"
+    glob = "($6::text IS NULL OR c.path LIKE $6)"
+    if not regex:
+        # A literal has no newline, so every file that holds it holds it on some line: the
+        # first $7 matching lines lie in the first $7 matching files. Only those files are
+        # split, not every file that matches (a common literal matches thousands).
+        return f"""
+        SELECT f.path, l.n::int AS line, left(l.text, {limits.GREP_LINE_MAX_CHARS}) AS text
+        FROM (
+            SELECT c.path, c.content FROM repositories r
+            JOIN file_contents c ON c.repository_id = r.id
+            WHERE {readable} AND c.content LIKE $4 AND {glob}
+            ORDER BY c.path
+            LIMIT $7
+        ) f
+        CROSS JOIN LATERAL regexp_split_to_table(f.content, E'\\n') WITH ORDINALITY AS l(text, n)
+        WHERE strpos(l.text, $5::text) > 0
+        ORDER BY f.path, l.n
+        LIMIT $7
+        """
+    # A regular expression can match across lines in the whole text (\s matches a newline)
+    # without matching any one line, so its files cannot be cut to $7 first.
     return f"""
     SELECT c.path, l.n::int AS line, left(l.text, {limits.GREP_LINE_MAX_CHARS}) AS text
     FROM repositories r
     JOIN file_contents c ON c.repository_id = r.id
     CROSS JOIN LATERAL regexp_split_to_table(c.content, E'\\n') WITH ORDINALITY AS l(text, n)
-    WHERE r.slug = $3 AND {repository_readable("r", "$1", "$2")}
-      AND {file_filter} AND ($6::text IS NULL OR c.path LIKE $6)
-      AND {line_filter}
+    WHERE {readable}
+      AND c.content ~ ('(?n)' || $4::text) AND {glob}
+      AND l.text ~ $5::text
     ORDER BY c.path, l.n
     LIMIT $7
     """
