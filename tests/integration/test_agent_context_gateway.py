@@ -6,18 +6,16 @@ under the key's access: a key without access to a repository gets 404 everywhere
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
-import httpx2
 import mcp_types as types
 import pytest
 import pytest_asyncio
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from cograph_api.mcp_tools import OUTPUT_SCHEMAS
 from cograph_api.tokens import default_counter
 from tests.integration.support.git_repos import JAN, commit_all, git, write
+from tests.integration.support.mcp_client import call
+from tests.integration.support.mcp_client import http_client as mcp
 from tests.integration.support.stacks import Stack, gateway_stack, wait_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -66,19 +64,6 @@ async def stack(
             assert granted.status_code == 200, granted.text
             assert reader
         yield s
-
-
-def mcp(stack: Stack, key: str) -> Client:
-    transport = streamable_http_client(
-        f"{stack.url}/mcp",
-        http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60),
-    )
-    return Client(transport)
-
-
-async def call(client: Client, name: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
-    result = await client.call_tool(name, arguments)
-    return result.is_error, result.structured_content
 
 
 async def test_rest_read_files_grep_references(stack: Stack) -> None:
