@@ -4,12 +4,7 @@ HTTP server on 127.0.0.1 that speaks the OpenAI embeddings protocol (POST {base}
 
 from __future__ import annotations
 
-import hashlib
-import json
-import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import grpc
 import numpy as np
@@ -21,7 +16,9 @@ from cograph_api.embedder_client import EmbedderClient
 from embedder.app import EmbedderApp, start_embedder
 from embedder.backends import EndpointError, OpenAIBackend
 from svckit.config import ConfigError
+from tests.integration.support import openai_fake
 from tests.integration.support.embedders import embedder_settings
+from tests.integration.support.openai_fake import FakeEmbeddingsEndpoint
 from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -32,68 +29,17 @@ MODEL = "fake-code-embed-v1"
 
 
 def fake_vector(text: str) -> list[float]:
-    """Deterministic, not normalised (the backend must normalise)."""
-    digest = hashlib.sha256(text.encode()).digest()
-    return [float(b) - 100.0 for b in digest[:DIM]]
-
-
-class FakeEndpoint:
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.auth: list[str | None] = []
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                endpoint.requests.append(body)
-                endpoint.auth.append(self.headers.get("Authorization"))
-                if self.path != "/v1/embeddings":
-                    return self._send(404, {"error": {"message": "no such route"}})
-                if self.headers.get("Authorization") != f"Bearer {KEY}":
-                    return self._send(401, {"error": {"message": "bad key"}})
-                if any(text == "please fail" for text in body["input"]):
-                    return self._send(500, {"error": {"message": "model crashed"}})
-                data = [
-                    {"object": "embedding", "embedding": fake_vector(t), "index": i}
-                    for i, t in enumerate(body["input"])
-                ]
-                data.reverse()  # the protocol orders by `index`, not by position
-                self._send(200, {"object": "list", "data": data, "model": body["model"]})
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                raw = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        # shutdown() waits for the loop's next poll: 0.5 s by default.
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-
-    def __enter__(self) -> FakeEndpoint:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    return openai_fake.fake_vector(text, DIM)
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[FakeEndpoint]:
-    with FakeEndpoint() as server:
+def endpoint() -> Iterator[FakeEmbeddingsEndpoint]:
+    with FakeEmbeddingsEndpoint(DIM, KEY) as server:
         yield server
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def openai_embedder(endpoint: FakeEndpoint) -> AsyncIterator[EmbedderApp]:
+async def openai_embedder(endpoint: FakeEmbeddingsEndpoint) -> AsyncIterator[EmbedderApp]:
     app = await start_embedder(
         embedder_settings(
             EMBEDDER_BACKEND="openai",
@@ -119,7 +65,7 @@ async def channel(openai_embedder: EmbedderApp) -> AsyncIterator[grpc.aio.Channe
 
 
 async def test_vectors_come_from_the_endpoint_normalised_in_input_order(
-    channel: grpc.aio.Channel, endpoint: FakeEndpoint
+    channel: grpc.aio.Channel, endpoint: FakeEmbeddingsEndpoint
 ) -> None:
     client = EmbedderClient(channel, timeout_s=10.0)
     texts = [f"def handler_{i}(request): ..." for i in range(7)]
@@ -158,7 +104,7 @@ async def test_an_endpoint_failure_is_unavailable_without_the_key(
 
 
 async def test_a_configured_dimension_must_match_and_a_bad_key_is_refused(
-    endpoint: FakeEndpoint,
+    endpoint: FakeEmbeddingsEndpoint,
 ) -> None:
     backend = OpenAIBackend(endpoint.base_url, MODEL, KEY, dimension=1024)
     with pytest.raises(EndpointError, match="expected 1024"):

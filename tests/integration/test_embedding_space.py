@@ -7,14 +7,10 @@ The second model's name is hostile SQL: it must reach the database only as a par
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +38,12 @@ from embedder.app import EmbedderApp, start_embedder
 from retrieval.embedding_space import SPEC as RETRIEVAL_SPEC
 from retrieval.embedding_space import works as retrieval_works
 from svckit.db import create_pool
+from svckit.errors import reason_of
 from svckit.migrations import migrate
 from tests.integration.support.commons import commons_settings, running_commons
 from tests.integration.support.embedders import embedder_settings
 from tests.integration.support.git_repos import make_repo
+from tests.integration.support.openai_fake import FakeEmbeddingsEndpoint
 from tests.integration.support.retrieval import ADMIN, serving
 from tests.internal_auth import TEST_SECRET, signed_channel
 
@@ -59,61 +57,14 @@ FAST = {"EMBEDDING_SPACE_CHECK_S": "0.1"}
 SLUG = "example.com/team/space"
 
 
-def reason_of(err: grpc.aio.AioRpcError) -> str | None:
-    pairs: list[tuple[str, str | bytes]] = list(err.trailing_metadata() or ())  # type: ignore[arg-type]
-    for key, value in pairs:
-        if key == "x-cograph-reason":
-            return value if isinstance(value, str) else value.decode()
-    return None
-
-
-def fake_vector(text: str) -> list[float]:
-    digest = hashlib.sha256(text.encode()).digest()
-    return [float(b) - 100.0 for b in digest[:DIM]]
-
-
-class FakeEndpoint:
-    """POST /v1/embeddings in the OpenAI protocol, 8-dimension vectors."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                data = [
-                    {"object": "embedding", "embedding": fake_vector(t), "index": i}
-                    for i, t in enumerate(body["input"])
-                ]
-                raw = json.dumps({"object": "list", "data": data, "model": body["model"]})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw.encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeEndpoint:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[FakeEndpoint]:
-    with FakeEndpoint() as server:
+def endpoint() -> Iterator[FakeEmbeddingsEndpoint]:
+    with FakeEmbeddingsEndpoint(DIM) as server:
         yield server
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def other_embedder(endpoint: FakeEndpoint) -> AsyncIterator[str]:
+async def other_embedder(endpoint: FakeEmbeddingsEndpoint) -> AsyncIterator[str]:
     """A real embedder service serving the hostile-named 8-dimension model; its address."""
     app: EmbedderApp = await start_embedder(
         embedder_settings(
