@@ -379,6 +379,22 @@ META: dict[str, Meta] = {
         "Who may create a repository or collection: `admin`, or `any` key (it gets a write "
         "grant on what it creates; refusals then reveal which names are taken)."
     ),
+    "RETRIEVAL_SOURCE_HOSTS": Meta(
+        "Hosts that remote sources (https, ssh, git URLs) may name, whoever names them: "
+        "`git.example.com`, `*.example.com` (names below example.com, not example.com "
+        "itself), an IPv4 address or `[ipv6]`, each with an optional `:port`. Unset: any "
+        "host that `RETRIEVAL_PRIVATE_SOURCES` allows. Keys that may not use private "
+        "sources can name ssh and git:// hosts only when this lists them.",
+        allowed="host patterns, separated by commas or spaces",
+    ),
+    "RETRIEVAL_PRIVATE_SOURCES": Meta(
+        "Who may name a remote source whose host is, or resolves to, an address that is not "
+        "public (loopback, private, link-local such as 169.254.169.254, CGNAT, multicast, "
+        "reserved): `admin` keys, `any` key (then only `RETRIEVAL_SOURCE_HOSTS` limits "
+        "sources), or `none`. Checked on the request and again when the job starts; other "
+        "callers' https fetches are pinned to the addresses checked. Freshness lookups "
+        "follow the rule for a key that is not an admin."
+    ),
     "RETRIEVAL_GIT_TIMEOUT_S": Meta(
         "Deadline of a clone or fetch, in seconds (other git commands have short fixed ones); "
         "past it the job fails."

@@ -206,6 +206,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             indexer.data_dir,
             settings.local_roots,
         )
+        # Where remote sources may point; freshness lookups obey it too.
+        self._hosts = indexer.host_policy
+        heads.use_policy(self._hosts)
 
     @property
     def _settings(self) -> IndexSettings:
@@ -243,6 +246,10 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         if not slug:
             slug = check_slug(await asyncio.to_thread(derive_slug, source_text))
         creating = await self._authorize_index("repository", slug, viewer)
+        # The source's host (source_policy.HostPolicy), after authorization: no name is
+        # resolved for a caller that may not write the target, and the refusal cannot tell
+        # a taken name from a free one.
+        await self._hosts.check(source, admin=viewer.admin)
         job_request = RepositoryRequest(
             source=source_text,
             slug=slug,

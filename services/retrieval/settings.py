@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.indexing.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
+from retrieval.indexing.source_policy import (
+    PRIVATE_SOURCES_POLICIES,
+    HostPattern,
+    parse_host_pattern,
+)
 from retrieval.search.search_settings import SPLIT_IDENTIFIERS, SearchSettings
 from svckit.config import (
     BreakerSettings,
@@ -54,6 +59,18 @@ def _directories(env: Env, name: str) -> tuple[Path, ...]:
     return paths
 
 
+def _host_patterns(env: Env, name: str) -> tuple[HostPattern, ...]:
+    """Host patterns separated by commas or spaces; empty when unset."""
+    raw = env.optional_str(name) or ""
+    patterns = []
+    for part in raw.replace(",", " ").split():
+        try:
+            patterns.append(parse_host_pattern(part))
+        except ValueError as err:
+            raise ConfigError(f"{name}: {err}") from None
+    return tuple(patterns)
+
+
 @dataclass(frozen=True)
 class IndexSettings:
     """Knobs of an index run; the defaults keep a 2-core laptop's embedder busy."""
@@ -76,6 +93,13 @@ class IndexSettings:
     # Who may create a repository or collection that does not exist yet: "admin", or "any"
     # key (which then gets a write grant on it; a taken name is revealed by the refusal).
     create_sources: str = "admin"
+    # Hosts remote sources may name, whoever names them (source_policy.HostPattern);
+    # empty: any host the private-source rule allows.
+    source_hosts: tuple[HostPattern, ...] = ()
+    # Who may name a remote source whose host is, or resolves to, an address that is not
+    # public (loopback, private, link-local, ...): "admin" keys (who may index server
+    # paths anyway), "any" key, or "none". Checked on the request and at the job's start.
+    private_sources: str = "admin"
     # Deadline of a clone or fetch; a source that stops answering fails its job at this.
     git_timeout_s: float = 300.0
     # What a code node's vector is computed from (prepare.CODE_EMBED_TEXTS). Files already
@@ -115,6 +139,10 @@ class IndexSettings:
             local_sources=env.choice("RETRIEVAL_LOCAL_SOURCES", "admin", ("admin", "any")),
             local_roots=_directories(env, "RETRIEVAL_LOCAL_ROOTS"),
             create_sources=env.choice("RETRIEVAL_CREATE_SOURCES", "admin", ("admin", "any")),
+            source_hosts=_host_patterns(env, "RETRIEVAL_SOURCE_HOSTS"),
+            private_sources=env.choice(
+                "RETRIEVAL_PRIVATE_SOURCES", "admin", PRIVATE_SOURCES_POLICIES
+            ),
             git_timeout_s=env.float("RETRIEVAL_GIT_TIMEOUT_S", 300.0, min=1.0, max=3600.0),
             code_embed_text=env.choice(
                 "RETRIEVAL_CODE_EMBED_TEXT", DEFAULT_CODE_EMBED_TEXT, tuple(CODE_EMBED_TEXTS)

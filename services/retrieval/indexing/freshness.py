@@ -5,6 +5,11 @@ One code path for every git source: `git ls-remote <source> <ref>` answers for a
 working tree and for a URL alike, reads no objects, and never touches the working tree.
 Each lookup is bounded by a timeout (a remote may be slow or gone) and remembered briefly,
 so listing many repositories does not reach out to every remote on every call.
+
+A lookup reaches the source's host as an index run does, so it obeys the same host policy
+(source_policy.HostPolicy) on the service's own authority, which is that of a key that is
+not an admin (no one asked for the lookup): a source the policy refuses is not looked up
+and its freshness is `unknown`, with the refusal as the detail.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from retrieval.indexing.git import GitError, GitTimeout, run_git_async
-from retrieval.indexing.source_policy import check_branch, parse_source
-from svckit.errors import InvalidArgument
+from retrieval.indexing.source_policy import HostPolicy, check_branch, parse_source
+from svckit.errors import InvalidArgument, PermissionDenied
 
 # A head lookup prints one line per matching ref; more than this is not an answer.
 _MAX_LS_REMOTE_BYTES = 1024 * 1024
@@ -55,24 +60,36 @@ def _ref(branch: str) -> str:
     return "HEAD" if branch in ("", "HEAD") else f"refs/heads/{branch}"
 
 
-async def ls_remote(source: str, branch: str, timeout_s: float) -> str:
+async def ls_remote(
+    source: str, branch: str, timeout_s: float, hosts: HostPolicy | None = None
+) -> str:
     """The commit `branch` points at in `source` (a path or URL).
 
     The stored source and branch are checked again before git sees them (a row written
-    before validation existed must not reach the command line), and the lookup goes
-    through the service's guarded git runner: `file` transport only for a local source.
+    before validation existed must not reach the command line), a remote source against
+    `hosts` as a non-admin caller (the policy a stored source was accepted under may have
+    changed, and so may its host's addresses), and the lookup goes through the service's
+    guarded git runner: `file` transport only for a local source, https pinned to the
+    addresses checked.
     """
     try:
         checked = parse_source(source)
         ref = _ref(check_branch(branch) if branch != "HEAD" else branch)
     except InvalidArgument as err:
         raise HeadLookupError(err.message) from None
+    config: tuple[str, ...] = ()
+    if hosts is not None:
+        try:
+            config = await hosts.check(checked, admin=False)
+        except (InvalidArgument, PermissionDenied) as err:
+            raise HeadLookupError(f"not looked up: {err.message}") from None
     try:
         out = await run_git_async(
             ["ls-remote", "--", checked.text, ref],
             timeout_s=timeout_s,
             allow_file=checked.is_local,
             max_output=_MAX_LS_REMOTE_BYTES,
+            config=config,
         )
     except GitTimeout:
         raise HeadLookupError(f"the source did not answer within {timeout_s:g}s") from None
@@ -92,7 +109,12 @@ def compare(indexed: IndexedSource, head: str) -> HeadCheck:
 
 
 class HeadProbe:
-    """Looks up sources' heads with a timeout, a short memory and bounded parallelism."""
+    """Looks up sources' heads with a timeout, a short memory and bounded parallelism.
+
+    `hosts`: the host policy remote lookups obey (see the module docstring); the service
+    sets its configured one (use_policy) before serving. None: lookups are not restricted
+    (tests of local sources).
+    """
 
     def __init__(
         self,
@@ -100,13 +122,20 @@ class HeadProbe:
         ttl_s: float,
         concurrency: int = 8,
         clock: Callable[[], float] = time.monotonic,
+        hosts: HostPolicy | None = None,
     ) -> None:
+        self._hosts = hosts
         self._timeout_s = timeout_s
         self._ttl_s = ttl_s
         self._clock = clock
         self._gate = asyncio.Semaphore(concurrency)
         # (source, branch) -> (when, head commit or the error's message)
         self._seen: dict[tuple[str, str], tuple[float, str, bool]] = {}
+
+    def use_policy(self, hosts: HostPolicy) -> None:
+        """Remote lookups from now on obey `hosts`; what was remembered is forgotten."""
+        self._hosts = hosts
+        self._seen = {}
 
     async def check(self, indexed: IndexedSource) -> HeadCheck:
         if indexed.source_kind == "dir":
@@ -126,7 +155,7 @@ class HeadProbe:
     async def _lookup(self, key: tuple[str, str]) -> tuple[float, str, bool]:
         async with self._gate:
             try:
-                entry = (self._clock(), await ls_remote(*key, self._timeout_s), True)
+                entry = (self._clock(), await ls_remote(*key, self._timeout_s, self._hosts), True)
             except (HeadLookupError, OSError) as err:
                 entry = (self._clock(), f"cannot read the source's head: {err}", False)
         now = self._clock()

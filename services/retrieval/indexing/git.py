@@ -11,7 +11,12 @@ Sources come from API callers, so every git process is started the same guarded 
   remote helper it started) is killed;
 - a cap on the output kept, so a hostile remote or a huge tree cannot fill memory;
 - a scrubbed environment: inherited `GIT_*` variables that point git at another
-  repository, configuration or program are dropped.
+  repository, configuration or program are dropped;
+- no HTTP redirects (`http.followRedirects=false`): a redirect would lead to a host the
+  source policy never checked;
+- the network configuration the source policy returned for a source (its https fetches
+  pinned to the addresses it checked, no proxy), given per call (`config`) or for every
+  git call in a block (`network_config`, e.g. a whole index job).
 
 Callers put `--` before positional arguments that come from a request; this module only
 builds the command line around them.
@@ -20,12 +25,14 @@ builds the command line around them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import os
 import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 NETWORK_PROTOCOLS = ("https", "ssh", "git")
@@ -52,6 +59,12 @@ _HARDENING = (
     "credential.interactive=false",
     "-c",
     "submodule.recurse=false",
+    "-c",
+    "http.followRedirects=false",
+)
+# `key=value` entries given with -c to every git call in the current context (a job).
+_NETWORK_CONFIG: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "git_network_config", default=()
 )
 # Inherited variables kept: where the operator's own configuration and CA bundle live.
 _KEPT_GIT_VARIABLES = frozenset(
@@ -104,8 +117,28 @@ def git_environment(
     return env
 
 
-def git_command(args: Sequence[str], cwd: Path | None = None) -> list[str]:
-    return ["git", *_HARDENING, *(["-C", str(cwd)] if cwd is not None else []), *args]
+@contextlib.contextmanager
+def network_config(config: Sequence[str]) -> Iterator[None]:
+    """Every git call made in this block, on this task or the threads it starts with
+    asyncio.to_thread (which copy the context), gets `config` (`key=value` entries)."""
+    token = _NETWORK_CONFIG.set((*_NETWORK_CONFIG.get(), *config))
+    try:
+        yield
+    finally:
+        _NETWORK_CONFIG.reset(token)
+
+
+def git_command(
+    args: Sequence[str], cwd: Path | None = None, config: Sequence[str] = ()
+) -> list[str]:
+    extra = [part for entry in (*_NETWORK_CONFIG.get(), *config) for part in ("-c", entry)]
+    return [
+        "git",
+        *_HARDENING,
+        *extra,
+        *(["-C", str(cwd)] if cwd is not None else []),
+        *args,
+    ]
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -128,12 +161,13 @@ def run_git(
     allow_file: bool = False,
     ceiling: Path | None = None,
     max_output: int = MAX_OUTPUT_BYTES,
+    config: Sequence[str] = (),
 ) -> bytes:
     """Runs git with the guards above; its stdout, or GitError. Blocking: call it from a
-    worker thread (run_git_async does)."""
+    worker thread (run_git_async does). `config`: `key=value` entries given with -c."""
     what = _describe(args)
     process = subprocess.Popen(
-        git_command(args, cwd),
+        git_command(args, cwd, config),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -206,8 +240,15 @@ async def run_git_async(
     timeout_s: float = QUICK_TIMEOUT_S,
     allow_file: bool = False,
     max_output: int = MAX_OUTPUT_BYTES,
+    config: Sequence[str] = (),
 ) -> bytes:
     """run_git on a worker thread, so the event loop never waits on git."""
     return await asyncio.to_thread(
-        run_git, args, cwd, timeout_s=timeout_s, allow_file=allow_file, max_output=max_output
+        run_git,
+        args,
+        cwd,
+        timeout_s=timeout_s,
+        allow_file=allow_file,
+        max_output=max_output,
+        config=config,
     )

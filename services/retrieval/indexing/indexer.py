@@ -28,6 +28,7 @@ from cograph_api.embedder_client import EmbedderUnavailable
 from cograph_api.embedding_space import EmbeddingSpace, SpaceMismatch
 from retrieval.indexing import generations
 from retrieval.indexing import index_store as store
+from retrieval.indexing.git import network_config
 from retrieval.indexing.jobs import Job, Progress
 from retrieval.indexing.linking import compute_links
 from retrieval.indexing.markdown import heading_tree, is_markdown
@@ -35,7 +36,7 @@ from retrieval.indexing.parsing import detect_language
 from retrieval.indexing.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
 from retrieval.indexing.prepare import FilePreparer, prepare_document, text_language
 from retrieval.indexing.router_corpus import README_CHARS, collection_corpus, repository_corpus
-from retrieval.indexing.source_policy import LocalPolicy
+from retrieval.indexing.source_policy import HostPolicy, LocalPolicy, private_sources_policy
 from retrieval.indexing.sources import (
     Checkout,
     GitLimits,
@@ -150,6 +151,10 @@ class Indexer:
         # again right before they are read (mode "any": the caller's right was settled).
         self._local = LocalPolicy("any", data_dir, settings.local_roots)
         self._git = GitLimits(network_timeout_s=settings.git_timeout_s)
+        # Where remote sources may point (RETRIEVAL_SOURCE_HOSTS, RETRIEVAL_PRIVATE_SOURCES).
+        self._hosts = HostPolicy(
+            private_sources_policy(settings.private_sources), settings.source_hosts
+        )
 
     @property
     def settings(self) -> IndexSettings:
@@ -158,6 +163,10 @@ class Indexer:
     @property
     def data_dir(self) -> Path:
         return self._data_dir
+
+    @property
+    def host_policy(self) -> HostPolicy:
+        return self._hosts
 
     def _pipeline(self, progress: Progress) -> EmbedPipeline:
         def on_embedded(count: int) -> None:
@@ -221,18 +230,24 @@ class Indexer:
     async def index_repository(self, request: RepositoryRequest, job: Job) -> PipelineStats:
         progress = job.progress
         await self._check_space()
+        # The source is checked again against the host policy as the job's requester: the
+        # policy may have changed since the request, and so may the host's addresses. The
+        # clone or fetch then runs with the configuration the check returned (https pinned
+        # to the addresses checked).
+        pinned = await self._hosts.check(request.source, admin=job.requester.admin)
         progress.phase = "fetching"
-        checkout = await asyncio.to_thread(
-            functools.partial(
-                materialize,
-                request.source,
-                request.slug,
-                request.branch,
-                self._data_dir,
-                local=self._local,
-                limits=self._git,
+        with network_config(pinned):
+            checkout = await asyncio.to_thread(
+                functools.partial(
+                    materialize,
+                    request.source,
+                    request.slug,
+                    request.branch,
+                    self._data_dir,
+                    local=self._local,
+                    limits=self._git,
+                )
             )
-        )
         progress.phase = "listing"
         listing = await asyncio.to_thread(
             list_files, checkout, SkipRules(self._settings.max_file_bytes)
