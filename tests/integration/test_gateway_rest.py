@@ -349,7 +349,8 @@ async def test_repository_lifecycle_and_acl(
     )
     assert search.status_code == 200, search.text
     body = search.json()
-    assert set(body["streams"]) == {"vector", "lexical", "symbol"}
+    assert set(body["streams"]) == {"vector", "lexical", "symbol", "reasons"}
+    assert body["streams"]["reasons"] == {}  # every stream ran
     top = body["results"][0]
     assert top["qualified_name"].endswith("retry_charge") and top["layer"] == "code"
     assert top["path"] == "billing/retry.py" and top["start_line"] == 1

@@ -39,7 +39,7 @@ async def test_json_output_is_the_rest_body(search_env: SearchEnv) -> None:
     assert code == 0, err
     body = json.loads(out)
     assert body["query"] == "ParseConfig.load"
-    assert body["streams"] == {"vector": "ok", "lexical": "ok", "symbol": "ok"}
+    assert body["streams"] == {"vector": "ok", "lexical": "ok", "symbol": "ok", "reasons": {}}
     first = body["results"][0]
     assert set(first) >= {
         "id", "layer", "store", "repo", "path", "qualified_name", "kind", "start_line",

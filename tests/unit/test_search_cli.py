@@ -57,7 +57,12 @@ def test_json_uses_contract_names() -> None:
         ),
     )
     body = search_cmd.response_json(reply)
-    assert body["streams"] == {"vector": "unavailable", "lexical": "ok", "symbol": "skipped"}
+    assert body["streams"] == {
+        "vector": "unavailable",
+        "lexical": "ok",
+        "symbol": "skipped",
+        "reasons": {},
+    }
     first = body["results"][0]
     assert first["layer"] == "ast_summary" and first["store"] == "repo_docs"
     assert first["provenance"] == [{"stream": "lexical", "rank": 1, "score": 0.5}]
