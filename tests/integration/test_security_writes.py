@@ -798,6 +798,8 @@ async def test_a_creation_in_progress_is_not_joined_by_another_key(
         tmp_path / "data",
         RETRIEVAL_CREATE_SOURCES="any",
         RETRIEVAL_GIT_TIMEOUT_S="4",
+        # The silent source is on 127.0.0.1, which only admins may name by default.
+        RETRIEVAL_PRIVATE_SOURCES="any",
     ) as service:
         request = pb.IndexRepositoryRequest(
             source=f"git://127.0.0.1:{silent_server}/x", slug="example.com/alice/x"

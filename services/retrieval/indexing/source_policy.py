@@ -465,14 +465,14 @@ class HostPolicy:
             )
         if self.allows_private(admin):
             return ()
-        if remote.scheme != "https" and not self.hosts:
-            raise PermissionDenied(
-                f"source {text!r}: ssh and git:// sources can only name hosts listed in "
-                "RETRIEVAL_SOURCE_HOSTS (their connections cannot be held to the addresses "
-                "checked); use an https URL"
-            )
         addresses = await self._public_addresses(remote, text)
         if remote.scheme != "https":
+            if not self.hosts:
+                raise PermissionDenied(
+                    f"source {text!r}: ssh and git:// sources can only name hosts listed in "
+                    "RETRIEVAL_SOURCE_HOSTS (their connections cannot be held to the "
+                    "addresses checked); use an https URL"
+                )
             return ()
         pinned = ",".join(f"[{a}]" if a.version == 6 else str(a) for a in addresses)
         return (f"http.curloptResolve={remote.host}:{remote.port}:{pinned}", "http.proxy=")
