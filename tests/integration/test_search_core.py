@@ -35,10 +35,10 @@ async def test_exact_symbol_returns_its_definition_first(search_env: SearchEnv) 
     assert reply.streams.lexical == pb.STREAM_STATUS_OK
     assert reply.streams.symbol == pb.STREAM_STATUS_OK
     # RRF arithmetic: the fused score is the sum of 1 / (k + rank) over its streams, plus
-    # the pin of an exact match in case (2 levels), which keeps score and order in step.
+    # the pin of an exact match in case (3 levels), which keeps score and order in step.
     k = DEFAULT_RRF_K
     rrf = sum(1 / (k + p.rank) for p in top.provenance)
-    assert top.score == pytest.approx(2 * PIN_SCORE + rrf)
+    assert top.score == pytest.approx(3 * PIN_SCORE + rrf)
     others = [r for r in reply.results if "ParseConfig" not in r.qualified_name]
     assert others and all(r.score < PIN_SCORE for r in others)
 

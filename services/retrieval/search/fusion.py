@@ -164,9 +164,9 @@ def merge_stores(
     score first multiplied by its unit's weight (RETRIEVAL_LAYER_WEIGHTS; 1 when absent)
     and by `item_weight(item)` when given (test code, documents on code-shaped queries).
 
-    An exact symbol match then gets PIN_SCORE times its `exact` level (2, or 1 ignoring
-    case) added to its score, so the score a caller sees agrees with the pinned order (a
-    client that re-sorts on score keeps the pinning)."""
+    An exact symbol match then gets PIN_SCORE times its `exact` level (3; 2 for an `impl`
+    block; 1 ignoring case; search_sql.symbol_sql) added to its score, so the score a caller
+    sees agrees with the pinned order (a client that re-sorts on score keeps the pinning)."""
     items = [item for items in per_store for item in items]
     for item in items:
         if weights:

@@ -148,8 +148,10 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     0.3 in the transaction) is what lets the planner use the trigram GIN index.
 
     `exact` marks nodes the query names outright -- its bare name, its qualified name, or a
-    dotted suffix of it (`Server.Handle` names `pkg.Server.Handle`): 2 when the case agrees
-    too, 1 when it agrees only ignoring case (`Color` the class over `color` the method).
+    dotted suffix of it (`Server.Handle` names `pkg.Server.Handle`): 3 when the case agrees
+    too, 2 for an `impl` block that agrees (a Rust `impl Error` is named after the type it
+    implements: the type's definition comes first), 1 when it agrees only ignoring case
+    (`Color` the class over `color` the method).
     Those are candidates whatever their similarity (a short bare name is far, in trigrams,
     from a long qualified name), found through the lower(name) index, and lead the stream."""
     params = _Params()
@@ -163,7 +165,8 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     ident = params.add(named.lower())
     last = params.add((identifier.rsplit(".", 1)[-1] if identifier else named).lower())
     exact = (
-        f"CASE WHEN {_names(raw, 't.name', 't.qualified_name')} THEN 2 "
+        f"CASE WHEN {_names(raw, 't.name', 't.qualified_name')} AND t.kind <> 'impl' THEN 3 "
+        f"WHEN {_names(raw, 't.name', 't.qualified_name')} THEN 2 "
         f"WHEN {_names(ident, 'lower(t.name)', 'lower(t.qualified_name)')} THEN 1 ELSE 0 END"
     )
     sql = (
