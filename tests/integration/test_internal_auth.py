@@ -4,6 +4,7 @@ answer health checks without a token."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -257,6 +258,15 @@ async def _chunks() -> AsyncIterator[bytes]:
         yield chunk
 
 
+async def _late_chunks() -> AsyncIterator[bytes]:
+    """Requests sent only after a refusal on the call's metadata has arrived: a message
+    written while the server closes the call fails on the client with INTERNAL instead
+    (a race of the test, seen on a loaded machine), which would hide the status."""
+    await asyncio.sleep(0.5)
+    for chunk in (b"a", b"b"):
+        yield chunk
+
+
 def _methods(channel: grpc.aio.Channel) -> tuple[Any, Any, Any]:
     # No serializers: the generic handlers above take and return raw bytes.
     none: Any = None
@@ -281,8 +291,8 @@ async def test_streaming_methods_are_authenticated_too(streaming_host: str) -> N
         reply, collect, chat = _methods(channel)
         calls = {
             "unary-stream": lambda: _drain(reply(b"x", metadata=forged)),
-            "stream-unary": lambda: collect(_chunks(), metadata=forged),
-            "stream-stream": lambda: _drain(chat(_chunks(), metadata=forged)),
+            "stream-unary": lambda: collect(_late_chunks(), metadata=forged),
+            "stream-stream": lambda: _drain(chat(_late_chunks(), metadata=forged)),
         }
         for kind, call in calls.items():
             with pytest.raises(grpc.aio.AioRpcError) as caught:
