@@ -150,7 +150,10 @@ async def start_retrieval(
     engine = SearchEngine(
         pool, query_embedder, settings.search, settings.embedder_timeout_s, reranker
     )
-    heads = HeadProbe(settings.head_check_timeout_s, settings.head_cache_s)
+    # Freshness lookups reach sources too: they obey the same host policy.
+    heads = HeadProbe(
+        settings.head_check_timeout_s, settings.head_cache_s, hosts=indexer.host_policy
+    )
     servicer = RetrievalServicer(
         pool,
         jobs,

@@ -206,9 +206,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             indexer.data_dir,
             settings.local_roots,
         )
-        # Where remote sources may point; freshness lookups obey it too.
+        # Where remote sources may point (the HeadProbe got the same policy at start).
         self._hosts = indexer.host_policy
-        heads.use_policy(self._hosts)
 
     @property
     def _settings(self) -> IndexSettings:

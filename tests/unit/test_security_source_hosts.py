@@ -461,8 +461,7 @@ def test_without_a_pin_the_name_does_not_resolve() -> None:
 
 
 async def test_freshness_obeys_the_host_policy(tmp_path: Path) -> None:
-    probe = HeadProbe(timeout_s=5, ttl_s=0)
-    probe.use_policy(policy())
+    probe = HeadProbe(timeout_s=5, ttl_s=0, hosts=policy())
     for source in (
         "https://127.0.0.1/a/b",
         "https://localhost/a/b",

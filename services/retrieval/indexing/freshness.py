@@ -111,9 +111,8 @@ def compare(indexed: IndexedSource, head: str) -> HeadCheck:
 class HeadProbe:
     """Looks up sources' heads with a timeout, a short memory and bounded parallelism.
 
-    `hosts`: the host policy remote lookups obey (see the module docstring); the service
-    sets its configured one (use_policy) before serving. None: lookups are not restricted
-    (tests of local sources).
+    `hosts`: the host policy remote lookups obey (see the module docstring), the service's
+    configured one. None: lookups are not restricted (tests of local sources).
     """
 
     def __init__(
@@ -131,11 +130,6 @@ class HeadProbe:
         self._gate = asyncio.Semaphore(concurrency)
         # (source, branch) -> (when, head commit or the error's message)
         self._seen: dict[tuple[str, str], tuple[float, str, bool]] = {}
-
-    def use_policy(self, hosts: HostPolicy) -> None:
-        """Remote lookups from now on obey `hosts`; what was remembered is forgotten."""
-        self._hosts = hosts
-        self._seen = {}
 
     async def check(self, indexed: IndexedSource) -> HeadCheck:
         if indexed.source_kind == "dir":
