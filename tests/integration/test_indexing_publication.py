@@ -13,7 +13,7 @@ import pytest
 
 from cograph_api.access_rules import Viewer
 from cograph_api.embedder_client import EmbedderClient, Vectors
-from retrieval.indexing.indexer import Indexer, RepositoryRequest
+from retrieval.indexing.indexer import CollectionRequest, Indexer, RepositoryRequest
 from retrieval.indexing.jobs import Job
 from retrieval.indexing.summaries import ExtractiveSummarizer
 from retrieval.search.search_sql import Scope, symbol_sql
@@ -164,3 +164,98 @@ async def test_a_stopped_first_index_leaves_nothing_searchable(
     assert await _stored_texts(pool, "local/t/first") == {}  # nothing to read or grep yet
     await _index(pool, CountingEmbedder(embedder_client), root, tmp_path, "local/t/first")
     assert await _symbol_hits(pool, "read_text", "local/t/first") == ["pkg.util.read_text"]
+
+
+# ---- collections publish the same way ----
+
+
+async def _index_collection(
+    pool: asyncpg.Pool, embedder: CountingEmbedder, directory: Path, tmp_path: Path
+) -> None:
+    settings = IndexSettings.from_env(
+        Env(
+            {
+                "RETRIEVAL_EMBED_BATCH": "1",
+                "RETRIEVAL_EMBED_CONCURRENCY": "2",
+                "RETRIEVAL_WRITE_GROUP": "1",
+                "RETRIEVAL_EMBEDDER_WAIT_S": "0",
+            }
+        )
+    )
+    indexer = Indexer(pool, embedder, settings, ExtractiveSummarizer(), tmp_path / "data")
+    job = Job("job", "collection", "handbook")
+    await indexer.index_collection(CollectionRequest("handbook", directory=str(directory)), job)
+
+
+async def _published_chunks(pool: asyncpg.Pool) -> dict[str, str]:
+    """path -> the text of its chunks that a search reads (the published generation)."""
+    rows = await pool.fetch(
+        """
+        SELECT t.path, string_agg(t.body, ' ' ORDER BY t.start_line) AS body
+        FROM md_collection_chunks t JOIN collections c ON c.id = t.collection_id
+        WHERE c.name = 'handbook' AND t.generation <= c.published_generation
+        GROUP BY t.path
+        """
+    )
+    return {r["path"]: r["body"] for r in rows}
+
+
+async def _collection_texts(pool: asyncpg.Pool) -> dict[str, str]:
+    rows = await pool.fetch(
+        """
+        SELECT d.path, d.content FROM collection_document_contents d
+        JOIN collections c ON c.id = d.collection_id WHERE c.name = 'handbook'
+        """
+    )
+    return {r["path"]: r["content"] for r in rows}
+
+
+async def test_a_stopped_collection_run_leaves_the_previous_version(
+    retrieval_pool: asyncpg.Pool, embedder_client: EmbedderClient, tmp_path: Path
+) -> None:
+    pool = retrieval_pool
+    docs = tmp_path / "handbook"
+    write(docs, "billing.md", "# Billing\n\nCharges are retried three times.\n")
+    write(docs, "refunds.md", "# Refunds\n\nRefunds take five days.\n")
+    write(docs, "legacy.md", "# Legacy\n\nThe old invoice format.\n")
+    await _index_collection(pool, CountingEmbedder(embedder_client), docs, tmp_path)
+    before = await _published_chunks(pool)
+    assert set(before) == {"billing.md", "refunds.md", "legacy.md"}
+
+    write(docs, "billing.md", "# Billing\n\nCharges are retried by the zeppelin scheduler.\n")
+    write(docs, "payouts.md", "# Payouts\n\nPayouts go out on Fridays.\n")
+    (docs / "legacy.md").unlink()
+    # The embedder fails on the rewritten document: the new one is written, unpublished.
+    with pytest.raises(ExceptionGroup):
+        await _index_collection(pool, FailingOn(embedder_client, marker="zeppelin"), docs, tmp_path)
+    written = await pool.fetchval(
+        "SELECT count(*) FROM md_collection_chunks WHERE generation = 2 AND path = 'payouts.md'"
+    )
+    assert written > 0, "the stopped run wrote part of the new version"
+    assert await _published_chunks(pool) == before
+    texts = await _collection_texts(pool)
+    assert "zeppelin" not in texts["billing.md"] and "legacy.md" in texts
+    assert "payouts.md" not in texts
+
+    # The next run discards the stopped run's rows and publishes the new version whole.
+    await _index_collection(pool, CountingEmbedder(embedder_client), docs, tmp_path)
+    after = await _published_chunks(pool)
+    assert set(after) == {"billing.md", "refunds.md", "payouts.md"}
+    assert "zeppelin" in after["billing.md"] and after["refunds.md"] == before["refunds.md"]
+    texts = await _collection_texts(pool)
+    assert set(texts) == set(after) and "zeppelin" in texts["billing.md"]
+    # Nothing is left of the replaced chunks or of the stopped run.
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM md_collection_chunks t JOIN collections c "
+            "ON c.id = t.collection_id WHERE t.generation > c.published_generation"
+        )
+        == 0
+    )
+    assert await pool.fetchval("SELECT count(DISTINCT path) FROM md_collection_chunks") == 3
+    assert await pool.fetchval("SELECT count(*) FROM collection_document_contents_staged") == 0
+    counts = await pool.fetchrow(
+        "SELECT published_generation, document_count FROM collections WHERE name = 'handbook'"
+    )
+    assert counts is not None and counts["published_generation"] == 2  # the stopped 2 redone
+    assert counts["document_count"] == 3

@@ -100,3 +100,74 @@ async def publish_rows(
             repository_id,
             removed,
         )
+
+
+# ---- collections: the same scheme over chunks, documents and their staged texts ----
+
+
+async def begin_collection(conn: asyncpg.Connection, collection_id: int) -> int:
+    """The generation a collection run writes (caller's transaction, which locks the row):
+    what an abandoned run wrote above the published generation goes, and its documents
+    are marked changed so this run writes them again."""
+    published = await conn.fetchval(
+        "SELECT published_generation FROM collections WHERE id = $1 FOR UPDATE", collection_id
+    )
+    assert published is not None
+    await conn.execute(
+        "DELETE FROM md_collection_chunks WHERE collection_id = $1 AND generation > $2",
+        collection_id,
+        published,
+    )
+    await conn.execute(
+        "DELETE FROM collection_document_contents_staged WHERE collection_id = $1",
+        collection_id,
+    )
+    await conn.execute(
+        "UPDATE collection_documents SET content_hash = '' "
+        "WHERE collection_id = $1 AND generation > $2",
+        collection_id,
+        published,
+    )
+    return int(published) + 1
+
+
+async def publish_collection_rows(
+    conn: asyncpg.Connection, collection_id: int, generation: int, removed: list[str]
+) -> None:
+    """Deletes the chunks `generation` replaces (older chunks of the documents it rewrote,
+    every chunk of the `removed` ones), moves its staged texts into place and drops the
+    removed documents. Run it in the transaction that then switches the published
+    generation (index_store.finish_collection)."""
+    await conn.execute(
+        """
+        DELETE FROM md_collection_chunks t USING collection_documents d
+        WHERE t.collection_id = $1 AND t.generation < $2
+          AND d.collection_id = $1 AND d.path = t.path
+          AND (d.generation = $2 OR d.path = ANY($3::text[]))
+        """,
+        collection_id,
+        generation,
+        removed,
+    )
+    await conn.execute(
+        """
+        INSERT INTO collection_document_contents (collection_id, path, content, line_count)
+        SELECT collection_id, path, content, line_count
+        FROM collection_document_contents_staged
+        WHERE collection_id = $1 AND generation = $2
+        ON CONFLICT (collection_id, path) DO UPDATE SET
+            content = EXCLUDED.content, line_count = EXCLUDED.line_count
+        """,
+        collection_id,
+        generation,
+    )
+    await conn.execute(
+        "DELETE FROM collection_document_contents_staged WHERE collection_id = $1",
+        collection_id,
+    )
+    if removed:
+        await conn.execute(
+            "DELETE FROM collection_documents WHERE collection_id = $1 AND path = ANY($2::text[])",
+            collection_id,
+            removed,
+        )

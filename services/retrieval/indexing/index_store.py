@@ -47,10 +47,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
 
 _INSERT_COLLECTION_CHUNK = """
 INSERT INTO md_collection_chunks (collection_id, path, heading_path, start_line, end_line,
-    body, content_hash, updated_at, tsv, embedding)
+    body, content_hash, updated_at, tsv, embedding, generation)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
     setweight(to_tsvector('english', $9), 'A') || setweight(to_tsvector('english', $10), 'D'),
-    $11)
+    $11, $12)
 """
 
 
@@ -152,7 +152,7 @@ async def file_hashes(conn: asyncpg.Connection, repository_id: int) -> dict[str,
 
 
 def _content_rows(owner_id: int, payloads: Sequence[FilePayload]) -> list[tuple[Any, ...]]:
-    """Rows of _UPSERT_CONTENT: (owner, path, text, line count). PostgreSQL text holds no
+    """Staged text rows: (owner, path, text, line count). PostgreSQL text holds no
     NUL, so one (rare: binary files are skipped) is stored as U+FFFD."""
     rows = []
     for p in payloads:
@@ -166,13 +166,6 @@ def content_line_count(text: str) -> int:
     if not text:
         return 0
     return text.count("\n") + (0 if text.endswith("\n") else 1)
-
-
-_UPSERT_CONTENT = """
-INSERT INTO {table} ({key}, path, content, line_count) VALUES ($1, $2, $3, $4)
-ON CONFLICT ({key}, path) DO UPDATE SET
-    content = EXCLUDED.content, line_count = EXCLUDED.line_count
-"""
 
 
 _STAGE_CONTENT = """
@@ -486,45 +479,47 @@ async def document_hashes(conn: asyncpg.Connection, collection_id: int) -> dict[
 
 
 async def write_documents(
-    conn: asyncpg.Connection, collection_id: int, units: Sequence[WorkUnit]
+    conn: asyncpg.Connection, collection_id: int, units: Sequence[WorkUnit], generation: int
 ) -> None:
+    """Writes these documents' chunks as `generation`, beside the rows searches read until
+    the run is published (generations.publish_collection_rows); their texts are staged."""
     payloads: list[FilePayload] = [unit.payload for unit in units]
     async with conn.transaction():
-        await conn.execute(
-            "DELETE FROM md_collection_chunks WHERE collection_id = $1 AND path = ANY($2)",
+        await conn.execute(  # a document written twice in one run
+            "DELETE FROM md_collection_chunks WHERE collection_id = $1 AND path = ANY($2) "
+            "AND generation = $3",
             collection_id,
             [p.path for p in payloads],
+            generation,
         )
-        rows = [row for unit in units for row in _doc_rows(collection_id, unit)]
+        rows = [(*row, generation) for unit in units for row in _doc_rows(collection_id, unit)]
         if rows:
             await conn.executemany(_INSERT_COLLECTION_CHUNK, rows)
         await conn.executemany(
             """
             INSERT INTO collection_documents (collection_id, path, content_hash, chunk_count,
-                                              updated_at)
-            VALUES ($1, $2, $3, $4, $5)
+                                              updated_at, generation)
+            VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (collection_id, path) DO UPDATE SET
                 content_hash = EXCLUDED.content_hash, chunk_count = EXCLUDED.chunk_count,
-                updated_at = EXCLUDED.updated_at
+                updated_at = EXCLUDED.updated_at, generation = EXCLUDED.generation
             """,
-            [(collection_id, p.path, p.content_hash, len(p.docs), p.updated_at) for p in payloads],
+            [
+                (collection_id, p.path, p.content_hash, len(p.docs), p.updated_at, generation)
+                for p in payloads
+            ],
         )
         await conn.executemany(
-            _UPSERT_CONTENT.format(table="collection_document_contents", key="collection_id"),
-            _content_rows(collection_id, payloads),
+            """
+            INSERT INTO collection_document_contents_staged
+                (collection_id, path, content, line_count, generation)
+            VALUES ($1, $2, $3, $4, $5)
+            ON CONFLICT (collection_id, path) DO UPDATE SET
+                content = EXCLUDED.content, line_count = EXCLUDED.line_count,
+                generation = EXCLUDED.generation
+            """,
+            [(*row, generation) for row in _content_rows(collection_id, payloads)],
         )
-
-
-async def delete_documents(conn: asyncpg.Connection, collection_id: int, paths: list[str]) -> None:
-    if not paths:
-        return
-    async with conn.transaction():
-        for table in ("md_collection_chunks", "collection_documents"):
-            await conn.execute(
-                f"DELETE FROM {table} WHERE collection_id = $1 AND path = ANY($2::text[])",
-                collection_id,
-                paths,
-            )
 
 
 async def finish_collection(
@@ -533,12 +528,16 @@ async def finish_collection(
     *,
     heading_tree: str,
     terms: set[tuple[str, str]],
+    generation: int,
 ) -> None:
+    """The collection's terms, tree and counts, and the switch to `generation` (run in the
+    transaction that published its rows)."""
     async with conn.transaction():
         await replace_terms(conn, "collection_terms", "collection_id", collection_id, terms)
         await conn.execute(
             """
             UPDATE collections SET heading_tree = $2, indexed_at = now(),
+                published_generation = $3,
                 document_count = (SELECT count(*) FROM collection_documents
                                   WHERE collection_id = $1),
                 chunk_count = (SELECT count(*) FROM md_collection_chunks
@@ -547,4 +546,5 @@ async def finish_collection(
             """,
             collection_id,
             heading_tree,
+            generation,
         )

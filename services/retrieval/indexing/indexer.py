@@ -397,6 +397,8 @@ class Indexer:
                 await store.add_grants(
                     conn, [request.creator], collection_id=collection_id, role="write"
                 )
+            # The run's generation; what a stopped run left is discarded (generations.py).
+            generation = await generations.begin_collection(conn, collection_id)
             stored = await store.document_hashes(conn, collection_id)
         hashed = {
             path: (text, hashlib.sha256(text.encode()).hexdigest(), when)
@@ -420,21 +422,24 @@ class Indexer:
 
         async def write(units: Sequence[WorkUnit]) -> None:
             async with self._writing() as conn:
-                await store.write_documents(conn, collection_id, units)
+                await store.write_documents(conn, collection_id, units, generation)
             progress.files_done += len(units)
             progress.chunks += sum(len(u.payload.docs) for u in units)
 
         stats = await self._pipeline(progress).run(produce, write)
-        async with self._pool.acquire() as conn:
-            await store.delete_documents(conn, collection_id, removed)
+        progress.phase = "linking"
+        tree = heading_tree((path, text) for path, (text, _h, _w) in hashed.items())
+        # One transaction: the old chunks and removed documents go, the staged texts move
+        # into place, and the published generation switches.
+        async with self._pool.acquire() as conn, conn.transaction():
+            await generations.publish_collection_rows(conn, collection_id, generation, removed)
             progress.files_removed = len(removed)
-            progress.phase = "linking"
-            tree = heading_tree((path, text) for path, (text, _h, _w) in hashed.items())
             await store.finish_collection(
                 conn,
                 collection_id,
                 heading_tree=tree,
                 terms=collection_corpus(request.name, description, tree),
+                generation=generation,
             )
         return stats
 

@@ -61,7 +61,11 @@ def _source(store: Store, scope: Scope, params: _Params) -> tuple[str, list[str]
     """FROM clause (row alias `t`) and WHERE conditions for `store` under `scope`."""
     principal, admin = params.add(scope.viewer.principal_id), params.add(scope.viewer.admin)
     if store == "md_collections":
-        where = [collection_readable("c", principal, admin)]
+        # Only the collection's published chunks (indexing/generations.py).
+        where = [
+            collection_readable("c", principal, admin),
+            "t.generation <= c.published_generation",
+        ]
         if scope.collection is not None:
             where.append(f"c.name = {params.add(scope.collection)}")
         source = "md_collection_chunks t JOIN collections c ON c.id = t.collection_id"
