@@ -1,4 +1,4 @@
-"""Atomic publication of a repository's index: generations.
+"""Atomic publication of a repository's (and a collection's) index: generations.
 
 Every row of a repository's code store and repo_docs carries the generation (index run)
 that wrote it, and searches read only rows whose generation is at most the repository's
@@ -16,6 +16,10 @@ that wrote it, and searches read only rows whose generation is at most the repos
    one from it; a crash anywhere before leaves the previous version (or, for a first
    index, nothing) searchable. The run's file texts (what read and grep answer from) wait
    in file_contents_staged and move into file_contents in the same transaction.
+
+Collections run the same scheme (`begin_collection`, `publish_collection_rows`) over
+md_collection_chunks, collection_documents and collection_document_contents(_staged),
+switched by collections.published_generation.
 """
 
 from __future__ import annotations
