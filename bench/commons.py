@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.corpus import code_chunks
+from bench.databases import postgres_server
 from bench.embedder import CACHE
 from bench.internal_auth import signed_channel, with_secret
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
@@ -54,7 +55,6 @@ from commons.query import like_pattern
 from commons.ranking import RankingWeights, Strategy
 from commons.store import CommonsStore, SearchParams, configure_two_stage, search_args, search_sql
 from svckit.db import DbTimeouts, create_database, create_pool, drop_database
-from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 
@@ -467,20 +467,14 @@ async def post_figures(base: str, args: argparse.Namespace, workdir: Path) -> No
 
 
 async def run(args: argparse.Namespace) -> None:
-    base = os.environ.get("COGRAPH_DATABASE_URL")
-    with tempfile.TemporaryDirectory(prefix="commons-bench-") as tmp:
-        embedded: EmbeddedPostgres | None = None
-        if base is None:
-            embedded = EmbeddedPostgres(Path(tmp) / "data")
-            base = embedded.start()
-        try:
-            if args.mode in ("search", "all"):
-                await search_benchmark(base, args)
-            if args.mode in ("post", "all"):
-                await post_figures(base, args, Path(tmp))
-        finally:
-            if embedded is not None:
-                embedded.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="commons-bench-") as tmp,
+        postgres_server(Path(tmp)) as base,
+    ):
+        if args.mode in ("search", "all"):
+            await search_benchmark(base, args)
+        if args.mode in ("post", "all"):
+            await post_figures(base, args, Path(tmp))
 
 
 def main() -> None:

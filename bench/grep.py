@@ -47,23 +47,20 @@ import platform
 import re
 import sys
 import sysconfig
-import tempfile
 import time
-import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from bench.databases import scratch_database
 from cograph_api import limits
 from cograph_api.access_rules import Viewer
 from retrieval.app import MIGRATIONS
 from retrieval.search import reading
-from svckit.db import DbTimeouts, create_database, create_pool, drop_database
-from svckit.embedded import EmbeddedPostgres
+from svckit.db import DbTimeouts, create_pool
 from svckit.errors import DeadlineExceeded
 from svckit.migrations import migrate
 
@@ -645,27 +642,6 @@ def print_table(report: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- run
 
 
-@asynccontextmanager
-async def database(keep: bool) -> AsyncIterator[str]:
-    external = os.environ.get("COGRAPH_DATABASE_URL")
-    server: EmbeddedPostgres | None = None
-    with tempfile.TemporaryDirectory(prefix="bench-grep-") as tmp:
-        if external:
-            base = external
-        else:
-            server = EmbeddedPostgres(Path(tmp) / "pg")
-            base = server.start()
-        name = f"bench_grep_{uuid.uuid4().hex[:8]}"
-        url = await create_database(base, name)
-        try:
-            yield url
-        finally:
-            if not keep or server is not None:
-                await drop_database(base, name)
-            if server is not None:
-                server.stop()
-
-
 async def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Measured]]:
     root = Path(sysconfig.get_paths()["purelib"])
     started = time.perf_counter()
@@ -679,7 +655,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Measured]]
         "statement_runs": args.statement_runs,
         "grep_timeout_ms": reading.GREP_TIMEOUT_MS,
     }
-    async with database(args.keep) as url:
+    async with scratch_database("bench_grep", keep=args.keep) as url:
         await migrate(url, "retrieval", MIGRATIONS)
         conn = await asyncpg.connect(url)
         try:

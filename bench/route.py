@@ -27,23 +27,20 @@ import os
 import random
 import statistics
 import sysconfig
-import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 
+from bench.databases import scratch_database
 from bench.internal_auth import signed_channel, with_secret
 from cograph.router.v1 import router_pb2, router_pb2_grpc
 from cograph_api.access_rules import Viewer
 from router.app import MIGRATIONS, RouterApp, start_router
 from router.settings import RouterSettings
 from svckit.config import Env
-from svckit.db import create_database, drop_database
-from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -303,18 +300,8 @@ async def main() -> None:
     parser.add_argument("--collections", type=int, default=200)
     parser.add_argument("--iterations", type=int, default=240)
     args = parser.parse_args()
-    external = os.environ.get("COGRAPH_DATABASE_URL")
-    with tempfile.TemporaryDirectory(prefix="route-bench-") as tmp:
-        server = None if external else EmbeddedPostgres(Path(tmp) / "data")
-        server_url = external or (server.start() if server else "")
-        name = f"bench_route_{uuid.uuid4().hex[:8]}"
-        url = await create_database(server_url, name)
-        try:
-            await run(url, sorted(args.sizes), args.collections, args.iterations)
-        finally:
-            await drop_database(server_url, name)
-            if server is not None:
-                server.stop()
+    async with scratch_database("bench_route") as url:
+        await run(url, sorted(args.sizes), args.collections, args.iterations)
 
 
 if __name__ == "__main__":

@@ -36,13 +36,11 @@ import argparse
 import ast
 import asyncio
 import json
-import os
 import random
 import re
 import sysconfig
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -54,6 +52,7 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
+from bench.databases import scratch_database
 from bench.internal_auth import signed_channel, with_secret
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
@@ -68,8 +67,6 @@ from retrieval.search.lexemes import lexical_text
 from retrieval.search.search_sql import Scope
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
-from svckit.db import create_database, drop_database
-from svckit.embedded import EmbeddedPostgres
 from svckit.migrations import migrate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -494,26 +491,6 @@ async def explain_vector(conn: asyncpg.Connection, vector: Vectors, cap: int) ->
 
 
 @asynccontextmanager
-async def database() -> AsyncIterator[str]:
-    external = os.environ.get("COGRAPH_DATABASE_URL")
-    server: EmbeddedPostgres | None = None
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
-        if external:
-            base = external
-        else:
-            server = EmbeddedPostgres(Path(tmp) / "pg")
-            base = server.start()
-        name = f"bench_search_{uuid.uuid4().hex[:8]}"
-        url = await create_database(base, name)
-        try:
-            yield url
-        finally:
-            await drop_database(base, name)
-            if server is not None:
-                server.stop()
-
-
-@asynccontextmanager
 async def embedder() -> AsyncIterator[EmbedderApp]:
     settings = EmbedderSettings.from_env(
         Env(with_secret({"EMBEDDER_LISTEN": "127.0.0.1:0", "EMBEDDER_CACHE_DIR": str(MODEL_CACHE)}))
@@ -547,7 +524,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         flush=True,
     )
     rng = np.random.default_rng(args.seed)
-    async with database() as db_url, embedder() as embedder_app:
+    async with scratch_database("bench_search") as db_url, embedder() as embedder_app:
         await migrate(db_url, "retrieval", MIGRATIONS)
         embedder_addr = f"127.0.0.1:{embedder_app.port}"
         channel = signed_channel(embedder_addr)
