@@ -17,22 +17,122 @@ that wrote it, and searches read only rows whose generation is at most the repos
    index, nothing) searchable. The run's file texts (what read and grep answer from) wait
    in file_contents_staged and move into file_contents in the same transaction.
 
-Collections run the same scheme (`begin_collection`, `publish_collection_rows`) over
-md_collection_chunks, collection_documents and collection_document_contents(_staged),
-switched by collections.published_generation.
+Collections run the same scheme over md_collection_chunks, collection_documents and
+collection_document_contents(_staged), switched by collections.published_generation:
+`Published` names each kind's tables, and one set of statements serves both.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import asyncpg
+
+
+@dataclass(frozen=True)
+class Published:
+    """The tables one kind of index publishes by generation (names from code, never input)."""
+
+    owner: str  # the row holding published_generation
+    key: str  # the owner's id column in every other table
+    documents: str  # one row per file or document, with its content hash and generation
+    rows: tuple[str, ...]  # what searches read, filtered on generation
+    contents: str  # the texts read and grep answer from
+    staged: str  # a running index's texts, until it is published
+
+
+REPOSITORIES = Published(
+    "repositories",
+    "repository_id",
+    "files",
+    ("code_nodes", "repo_docs"),
+    "file_contents",
+    "file_contents_staged",
+)
+COLLECTIONS = Published(
+    "collections",
+    "collection_id",
+    "collection_documents",
+    ("md_collection_chunks",),
+    "collection_document_contents",
+    "collection_document_contents_staged",
+)
+
+
+async def _published(conn: asyncpg.Connection, kind: Published, owner_id: int) -> int:
+    """The published generation, its owner row locked (the caller's transaction)."""
+    published = await conn.fetchval(
+        f"SELECT published_generation FROM {kind.owner} WHERE id = $1 FOR UPDATE", owner_id
+    )
+    assert published is not None
+    return int(published)
+
+
+async def _discard(
+    conn: asyncpg.Connection, kind: Published, owner_id: int, published: int
+) -> None:
+    """Deletes what an abandoned run wrote above `published` and marks the documents it
+    had touched as changed (content hash ''), so they are indexed again."""
+    for table in kind.rows:
+        await conn.execute(
+            f"DELETE FROM {table} WHERE {kind.key} = $1 AND generation > $2",
+            owner_id,
+            published,
+        )
+    await conn.execute(f"DELETE FROM {kind.staged} WHERE {kind.key} = $1", owner_id)
+    await conn.execute(
+        f"UPDATE {kind.documents} SET content_hash = '' WHERE {kind.key} = $1 AND generation > $2",
+        owner_id,
+        published,
+    )
+
+
+async def _replace(
+    conn: asyncpg.Connection, kind: Published, owner_id: int, generation: int, removed: list[str]
+) -> None:
+    """Deletes the rows `generation` replaces (older rows of the documents it rewrote, every
+    row of the `removed` ones), moves its staged texts into place and drops the removed
+    documents."""
+    for table in kind.rows:
+        await conn.execute(
+            f"""
+            DELETE FROM {table} t USING {kind.documents} d
+            WHERE t.{kind.key} = $1 AND t.generation < $2
+              AND d.{kind.key} = $1 AND d.path = t.path
+              AND (d.generation = $2 OR d.path = ANY($3::text[]))
+            """,
+            owner_id,
+            generation,
+            removed,
+        )
+    # The run's texts become the ones read and grep answer from.
+    await conn.execute(
+        f"""
+        INSERT INTO {kind.contents} ({kind.key}, path, content, line_count)
+        SELECT {kind.key}, path, content, line_count FROM {kind.staged}
+        WHERE {kind.key} = $1 AND generation = $2
+        ON CONFLICT ({kind.key}, path) DO UPDATE SET
+            content = EXCLUDED.content, line_count = EXCLUDED.line_count
+        """,
+        owner_id,
+        generation,
+    )
+    await conn.execute(f"DELETE FROM {kind.staged} WHERE {kind.key} = $1", owner_id)
+    if removed:
+        await conn.execute(
+            f"DELETE FROM {kind.documents} WHERE {kind.key} = $1 AND path = ANY($2::text[])",
+            owner_id,
+            removed,
+        )
+
+
+# ---- repositories ----
 
 
 async def begin(conn: asyncpg.Connection, repository_id: int) -> int:
     """The generation this run writes (caller's transaction, which it locks the row in)."""
-    published = await conn.fetchval(
-        "SELECT published_generation FROM repositories WHERE id = $1 FOR UPDATE", repository_id
-    )
-    assert published is not None
+    published = await _published(conn, REPOSITORIES, repository_id)
+    # Edges first: cascading them row by row from code_nodes is the slow path.
     await conn.execute(
         """
         DELETE FROM code_edges e USING code_nodes n
@@ -41,27 +141,17 @@ async def begin(conn: asyncpg.Connection, repository_id: int) -> int:
         repository_id,
         published,
     )
-    for table in ("code_nodes", "repo_docs"):
-        await conn.execute(
-            f"DELETE FROM {table} WHERE repository_id = $1 AND generation > $2",
-            repository_id,
-            published,
-        )
-    await conn.execute("DELETE FROM file_contents_staged WHERE repository_id = $1", repository_id)
-    await conn.execute(
-        "UPDATE files SET content_hash = '' WHERE repository_id = $1 AND generation > $2",
-        repository_id,
-        published,
-    )
-    return int(published) + 1
+    await _discard(conn, REPOSITORIES, repository_id, published)
+    return published + 1
 
 
 async def publish_rows(
     conn: asyncpg.Connection, repository_id: int, generation: int, removed: list[str]
 ) -> None:
     """Deletes the rows `generation` replaces: older rows of the files it rewrote, and
-    every row of the `removed` files. Run it in the transaction that then switches the
-    published generation (index_store.finish_repository)."""
+    every row of the `removed` files; moves its staged texts into place. Run it in the
+    transaction that then switches the published generation
+    (index_store.finish_repository)."""
     await conn.execute(
         """
         DELETE FROM code_edges e USING code_nodes n, files f
@@ -73,105 +163,21 @@ async def publish_rows(
         generation,
         removed,
     )
-    for table in ("code_nodes", "repo_docs"):
-        await conn.execute(
-            f"""
-            DELETE FROM {table} t USING files f
-            WHERE t.repository_id = $1 AND t.generation < $2
-              AND f.repository_id = $1 AND f.path = t.path
-              AND (f.generation = $2 OR f.path = ANY($3::text[]))
-            """,
-            repository_id,
-            generation,
-            removed,
-        )
-    # The run's file texts become the ones read and grep answer from.
-    await conn.execute(
-        """
-        INSERT INTO file_contents (repository_id, path, content, line_count)
-        SELECT repository_id, path, content, line_count FROM file_contents_staged
-        WHERE repository_id = $1 AND generation = $2
-        ON CONFLICT (repository_id, path) DO UPDATE SET
-            content = EXCLUDED.content, line_count = EXCLUDED.line_count
-        """,
-        repository_id,
-        generation,
-    )
-    await conn.execute("DELETE FROM file_contents_staged WHERE repository_id = $1", repository_id)
-    if removed:
-        await conn.execute(
-            "DELETE FROM files WHERE repository_id = $1 AND path = ANY($2::text[])",
-            repository_id,
-            removed,
-        )
+    await _replace(conn, REPOSITORIES, repository_id, generation, removed)
 
 
-# ---- collections: the same scheme over chunks, documents and their staged texts ----
+# ---- collections ----
 
 
 async def begin_collection(conn: asyncpg.Connection, collection_id: int) -> int:
-    """The generation a collection run writes (caller's transaction, which locks the row):
-    what an abandoned run wrote above the published generation goes, and its documents
-    are marked changed so this run writes them again."""
-    published = await conn.fetchval(
-        "SELECT published_generation FROM collections WHERE id = $1 FOR UPDATE", collection_id
-    )
-    assert published is not None
-    await conn.execute(
-        "DELETE FROM md_collection_chunks WHERE collection_id = $1 AND generation > $2",
-        collection_id,
-        published,
-    )
-    await conn.execute(
-        "DELETE FROM collection_document_contents_staged WHERE collection_id = $1",
-        collection_id,
-    )
-    await conn.execute(
-        "UPDATE collection_documents SET content_hash = '' "
-        "WHERE collection_id = $1 AND generation > $2",
-        collection_id,
-        published,
-    )
-    return int(published) + 1
+    """The generation a collection run writes (caller's transaction, which locks the row)."""
+    published = await _published(conn, COLLECTIONS, collection_id)
+    await _discard(conn, COLLECTIONS, collection_id, published)
+    return published + 1
 
 
 async def publish_collection_rows(
     conn: asyncpg.Connection, collection_id: int, generation: int, removed: list[str]
 ) -> None:
-    """Deletes the chunks `generation` replaces (older chunks of the documents it rewrote,
-    every chunk of the `removed` ones), moves its staged texts into place and drops the
-    removed documents. Run it in the transaction that then switches the published
-    generation (index_store.finish_collection)."""
-    await conn.execute(
-        """
-        DELETE FROM md_collection_chunks t USING collection_documents d
-        WHERE t.collection_id = $1 AND t.generation < $2
-          AND d.collection_id = $1 AND d.path = t.path
-          AND (d.generation = $2 OR d.path = ANY($3::text[]))
-        """,
-        collection_id,
-        generation,
-        removed,
-    )
-    await conn.execute(
-        """
-        INSERT INTO collection_document_contents (collection_id, path, content, line_count)
-        SELECT collection_id, path, content, line_count
-        FROM collection_document_contents_staged
-        WHERE collection_id = $1 AND generation = $2
-        ON CONFLICT (collection_id, path) DO UPDATE SET
-            content = EXCLUDED.content, line_count = EXCLUDED.line_count
-        """,
-        collection_id,
-        generation,
-    )
-    await conn.execute(
-        "DELETE FROM collection_document_contents_staged WHERE collection_id = $1",
-        collection_id,
-    )
-    if removed:
-        await conn.execute(
-            "DELETE FROM collection_documents WHERE collection_id = $1 AND path = ANY($2::text[])",
-            collection_id,
-            removed,
-        )
+    """As publish_rows, for a collection (index_store.finish_collection then switches)."""
+    await _replace(conn, COLLECTIONS, collection_id, generation, removed)

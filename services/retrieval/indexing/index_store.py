@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from retrieval.indexing import generations
 from retrieval.indexing.pipeline import Vectors, WorkUnit
 from retrieval.indexing.records import FilePayload
 from retrieval.search.lexemes import lexical_text
@@ -168,13 +169,25 @@ def content_line_count(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-_STAGE_CONTENT = """
-INSERT INTO file_contents_staged (repository_id, path, content, line_count, generation)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (repository_id, path) DO UPDATE SET
-    content = EXCLUDED.content, line_count = EXCLUDED.line_count,
-    generation = EXCLUDED.generation
-"""
+async def _stage_contents(
+    conn: asyncpg.Connection,
+    kind: generations.Published,
+    owner_id: int,
+    payloads: Sequence[FilePayload],
+    generation: int,
+) -> None:
+    """The run's texts, staged: read and grep answer from the published ones until
+    generations publishes these."""
+    await conn.executemany(
+        f"""
+        INSERT INTO {kind.staged} ({kind.key}, path, content, line_count, generation)
+        VALUES ($1, $2, $3, $4, $5)
+        ON CONFLICT ({kind.key}, path) DO UPDATE SET
+            content = EXCLUDED.content, line_count = EXCLUDED.line_count,
+            generation = EXCLUDED.generation
+        """,
+        [(*row, generation) for row in _content_rows(owner_id, payloads)],
+    )
 
 
 async def write_files(
@@ -294,11 +307,7 @@ async def write_files(
                 for p in payloads
             ],
         )
-        # Staged: read and grep answer from file_contents, which publication updates.
-        await conn.executemany(
-            _STAGE_CONTENT,
-            [(*row, generation) for row in _content_rows(repository_id, payloads)],
-        )
+        await _stage_contents(conn, generations.REPOSITORIES, repository_id, payloads, generation)
 
 
 async def delete_files(conn: asyncpg.Connection, repository_id: int, paths: list[str]) -> None:
@@ -509,17 +518,7 @@ async def write_documents(
                 for p in payloads
             ],
         )
-        await conn.executemany(
-            """
-            INSERT INTO collection_document_contents_staged
-                (collection_id, path, content, line_count, generation)
-            VALUES ($1, $2, $3, $4, $5)
-            ON CONFLICT (collection_id, path) DO UPDATE SET
-                content = EXCLUDED.content, line_count = EXCLUDED.line_count,
-                generation = EXCLUDED.generation
-            """,
-            [(*row, generation) for row in _content_rows(collection_id, payloads)],
-        )
+        await _stage_contents(conn, generations.COLLECTIONS, collection_id, payloads, generation)
 
 
 async def finish_collection(
