@@ -24,8 +24,8 @@ from cograph.router.v1 import router_pb2, router_pb2_grpc
 from retrieval.app import start_retrieval
 from svckit import requestctx
 from svckit.clients import dial, signed_metadata
-from svckit.internal_auth import AUTH_HEADER, Claims, TokenSigner, TokenVerifier
-from svckit.server import GrpcHost
+from svckit.internal_auth import AUTH_HEADER, Claims, TokenSigner
+from tests.integration.support.generic_host import generic_host
 from tests.integration.support.retrieval import retrieval_settings
 from tests.integration.support.stacks import Stack, gateway_stack
 from tests.internal_auth import SIGNER, TEST_SECRET, signed_channel
@@ -233,24 +233,15 @@ async def _chat(requests: AsyncIterator[bytes], context: Any) -> Any:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def streaming_host() -> AsyncIterator[str]:
-    handlers = grpc.method_handlers_generic_handler(
+    async with generic_host(
         "test.Streams",
         {
             "Reply": grpc.unary_stream_rpc_method_handler(_stream_reply),
             "Collect": grpc.stream_unary_rpc_method_handler(_collect),
             "Chat": grpc.stream_stream_rpc_method_handler(_chat),
         },
-    )
-    host = GrpcHost(
-        ["test.Streams"],
-        [lambda server: server.add_generic_rpc_handlers((handlers,))],
-        verifier=TokenVerifier(TEST_SECRET.encode()),
-    )
-    await host.start()
-    try:
-        yield f"127.0.0.1:{host.port}"
-    finally:
-        await host.stop()
+    ) as address:
+        yield address
 
 
 async def _chunks() -> AsyncIterator[bytes]:

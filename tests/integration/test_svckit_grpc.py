@@ -31,11 +31,10 @@ from svckit.errors import (
     Unavailable,
     reason_of,
 )
-from svckit.internal_auth import TokenVerifier
 from svckit.logs import JsonFormatter
-from svckit.server import GrpcHost
 from tests.integration.support.embedders import embedder_settings
-from tests.internal_auth import SIGNER, TEST_SECRET, signed_channel, signed_metadata
+from tests.integration.support.generic_host import generic_host
+from tests.internal_auth import SIGNER, signed_channel, signed_metadata
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -94,19 +93,10 @@ async def _fail(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> 
 @pytest_asyncio.fixture(loop_scope="session")
 async def failing_host() -> AsyncIterator[str]:
     """A real svckit host (its interceptors map the errors) whose one method fails."""
-    handlers = grpc.method_handlers_generic_handler(
+    async with generic_host(
         "test.Errors", {"Fail": grpc.unary_unary_rpc_method_handler(_fail)}
-    )
-    host = GrpcHost(
-        ["test.Errors"],
-        [lambda server: server.add_generic_rpc_handlers((handlers,))],
-        verifier=TokenVerifier(TEST_SECRET.encode()),
-    )
-    await host.start()
-    try:
-        yield f"127.0.0.1:{host.port}"
-    finally:
-        await host.stop()
+    ) as address:
+        yield address
 
 
 async def _failure(address: str, kind: bytes) -> grpc.aio.AioRpcError:
