@@ -15,8 +15,8 @@ Sources come from API callers, so every git process is started the same guarded 
 - no HTTP redirects (`http.followRedirects=false`): a redirect would lead to a host the
   source policy never checked;
 - the network configuration the source policy returned for a source (its https fetches
-  pinned to the addresses it checked, no proxy), given per call (`config`) or for every
-  git call in a block (`network_config`, e.g. a whole index job).
+  pinned to the addresses it checked, no proxy), given to the calls that reach the
+  network (`config`).
 
 Callers put `--` before positional arguments that come from a request; this module only
 builds the command line around them.
@@ -25,14 +25,12 @@ builds the command line around them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import os
 import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 NETWORK_PROTOCOLS = ("https", "ssh", "git")
@@ -61,10 +59,6 @@ _HARDENING = (
     "submodule.recurse=false",
     "-c",
     "http.followRedirects=false",
-)
-# `key=value` entries given with -c to every git call in the current context (a job).
-_NETWORK_CONFIG: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
-    "git_network_config", default=()
 )
 # Inherited variables kept: where the operator's own configuration and CA bundle live.
 _KEPT_GIT_VARIABLES = frozenset(
@@ -117,21 +111,10 @@ def git_environment(
     return env
 
 
-@contextlib.contextmanager
-def network_config(config: Sequence[str]) -> Iterator[None]:
-    """Every git call made in this block, on this task or the threads it starts with
-    asyncio.to_thread (which copy the context), gets `config` (`key=value` entries)."""
-    token = _NETWORK_CONFIG.set((*_NETWORK_CONFIG.get(), *config))
-    try:
-        yield
-    finally:
-        _NETWORK_CONFIG.reset(token)
-
-
 def git_command(
     args: Sequence[str], cwd: Path | None = None, config: Sequence[str] = ()
 ) -> list[str]:
-    extra = [part for entry in (*_NETWORK_CONFIG.get(), *config) for part in ("-c", entry)]
+    extra = [part for entry in config for part in ("-c", entry)]
     return [
         "git",
         *_HARDENING,
@@ -227,9 +210,12 @@ def run_git_text(
     timeout_s: float = QUICK_TIMEOUT_S,
     allow_file: bool = False,
     ceiling: Path | None = None,
+    config: Sequence[str] = (),
 ) -> str:
     """run_git's stdout as stripped text."""
-    out = run_git(args, cwd, timeout_s=timeout_s, allow_file=allow_file, ceiling=ceiling)
+    out = run_git(
+        args, cwd, timeout_s=timeout_s, allow_file=allow_file, ceiling=ceiling, config=config
+    )
     return out.decode(errors="replace").strip()
 
 

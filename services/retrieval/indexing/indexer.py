@@ -28,7 +28,6 @@ from cograph_api.embedder_client import EmbedderUnavailable
 from cograph_api.embedding_space import EmbeddingSpace, SpaceMismatch
 from retrieval.indexing import generations
 from retrieval.indexing import index_store as store
-from retrieval.indexing.git import network_config
 from retrieval.indexing.jobs import Job, Progress
 from retrieval.indexing.linking import compute_links
 from retrieval.indexing.markdown import heading_tree, is_markdown
@@ -236,18 +235,18 @@ class Indexer:
         # to the addresses checked).
         pinned = await self._hosts.check(request.source, admin=job.requester.admin)
         progress.phase = "fetching"
-        with network_config(pinned):
-            checkout = await asyncio.to_thread(
-                functools.partial(
-                    materialize,
-                    request.source,
-                    request.slug,
-                    request.branch,
-                    self._data_dir,
-                    local=self._local,
-                    limits=self._git,
-                )
+        checkout = await asyncio.to_thread(
+            functools.partial(
+                materialize,
+                request.source,
+                request.slug,
+                request.branch,
+                self._data_dir,
+                local=self._local,
+                limits=self._git,
+                network=pinned,
             )
+        )
         progress.phase = "listing"
         listing = await asyncio.to_thread(
             list_files, checkout, SkipRules(self._settings.max_file_bytes)

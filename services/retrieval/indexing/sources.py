@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -81,9 +82,12 @@ def git(
     timeout: float = QUICK_TIMEOUT_S,
     allow_file: bool = False,
     ceiling: Path | None = None,
+    config: Sequence[str] = (),
 ) -> str:
     """Runs git through the service's one guarded runner (retrieval.indexing.git)."""
-    return run_git_text(args, root, timeout_s=timeout, allow_file=allow_file, ceiling=ceiling)
+    return run_git_text(
+        args, root, timeout_s=timeout, allow_file=allow_file, ceiling=ceiling, config=config
+    )
 
 
 def is_url(source: str) -> bool:
@@ -208,10 +212,18 @@ def _default_branch(dest: Path, ceiling: Path) -> str:
 
 
 def _clone_or_update(
-    url: str, dest: Path, branch: str, *, allow_file: bool, limits: GitLimits
+    url: str,
+    dest: Path,
+    branch: str,
+    *,
+    allow_file: bool,
+    limits: GitLimits,
+    network: Sequence[str] = (),
 ) -> None:
+    """Clones `url` into `dest`, or fetches it there; `network` is the git configuration
+    the source policy returned for it (given to the calls that reach the remote)."""
     ceiling = dest.parent
-    network = limits.network_timeout_s
+    timeout = limits.network_timeout_s
     if dest.exists() and _is_our_clone(dest):
         origin = git(dest, "config", "--get", "remote.origin.url", ceiling=ceiling)
         if origin != url:
@@ -223,9 +235,10 @@ def _clone_or_update(
         git(
             dest,
             *("fetch", "--prune", "--no-tags", "--", "origin"),
-            timeout=network,
+            timeout=timeout,
             allow_file=allow_file,
             ceiling=ceiling,
+            config=network,
         )
         target = branch or _default_branch(dest, ceiling)
         git(dest, "checkout", "-q", "-B", target, f"origin/{target}", "--", ceiling=ceiling)
@@ -236,7 +249,16 @@ def _clone_or_update(
     if branch:
         args += ["--branch", branch]
     try:
-        git(None, *args, "--", url, str(dest), timeout=network, allow_file=allow_file)
+        git(
+            None,
+            *args,
+            "--",
+            url,
+            str(dest),
+            timeout=timeout,
+            allow_file=allow_file,
+            config=network,
+        )
     except GitError:
         shutil.rmtree(dest, ignore_errors=True)  # a half-made clone is never reused
         raise
@@ -250,20 +272,25 @@ def materialize(
     *,
     local: LocalPolicy | None = None,
     limits: GitLimits | None = None,
+    network: Sequence[str] = (),
 ) -> Checkout:
     """Resolves a source to a readable tree, cloning or fetching URLs into the data dir.
 
     `source` and `branch` are checked again here (source_policy), and a local source
     against `local` when given, so nothing reaches git unchecked whoever calls this. A
     local git repository whose checked-out branch differs from the requested one is cloned
-    too, so the index never switches branches under the user's working tree.
+    too, so the index never switches branches under the user's working tree. `network`:
+    the git configuration the source policy returned for a remote source (its https
+    fetches pinned to the addresses it checked, no proxy).
     """
     limits = limits or GitLimits()
     checked = parse_source(source)
     branch = check_branch(branch)
     if checked.kind == "remote":
         dest = clone_dir(data_dir, slug)
-        _clone_or_update(checked.text, dest, branch, allow_file=False, limits=limits)
+        _clone_or_update(
+            checked.text, dest, branch, allow_file=False, limits=limits, network=network
+        )
         return _git_checkout(dest, "url", ceiling=dest.parent)
     assert checked.path is not None
     path = _local_directory(checked.path, local)
