@@ -1,8 +1,11 @@
 """Snippets: bounded excerpts that make results cite-able within a token budget.
 
 Centred on the first query-term match, head-anchored when the text has none (a vector-only
-hit often has no literal match), `width` characters (default 600, 80..4000), truncation
-always flagged. Matching is case-insensitive and identifier-aware: the query word
+hit often has no literal match), at most `width` characters (default
+`cograph_api.limits.SNIPPET_CHARS_DEFAULT`, 80..4000), cut at line boundaries where a
+newline is near enough and character by character otherwise (one very long line),
+truncation always flagged. A snippet is a preview to judge and cite a result by; the full
+range is one `cograph_read` away. Matching is case-insensitive and identifier-aware: the query word
 `ParseConfig` also finds `parse_config`, `parse-config` and `parseconfig`.
 
 Pure: no I/O.
@@ -21,6 +24,9 @@ _JOIN = r"[_\-\s.]?"  # how identifier parts may be glued in text
 # When the window would start mid-line, it moves to the next line start if that costs at
 # most this share of the window and keeps the match inside: excerpts read better.
 _LINE_SNAP_SHARE = 0.2
+# When the window would end mid-line, it ends with the last complete line inside it if
+# that keeps the match and at least this share of the width; otherwise it cuts the line.
+_LINE_END_KEEP_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +74,29 @@ def first_match(text: str, query: str) -> tuple[int, int] | None:
 
 def make_snippet(text: str, query: str, width: int) -> Snippet:
     """An excerpt of at most `width` characters, centred on the first query-term match,
-    falling back to the head when nothing matches literally."""
+    falling back to the head when nothing matches literally; it starts and ends at line
+    boundaries when a newline is close enough, and `truncated` says whether anything of
+    `text` is left out."""
     if width < 1:
         raise ValueError("width must be positive")
     if len(text) <= width:
         return Snippet(text, False)
     match = first_match(text, query)
     if match is None:
-        return Snippet(text[:width], True)
-    start, end = match
-    centre = (start + end) // 2
-    lo = max(0, min(centre - width // 2, len(text) - width))
-    if lo > 0:
-        newline = text.find("\n", lo, lo + int(width * _LINE_SNAP_SHARE))
-        if newline != -1 and newline + 1 <= start and newline + 1 + width >= end:
-            lo = newline + 1
+        lo, end = 0, 0
+    else:
+        start, end = match
+        centre = (start + end) // 2
+        lo = max(0, min(centre - width // 2, len(text) - width))
+        if lo > 0 and text[lo - 1] != "\n":
+            newline = text.find("\n", lo, lo + int(width * _LINE_SNAP_SHARE))
+            if newline != -1 and newline + 1 <= start and newline + 1 + width >= end:
+                lo = newline + 1
     hi = min(len(text), lo + width)
+    if hi < len(text) and text[hi] != "\n":
+        # End before the newline that closes the last complete line (the newline itself
+        # would only cost a token).
+        newline = text.rfind("\n", lo, hi)
+        if newline != -1 and newline >= end and newline - lo >= width * _LINE_END_KEEP_SHARE:
+            hi = newline
     return Snippet(text[lo:hi], lo > 0 or hi < len(text))
