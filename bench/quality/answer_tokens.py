@@ -9,8 +9,12 @@ the gateway answers REST and MCP (proto_json.to_json, then search_forms.answer_f
 search_forms.dumps: compact unless verbose, JSON with no spaces, as the web framework and the
 MCP tools write it). Per configuration:
 
-- `verbose top_k 10`: the full answer (what the first build returned), top_k 10;
-- `compact top_k N`: today's default answer, top_k N (10 is the default);
+- `verbose top_k 10`: the full answer with 600-character snippets (what the first build
+  returned: its default width), top_k 10; the baseline of every ratio;
+- `compact top_k N`: today's default answer (the service's default snippet width), top_k N
+  (10 is the default);
+- `compact top_k 10 snippet_chars W`: the compact default answer with snippets of at most
+  W characters (the ranking does not depend on the width: same results, MRR and Recall);
 - `compact max_tokens B`: the compact answer under a hard budget of B tokens.
 
 The serialized JSON is counted with the service's counter (cograph_api.tokens: cl100k_base),
@@ -55,11 +59,18 @@ class Shape:
     top_k: int | None = None
     max_tokens: int | None = None
     verbose: bool = False
+    snippet_chars: int | None = None  # None: the service's default
 
+
+BASELINE = "verbose top_k 10"
+DEFAULT = "compact top_k 10"
+# Snippet widths measured on the compact default answer.
+WIDTHS: tuple[int, ...] = (600, 480, 400, 360, 300)
 
 SHAPES: tuple[Shape, ...] = (
-    Shape("verbose top_k 10", top_k=10, verbose=True),
-    Shape("compact top_k 10", top_k=10),
+    Shape(BASELINE, top_k=10, verbose=True, snippet_chars=600),
+    Shape(DEFAULT, top_k=10),
+    *(Shape(f"{DEFAULT} snippet_chars {w}", top_k=10, snippet_chars=w) for w in WIDTHS),
     Shape("compact top_k 5", top_k=5),
     Shape("compact top_k 3", top_k=3),
     Shape("compact max_tokens 500", max_tokens=500),
@@ -193,7 +204,13 @@ async def _search(stack: Stack, text: str, shape: Shape) -> retrieval_pb2.Search
         request.top_k = shape.top_k
     if shape.max_tokens is not None:
         request.max_tokens = shape.max_tokens
+    if shape.snippet_chars is not None:
+        request.snippet_chars = shape.snippet_chars
     return await stack.stub.Search(request, timeout=120.0)
+
+
+# top_k, max_tokens, verbose under a budget, snippet_chars: what changes the reply.
+_ReplyKey = tuple[int | None, int | None, bool, int | None]
 
 
 async def measure_query(
@@ -201,10 +218,11 @@ async def measure_query(
 ) -> dict[str, Sample]:
     is_answer = matcher(query.answer)
     out: dict[str, Sample] = {}
-    replies: dict[tuple[int | None, int | None, bool], retrieval_pb2.SearchResponse] = {}
+    replies: dict[_ReplyKey, retrieval_pb2.SearchResponse] = {}
     for shape in SHAPES:
         # Without a budget the form does not change the results: one call, two bodies.
-        key = (shape.top_k, shape.max_tokens, shape.verbose and shape.max_tokens is not None)
+        budgeted_verbose = shape.verbose and shape.max_tokens is not None
+        key = (shape.top_k, shape.max_tokens, budgeted_verbose, shape.snippet_chars)
         if key not in replies:
             replies[key] = await _search(stack, query.text, shape)
         reply = replies[key]
@@ -216,7 +234,7 @@ async def measure_query(
         out[shape.name] = Sample(
             first_rank(rows, is_answer), len(rows), count(body), len(body), reply.tokens, snippets
         )
-        if shape.name in ("verbose top_k 10", "compact top_k 10"):
+        if shape.name in (BASELINE, DEFAULT):
             texts.append(body)
     return out
 
@@ -256,7 +274,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "query_seconds": query_s,
         "total_seconds": time.perf_counter() - started,
         "summaries": [asdict(s) for s in summaries],
-        "compact_vs_verbose": ratio(by_name["compact top_k 10"], by_name["verbose top_k 10"]),
+        "compact_vs_verbose": ratio(by_name[DEFAULT], by_name[BASELINE]),
+        "vs_verbose": {
+            s.name: ratio(by_name[s.name], by_name[BASELINE]) for s in SHAPES if not s.verbose
+        },
         "counter_error": [
             asdict(counter_error(name, texts, other, count))
             for name, other in (
@@ -274,21 +295,23 @@ def render(result: dict[str, Any]) -> str:
         "tokens = cl100k_base tokens of the serialized JSON answer",
         "",
         "| answer | answers found | mean results | mean tokens | answers / 1k tokens | "
-        "MRR@10 | Recall@10 | mean response.tokens | JSON over budget | snippet share |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "MRR@10 | Recall@10 | mean response.tokens | JSON over budget | snippet share | "
+        "vs verbose |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    vs = result.get("vs_verbose", {})
     for s in result["summaries"]:
+        times = f"{vs[s['shape']]:.2f}x" if s["shape"] in vs else "1.00x"
         lines.append(
             f"| {s['shape']} | {s['answers_found']} | {s['mean_results']:.1f} | "
             f"{s['mean_tokens']:.0f} | {s['answers_per_1k_tokens']:.3f} | {s['mrr']:.3f} | "
             f"{s['recall']:.3f} | {s['mean_service_tokens']:.0f} | "
             f"{s['over_budget'] if 'max_tokens' in s['shape'] else '-'} | "
-            f"{s['snippet_share']:.0%} |"
+            f"{s['snippet_share']:.0%} | {times} |"
         )
     lines += [
         "",
-        f"compact top_k 10 vs verbose top_k 10: {result['compact_vs_verbose']:.2f}x answers "
-        "per token",
+        f"{DEFAULT} vs {BASELINE}: {result['compact_vs_verbose']:.2f}x answers per token",
         "",
         "| counter | answers | vs cl100k, total | mean abs error | answers counted lower |",
         "|---|---|---|---|---|",

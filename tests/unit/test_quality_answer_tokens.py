@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 
 from bench.quality.answer_tokens import (
+    BASELINE,
+    DEFAULT,
+    SHAPES,
+    WIDTHS,
     Sample,
     answer_json,
     counter_error,
     first_rank,
     quarter_chars,
     ratio,
+    render,
     summarize,
 )
 from bench.quality.search_client import Row
@@ -103,3 +109,30 @@ def test_summarize_counts_answers_over_the_budget() -> None:
     assert s.over_budget == 1
     assert s.mean_service_tokens == pytest.approx(415.0)
     assert summarize("x", samples).over_budget == 0
+
+
+def test_shapes_pin_the_baseline_width_and_measure_each_width() -> None:
+    by_name = {s.name: s for s in SHAPES}
+    assert len(by_name) == len(SHAPES)
+    baseline = by_name[BASELINE]
+    assert baseline.verbose and baseline.top_k == 10 and baseline.snippet_chars == 600
+    assert by_name[DEFAULT].snippet_chars is None  # the service's default width
+    for width in WIDTHS:
+        shape = by_name[f"{DEFAULT} snippet_chars {width}"]
+        assert (shape.top_k, shape.snippet_chars, shape.verbose) == (10, width, False)
+
+
+def test_render_shows_each_ratio_against_the_baseline() -> None:
+    base = summarize(BASELINE, [Sample(1, 10, 4000, 0)])
+    wide = summarize(DEFAULT, [Sample(1, 10, 2000, 0)])
+    narrow = summarize(f"{DEFAULT} snippet_chars 300", [Sample(1, 10, 1000, 0)])
+    result = {
+        "queries": 1,
+        "summaries": [asdict(s) for s in (base, wide, narrow)],
+        "compact_vs_verbose": ratio(wide, base),
+        "vs_verbose": {DEFAULT: ratio(wide, base), narrow.shape: ratio(narrow, base)},
+        "counter_error": [],
+    }
+    text = render(result)
+    assert "| 1.00x |" in text and "| 2.00x |" in text and "| 4.00x |" in text
+    assert f"{DEFAULT} vs {BASELINE}: 2.00x" in text
