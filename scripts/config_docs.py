@@ -436,7 +436,10 @@ META: dict[str, Meta] = {
         "`false` runs the streams one after another (for benchmarks)."
     ),
     "RETRIEVAL_TOP_K": Meta("Results a search returns when the request does not say."),
-    "RETRIEVAL_SNIPPET_CHARS": Meta("Snippet width when the request does not say."),
+    "RETRIEVAL_SNIPPET_CHARS": Meta(
+        "Most characters of a snippet when the request does not say (snippets are cut at "
+        "line boundaries where possible)."
+    ),
     "RETRIEVAL_LAYER_WEIGHTS": Meta(
         "Multipliers on fused scores by layer before the stores merge, e.g. "
         "`ast_summary=0.8,repo_doc=1.2`; unset layers weigh 1.",
@@ -469,6 +472,11 @@ META: dict[str, Meta] = {
     "RETRIEVAL_TEST_CODE_WEIGHT": Meta(
         "Multiplier on the fused score of code under a test path (`tests/`, `test_*.py`, "
         "`*_test.go`, `*.test.js`, `*Test.java`, …), so tests do not crowd the code they test."
+    ),
+    "RETRIEVAL_OVERLOAD_SUMMARIES": Meta(
+        "`shared`: a summary row of an overloaded name (`f`, `f#2` in one file) gives its place "
+        "in a stream to the overload whose code ranks best there (documentation ranks the "
+        "group, code the member); `own`: each overload's summary ranks as its own candidate."
     ),
     "RETRIEVAL_CODE_QUERY_DOC_WEIGHT": Meta(
         "Multiplier on repository documents' fused scores for identifier and signature "

@@ -31,10 +31,13 @@ SEARCH_QUERY_MAX_CHARS: Final = 4000
 TOP_K_MIN: Final = 1
 TOP_K_MAX: Final = 100
 TOP_K_DEFAULT: Final = 10
-# The snippet width callers may ask for: 80..4000 characters, default 600.
+# The snippet width callers may ask for: 80..4000 characters, default 360. A snippet is a
+# preview cut at line boundaries (cograph_read returns any range in full); 360 is the
+# widest that gives twice the answers per token of the first build's verbose answer
+# (bench/RESULTS.md, "Answers per token").
 SNIPPET_CHARS_MIN: Final = 80
 SNIPPET_CHARS_MAX: Final = 4000
-SNIPPET_CHARS_DEFAULT: Final = 600
+SNIPPET_CHARS_DEFAULT: Final = 360
 Layer = Literal["code", "ast", "ast_summary", "repo_doc", "md_collection"]
 LAYERS: Final[tuple[Layer, ...]] = get_args(Layer)
 LAYERS_MAX: Final = len(LAYERS)

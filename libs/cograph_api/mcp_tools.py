@@ -256,7 +256,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "minimum": models.SNIPPET_MIN,
                 "maximum": models.SNIPPET_MAX,
                 "default": models.SNIPPET_DEFAULT,
-                "description": "Width of each snippet in characters.",
+                "description": "Most characters of each snippet, cut at line "
+                "boundaries: a preview to judge and cite a result; cograph_read returns "
+                "the full range.",
             },
             "include_graph": {
                 "type": "boolean",

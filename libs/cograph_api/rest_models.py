@@ -92,7 +92,12 @@ class SearchRequest(Body):
         None, ge=L.TOP_K_MIN, le=L.TOP_K_MAX, description="Results to return."
     )
     snippet_chars: StrictInt | None = Field(
-        None, ge=SNIPPET_MIN, le=SNIPPET_MAX, description="Snippet width in characters."
+        None,
+        ge=SNIPPET_MIN,
+        le=SNIPPET_MAX,
+        description="Most characters of each snippet (default "
+        f"{SNIPPET_DEFAULT}), cut at line boundaries where possible: a preview; read the "
+        "range for more.",
     )
     include_graph: StrictBool | None = Field(
         None, description="Add callers, callees and containers (repository-scoped queries)."

@@ -87,12 +87,21 @@ def test_lexical_query_text() -> None:
     assert many.count("&") == 45 and "word10" not in many
 
 
+def test_the_default_snippet_width_comes_from_the_environment() -> None:
+    wide = SearchSettings.from_env(Env({"RETRIEVAL_SNIPPET_CHARS": "600"}))
+    assert build_query(wide, text="q").snippet_chars == 600
+    assert build_query(wide, text="q", snippet_chars=80).snippet_chars == 80  # asked wins
+    for bad in ("79", "4001", "wide"):
+        with pytest.raises(ConfigError):
+            SearchSettings.from_env(Env({"RETRIEVAL_SNIPPET_CHARS": bad}))
+
+
 def test_build_query_defaults_and_edges() -> None:
     query = build_query(SETTINGS, text="  ParseConfig ")
     assert (query.text, query.top_k, query.snippet_chars, query.layers) == (
         "ParseConfig",
         10,
-        600,
+        360,
         BROAD,
     )
     assert build_query(SETTINGS, text="q", top_k=1, snippet_chars=80).top_k == 1

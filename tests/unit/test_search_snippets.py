@@ -116,6 +116,8 @@ def test_random_texts_keep_the_contract(seed: int) -> None:
         assert snippet.truncated == (len(snippet.text) < len(text))
         if len(text) <= width:
             assert snippet.text == text
+        else:  # a cut keeps at least half the width
+            assert len(snippet.text) >= width // 2
         match = first_match(text, query)
         if match is not None and match[1] - match[0] <= width // 2:
             assert text[match[0] : match[1]] in snippet.text

@@ -1038,7 +1038,9 @@ class SearchRequest(_message.Message):
     top_k: _builtins.int
     """Results to return, 1..100; 10 when unset."""
     snippet_chars: _builtins.int
-    """Snippet width in characters, 80..4000; 600 when unset."""
+    """Most characters of each snippet, 80..4000; the service default (360) when unset.
+    Snippets are cut at line boundaries where possible.
+    """
     include_graph: _builtins.bool
     """Add callers, callees and parent containers of code results (needs repo)."""
     skip_rerank: _builtins.bool
