@@ -240,6 +240,7 @@ def _prefixed(c: Candidates, n: int, modules: set[int]) -> Candidates:
                     h.span.start_line,
                     h.span.end_line,
                     getattr(h.span, "kind", "") or ("module" if h.id in modules else ""),
+                    getattr(h.span, "qualified_name", ""),
                 )
                 if h.span
                 else None,

@@ -47,6 +47,7 @@ class Span:
     start_line: int
     end_line: int
     kind: str = ""  # module, class, function, ...
+    qualified_name: str = ""  # `#N` marks a repeated name in one file (overloads)
 
     def covers(self, other: Span) -> bool:
         """A wider range in the same file; on the same range, a container kind over a

@@ -1,7 +1,8 @@
 """From stream lists to one ranked list: the fusion a query gets, decided by its class.
 
 `plan_fusion` reads the query's class (query_class.py) and the settings into a
-`FusionPlan`; `rank` applies it: weighted RRF per store (stream weights of the class),
+`FusionPlan`; `rank` applies it: overloads' summaries handed to the member the code ranks
+best (overloads.py), weighted RRF per store (stream weights of the class),
 containment and layer folding in the code store (containment.py), then the stores merged
 with the layer weights, test code weighed down, and documents weighed down on code-shaped
 questions (identifier, signature). The engine and the offline replay (bench/quality) both
@@ -27,6 +28,7 @@ from retrieval.search.fusion import (
     fuse_store,
     merge_stores,
 )
+from retrieval.search.overloads import share_summaries
 from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
 from retrieval.weights import parse_weights
 
@@ -71,6 +73,7 @@ class FusionPlan:
     fold: Fold = "max"  # how the one that stays scores (containment.py)
     test_weight: float = 1.0  # multiplies the score of code under a test path
     doc_weight: float = 1.0  # multiplies documents' scores (code-shaped questions only)
+    share_overload_summaries: bool = True  # overloads.py
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class FusionSettings:
     member_ratio: float = 0.5
     test_weight: float = 1.0
     code_query_doc_weight: float = 1.0
+    share_overload_summaries: bool = True
 
 
 def plan_fusion(
@@ -105,6 +109,7 @@ def plan_fusion(
         fold=settings.fold,
         test_weight=settings.test_weight,
         doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
+        share_overload_summaries=settings.share_overload_summaries,
     )
 
 
@@ -114,6 +119,12 @@ def rank(
     """Every store's streams fused, folded and merged, best first."""
     per_store: list[list[Fused]] = []
     for store, streams in lists.items():
+        if store == "code" and plan.share_overload_summaries:
+            # The symbol stream ranks names, not summaries: nothing to share there.
+            streams = {  # noqa: PLW2901 - the same lists, overloads' summaries moved
+                name: share_summaries(hits) if name != "symbol" else hits
+                for name, hits in streams.items()
+            }
         fused = fuse_store(store, streams, plan.k, plan.cap, plan.stream_weights)
         if plan.containment != "off" and store == "code":
             fused = collapse(
@@ -182,4 +193,5 @@ def default_fusion() -> FusionSettings:
         member_ratio=DEFAULT_MEMBER_RATIO,
         test_weight=DEFAULT_TEST_WEIGHT,
         code_query_doc_weight=DEFAULT_CODE_QUERY_DOC_WEIGHT,
+        share_overload_summaries=True,
     )

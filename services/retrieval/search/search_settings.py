@@ -135,6 +135,12 @@ def _fusion(env: Env) -> FusionSettings:
         code_query_doc_weight=env.float(
             "RETRIEVAL_CODE_QUERY_DOC_WEIGHT", DEFAULT_CODE_QUERY_DOC_WEIGHT, min=0.01, max=100.0
         ),
+        # `own`: every overload's summary ranks as its own candidate (before issue 16's
+        # fifth session); `shared`: overloads.py.
+        share_overload_summaries=env.choice(
+            "RETRIEVAL_OVERLOAD_SUMMARIES", "shared", ("shared", "own")
+        )
+        == "shared",
     )
 
 

@@ -27,7 +27,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 
 # Where a code node lies, returned with every code hit (containment and test paths are
 # decided on it without another query).
-_SPAN_COLUMNS = ", t.repository_id, t.path, t.start_line, t.end_line, t.kind"
+_SPAN_COLUMNS = ", t.repository_id, t.path, t.start_line, t.end_line, t.kind, t.qualified_name"
 
 # Per unit: the vector column, the tsvector column and its text-search configuration.
 _VECTOR_COLUMN: dict[Unit, str] = {"body": "embedding", "summary": "summary_embedding"}
@@ -217,6 +217,7 @@ def _span(row: asyncpg.Record, store: Store) -> Span | None:
         int(row["start_line"]),
         int(row["end_line"]),
         row["kind"],
+        row["qualified_name"],
     )
 
 

@@ -1,0 +1,62 @@
+"""Overloads share their documentation's evidence: a summary names the group, code picks one.
+
+Overloads are the definitions of one name in one file (`toBoolean(int)`,
+`toBoolean(Integer)`: qualified names `X.toBoolean`, `X.toBoolean#2`). Their doc comments
+are usually near-copies ("Converts an int to a boolean" beside "Converts an Integer to a
+boolean"), so a summary row says which *group* a question is about far better than which
+member. Ranked as its own candidate, an overload's summary takes the place of the member the
+question is about whenever that member is undocumented or documented a little differently.
+
+`share_summaries` gives each summary hit's place in a stream to the group's member whose
+body ranks best in that stream (the member itself when it does): documentation ranks the
+group, the code ranks inside it. A summary whose group has no body in the stream keeps its
+place. Measured on the harness's corpora (bench/RESULTS.md, "Overloads share their
+summaries"): Java gains on both halves, every other set is unchanged.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from retrieval.search.fusion import Span, StreamHit
+
+_REPEAT = re.compile(r"#\d+$")  # extract.py numbers the 2nd, 3rd... definition of a name
+
+
+def overload_key(span: Span) -> tuple[int, str, str] | None:
+    """The overload group of a node: its repository, file and name without `#N`."""
+    if not span.qualified_name:
+        return None
+    return (span.repository_id, span.path, _REPEAT.sub("", span.qualified_name))
+
+
+def share_summaries(hits: Sequence[StreamHit]) -> list[StreamHit]:
+    """One stream's list (best first, body and summary units merged) with every summary hit
+    of an overloaded name moved to the group's best-ranked body; order and scores kept."""
+    best_body: dict[tuple[int, str, str], StreamHit] = {}
+    repeated: set[tuple[int, str, str]] = set()
+    members: dict[tuple[int, str, str], set[int]] = {}
+    for hit in hits:
+        key = overload_key(hit.span) if hit.span is not None else None
+        if key is None:
+            continue
+        ids = members.setdefault(key, set())
+        ids.add(hit.id)
+        if len(ids) > 1:
+            repeated.add(key)
+        if hit.unit == "body":
+            best_body.setdefault(key, hit)
+    if not repeated:
+        return list(hits)
+    out: list[StreamHit] = []
+    for hit in hits:
+        key = overload_key(hit.span) if hit.span is not None else None
+        target = best_body.get(key) if key in repeated and hit.unit == "summary" else None
+        if target is None or target.id == hit.id:
+            out.append(hit)
+        else:
+            out.append(StreamHit("body", target.id, hit.score, hit.exact, target.span))
+    return out
