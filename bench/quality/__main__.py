@@ -3,6 +3,7 @@
     python -m bench.quality [--small] [--out DIR (bench/out/quality)] [--manifest PATH]
                             [--concurrency N] [--per-class N] [--keep] [--embed-text V]
                             [--env RETRIEVAL_NAME=VALUE ...] [--classes CLASS ...]
+                            [--no-baselines]
     python -m bench.quality --corpus {small-files,nested,languages,history,unseen} ...
                             [--quick] [--out DIR] [--env ...] [--embed-text V] [--keep]
                             [--rerender DIR]
@@ -10,9 +11,12 @@
 Builds the query sets from packages installed on this machine (fixed seeds), indexes the
 copies into a fresh embedded PostgreSQL through the retrieval service (real embedder
 process), runs every query through the `Search` RPC per configuration, replays fusion for
-the rrf_k / candidate_cap sweep, and writes report.md, results.json, quality.png and
-manifest.json under --out. `--small` is the CI mode (a few hundred queries, one package per
-language): it exits non-zero when fused MRR@10 is below the best single stream on any class.
+the rrf_k / candidate_cap sweep, ranks every query by the external baselines outside the
+service (package_baselines.py: dense, bm25, dense+bm25, dense+doc over every definition of
+every code repository, or every markdown chunk for docs queries), and writes report.md,
+results.json, quality.png and manifest.json under --out. `--small` is the CI mode (a few
+hundred queries, one package per language): it exits non-zero when fused MRR@10 is below
+the best single stream on any class (the baselines are reported, never gated on).
 
 `--corpus` runs the unseen corpora of issue 16 instead (unseen.py: many small files, deep
 nesting, several languages, localisation from history; `unseen` is all four), each query
@@ -32,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.quality import datasets, report, unseen, unseen_report, unseen_run
+from bench.quality import datasets, package_baselines, report, unseen, unseen_report, unseen_run
 from bench.quality.datasets import QUERY_CLASSES
 from bench.quality.replay import load_index
 from bench.quality.runner import FUSED, Outcome, Sweep, evaluate, missing_answers
@@ -61,11 +65,17 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], d
             queries = [q for q in queries if int(q.id.rsplit("-", 1)[1]) < args.per_class]
         if args.classes:
             queries = [q for q in queries if q.klass in args.classes]
+        external: dict[str, dict[str, int | None]] = {}
+        baselines: dict[str, Any] = {}
+        if not args.no_baselines:
+            external, baselines = await package_baselines.ranks(stack, queries, data.repositories)
         t0 = time.perf_counter()
         outcomes = await evaluate(
             stack, queries, data.repositories, rows, sweep=Sweep(), concurrency=args.concurrency
         )
         query_s = time.perf_counter() - t0
+        for outcome in outcomes:
+            outcome.ranks.update(external.get(outcome.query.id, {}))
         reranker = stack.app.reranker
     extra["run"] = {
         "mode": plan.name,
@@ -80,6 +90,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[Outcome], d
         "reranker": reranker.name if reranker is not None else None,
         "code_embed_text": stack.settings.index.code_embed_text,
         "settings": env,
+        "baselines": baselines,
     }
     return outcomes, extra
 
@@ -204,6 +215,11 @@ def main() -> None:
         type=_setting,
         help="a retrieval setting for this run, e.g. RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS=false",
     )
+    parser.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="skip the external dense / bm25 / dense+bm25 / dense+doc baselines",
+    )
     parser.add_argument("--replot", type=Path, help="only redraw the PNG of a results.json")
     parser.add_argument(
         "--corpus",
@@ -245,6 +261,9 @@ def main() -> None:
     text = report.render(
         tbl, tokens=tokens, points=points, advice=advice, graph_hits=hits, notes=notes
     )
+    baseline_rows = report.baseline_rows(outcomes)
+    if baseline_rows:
+        text += "\n" + report.render_baselines(baseline_rows)
     weights = report.weight_points(outcomes)
     weight_advice = report.recommend_weights(weights)
     text += "\n" + report.render_weights(weights, weight_advice)
@@ -263,6 +282,7 @@ def main() -> None:
         outcomes=outcomes,
     )
     data["variants"] = variants
+    data["baselines"] = baseline_rows
     data["layer_weights"] = {
         "points": [
             {
@@ -324,6 +344,22 @@ def _notes(extra: dict[str, Any]) -> list[str]:
         notes.append(f"{len(run['answers_not_indexed'])} queries dropped: answer not indexed")
     if run["vector_unavailable"]:
         notes.append(f"vector stream unavailable on {run['vector_unavailable']} fused queries")
+    base = run.get("baselines") or {}
+    if base:
+        counts = ", ".join(
+            f"{base[f'{pool}_candidates']} {what}"
+            for pool, what in (("code", "code definitions"), ("docs", "markdown chunks"))
+            if f"{pool}_candidates" in base
+        )
+        notes.append(
+            f"external baselines ({', '.join(base['configs'])}) outside the service over "
+            f"{counts} in {base['seconds']:.0f} s: dense is the embedder's own model over "
+            f"each candidate's lines as indexed (first {unseen_run.EMBED_CHARS} characters), "
+            "exact cosine; dense+doc adds a doc comment lying outside the definition "
+            "(JavaScript); bm25 is Okapi over identifier-split tokens; dense+bm25 is RRF, "
+            f"k 60, of their top {unseen_run.DEPTH}. Code queries rank code definitions "
+            "only, docs queries markdown chunks only, while fused searches both"
+        )
     shortfall = extra["manifest"]["notes"].get("docs_shortfall")
     if shortfall:
         notes.append(shortfall)

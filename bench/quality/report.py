@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality.datasets import QUERY_CLASSES
-from bench.quality.metrics import CUTOFF, Scores, approx_tokens, score
+from bench.quality.metrics import CUTOFF, Scores, approx_tokens, reciprocal_rank, score
 from bench.quality.runner import (
     CONFIGS,
     DEFAULT_CAP,
@@ -24,6 +24,8 @@ from bench.quality.runner import (
     SINGLE_STREAMS,
     Outcome,
 )
+from bench.quality.unseen_run import BASELINES
+from cograph_api.limits import SNIPPET_CHARS_DEFAULT
 
 OVERALL = "overall"
 GROUPS: tuple[str, ...] = (*QUERY_CLASSES, OVERALL)
@@ -36,10 +38,18 @@ def _group(outcomes: Iterable[Outcome], group: str) -> list[Outcome]:
     return [o for o in outcomes if group in (OVERALL, o.query.klass)]
 
 
-def table(outcomes: Sequence[Outcome], configs: Sequence[str] = CONFIGS) -> Table:
-    """Scores per configuration and query class; classes with no queries are left out."""
+def present_baselines(outcomes: Iterable[Outcome]) -> list[str]:
+    """The external baselines some outcome was ranked by (none when a run skipped them)."""
+    seen = {config for o in outcomes for config in o.ranks}
+    return [config for config in BASELINES if config in seen]
+
+
+def table(outcomes: Sequence[Outcome], configs: Sequence[str] | None = None) -> Table:
+    """Scores per configuration and query class; classes with no queries are left out.
+    By default the service's configurations, then the external baselines the outcomes
+    carry."""
     out: Table = {}
-    for config in configs:
+    for config in configs if configs is not None else (*CONFIGS, *present_baselines(outcomes)):
         out[config] = {}
         for group in GROUPS:
             members = _group(outcomes, group)
@@ -48,8 +58,14 @@ def table(outcomes: Sequence[Outcome], configs: Sequence[str] = CONFIGS) -> Tabl
     return out
 
 
-def _reciprocal_rank(rank: int | None) -> float:
-    return 1.0 / rank if rank is not None and rank <= 10 else 0.0
+def paired(outcomes: Sequence[Outcome], a: str, b: str) -> tuple[float, float]:
+    """Mean per-query difference of reciprocal ranks at 10 (a minus b) and its standard
+    error (0 with fewer than two queries)."""
+    diffs = [reciprocal_rank(o.ranks.get(a)) - reciprocal_rank(o.ranks.get(b)) for o in outcomes]
+    if not diffs:
+        return 0.0, 0.0
+    stderr = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
+    return statistics.fmean(diffs), stderr
 
 
 def fusion_regressions(tbl: Table, outcomes: Sequence[Outcome] | None = None) -> list[str]:
@@ -69,12 +85,7 @@ def fusion_regressions(tbl: Table, outcomes: Sequence[Outcome] | None = None) ->
         if fused.mrr10 >= best:
             continue
         if outcomes is not None:
-            diffs = [
-                _reciprocal_rank(o.ranks.get(FUSED)) - _reciprocal_rank(o.ranks.get(best_name))
-                for o in _group(outcomes, group)
-            ]
-            mean = statistics.fmean(diffs)
-            stderr = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
+            mean, stderr = paired(_group(outcomes, group), FUSED, best_name)
             if mean >= -2 * stderr:
                 continue
         problems.append(f"{group}: fused MRR@10 {fused.mrr10:.3f} < {best_name} {best:.3f}")
@@ -95,7 +106,7 @@ class TokenUse:
 
 
 def token_use(outcomes: Sequence[Outcome]) -> dict[str, TokenUse]:
-    """Tokens returned at the default settings (fused, top_k 10, 600-char snippets) vs the
+    """Tokens returned at the default settings (fused, top_k 10, default snippets) vs the
     distinct whole files of the same results; tokens ~ characters / 4."""
     out: dict[str, TokenUse] = {}
     for group in GROUPS:
@@ -313,7 +324,9 @@ def render(
             )
         lines.append("")
     lines += [
-        "### Token efficiency (fused, top_k 10, 600-char snippets; tokens ~ chars / 4)",
+        "### Token efficiency (fused, top_k 10, default snippets, "
+        f"{SNIPPET_CHARS_DEFAULT} chars unless RETRIEVAL_SNIPPET_CHARS is set; "
+        "tokens ~ chars / 4)",
         "",
         "| class | results | answers found | tokens/result | tokens/answer | "
         "whole files: tokens/result | whole files: tokens/answer |",
@@ -386,6 +399,101 @@ def render_variants(rows: Sequence[dict[str, Any]]) -> str:
             + " |"
         )
     return "\n".join([*lines, ""])
+
+
+ALL_LANGUAGES = "all"
+BASELINE_COLUMNS: tuple[str, ...] = (FUSED, "dense", "dense+doc", "dense+bm25", "bm25")
+HALVES: dict[int | None, str] = {None: "both", 0: "tuning", 1: "held-out"}
+
+
+def baseline_rows(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """MRR@10 of fused and the external baselines per class and language (and over the
+    languages where a class has several), with fused - dense and the standard error of
+    that paired difference; the semantic class also per half. Empty when the run has no
+    baselines."""
+    if not present_baselines(outcomes):
+        return []
+    rows: list[dict[str, Any]] = []
+    for klass in QUERY_CLASSES:
+        members = [o for o in outcomes if o.query.klass == klass]
+        languages = sorted({o.query.language for o in members})
+        if len(languages) > 1:
+            languages.append(ALL_LANGUAGES)
+        halves: tuple[int | None, ...] = (None, 0, 1) if klass == "semantic" else (None,)
+        for half in halves:
+            for language in languages:
+                group = [
+                    o
+                    for o in members
+                    if language in (ALL_LANGUAGES, o.query.language)
+                    and half in (None, o.query.half)
+                ]
+                if not group:
+                    continue
+                delta, stderr = paired(group, FUSED, "dense")
+                rows.append(
+                    {
+                        "class": klass,
+                        "language": language,
+                        "half": HALVES[half],
+                        "count": len(group),
+                        "mrr10": {
+                            c: score(o.ranks.get(c) for o in group).mrr10 for c in BASELINE_COLUMNS
+                        },
+                        "fused_minus_dense": delta,
+                        "fused_minus_dense_stderr": stderr,
+                    }
+                )
+    return rows
+
+
+def fused_minus_dense_line(rows: Sequence[dict[str, Any]], klass: str = "semantic") -> str:
+    """One line: fused - dense MRR@10 on a class over its languages, both halves and each."""
+    mine = [r for r in rows if r["class"] == klass]
+    if any(r["language"] == ALL_LANGUAGES for r in mine):  # else the class has one language
+        mine = [r for r in mine if r["language"] == ALL_LANGUAGES]
+    by_half = {r["half"]: r for r in mine}
+    both = by_half.get("both")
+    if both is None:
+        return ""
+    text = (
+        f"fused - dense ({klass}, MRR@10, {both['count']} queries): "
+        f"{both['fused_minus_dense']:+.3f} (2 s.e. {2 * both['fused_minus_dense_stderr']:.3f})"
+    )
+    halves = [
+        f"{name} half {by_half[name]['fused_minus_dense']:+.3f}"
+        for name in ("tuning", "held-out")
+        if name in by_half
+    ]
+    return text + ("; " + ", ".join(halves) if halves else "")
+
+
+def render_baselines(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    lines = [
+        "### Against external baselines (MRR@10; computed outside the service)",
+        "",
+        "Code queries: every definition of every code repository; docs queries: every "
+        "markdown chunk. dense: the embedder's model over each candidate's own lines, exact "
+        "cosine; dense+doc: with the doc comment that lies outside a definition; bm25: "
+        "identifier-split tokens; dense+bm25: RRF (k 60) of the two.",
+        "",
+        "| class | language | half | n | "
+        + " | ".join(BASELINE_COLUMNS)
+        + " | fused - dense (2 s.e.) |",
+        "|---|---|---|---|" + "---|" * len(BASELINE_COLUMNS) + "---|",
+    ]
+    for r in rows:
+        language = f"**{r['language']}**" if r["language"] == ALL_LANGUAGES else r["language"]
+        lines.append(
+            f"| {r['class']} | {language} | {r['half']} | {r['count']} | "
+            + " | ".join(f"{r['mrr10'][c]:.3f}" for c in BASELINE_COLUMNS)
+            + f" | {r['fused_minus_dense']:+.3f} ({2 * r['fused_minus_dense_stderr']:.3f}) |"
+        )
+    line = fused_minus_dense_line(rows)
+    lines += ["", *([line, ""] if line else [])]
+    return "\n".join(lines)
 
 
 def graph_hit_rates(outcomes: Sequence[Outcome]) -> dict[str, float]:

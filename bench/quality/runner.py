@@ -1,13 +1,16 @@
 """Runs every query through every configuration and keeps what the metrics need.
 
-Configurations (all through the `Search` RPC, default layers, top_k 10, 600-char snippets):
+Configurations (all through the `Search` RPC, default layers, top_k 10, default snippets:
+cograph_api.limits.SNIPPET_CHARS_DEFAULT characters unless RETRIEVAL_SNIPPET_CHARS is set):
 - `vector`, `lexical`, `symbol`: one stream alone (the request's `streams` field);
 - `fused`: all three streams, RRF, every readable repository;
 - `fused@repo`: the same, scoped to the answer's repository (what graph expansion needs);
 - `fused+graph`: `fused@repo` with include_graph; an answer counts when it is among the
   results or the graph nodes (graph nodes have no rank: they follow the results).
-Per query the tuning sweep replays fusion offline (replay.py) for every (rrf_k, cap), and
-for a grid of layer weights (RETRIEVAL_LAYER_WEIGHTS) at the default k and cap.
+Beside them, outside the service, package_baselines.py ranks each query by the unseen
+harness's baselines (dense, bm25, dense+bm25, dense+doc). Per query the tuning sweep
+replays fusion offline (replay.py) for every (rrf_k, cap), and for a grid of layer weights
+(RETRIEVAL_LAYER_WEIGHTS) at the default k and cap.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from bench.quality.datasets import Answer, Query, QueryClass
 from bench.quality.metrics import first_rank
 from bench.quality.runner import CONFIGS, DEFAULT_K, FUSED, Outcome, matcher
 from bench.quality.search_client import Row
+from cograph_api.limits import SNIPPET_CHARS_DEFAULT
 
 Ranker = Callable[[Query], list[Row]]
 
@@ -174,3 +175,83 @@ def test_layer_weights_are_recommended_only_when_the_held_out_half_gains() -> No
         if o.query.half == 1:
             o.weight_sweep[(0.5, 1.0)] = None
     assert report.recommend_weights(report.weight_points(outcomes))["change"] is False
+
+
+def _with_baselines(language_of: Callable[[int], str]) -> list[Outcome]:
+    """Semantic queries in two languages: fused finds each answer first, dense second on
+    the tuning half and not at all on the held-out half, bm25 never."""
+    queries = [
+        Query(q.id, "semantic", q.variant, language_of(i), q.text, q.answer, q.half)
+        for i, q in enumerate(_query(i, "semantic", i % 2) for i in range(8))
+    ]
+    outcomes = _outcomes({FUSED: fake_ranker(1)}, queries)
+    for o in outcomes:
+        o.ranks.update(
+            {
+                "dense": 2 if o.query.half == 0 else None,
+                "bm25": None,
+                "dense+bm25": 3,
+                "dense+doc": 1,
+            }
+        )
+    return outcomes
+
+
+def test_baselines_join_the_table_only_when_a_run_has_them() -> None:
+    plain = _outcomes({FUSED: fake_ranker(1)}, QUERIES)
+    assert set(report.table(plain)) == set(CONFIGS)  # an older run: no empty baseline rows
+    tbl = report.table(_with_baselines(lambda i: "python"))
+    assert list(tbl)[-4:] == ["dense", "bm25", "dense+bm25", "dense+doc"]
+    assert tbl["dense"]["semantic"].mrr10 == pytest.approx(0.25)
+    assert tbl["dense+doc"]["semantic"].recall1 == 1.0
+
+
+def test_baseline_rows_split_by_language_and_half_with_fused_minus_dense() -> None:
+    outcomes = _with_baselines(lambda i: "python" if i < 4 else "javascript")
+    rows = report.baseline_rows(outcomes)
+    cells = [(r["language"], r["half"], r["count"]) for r in rows]
+    assert cells[:3] == [("javascript", "both", 4), ("python", "both", 4), ("all", "both", 8)]
+    assert ("all", "held-out", 4) in cells and ("python", "tuning", 2) in cells
+    over = rows[2]
+    assert over["mrr10"] == {
+        "fused": 1.0,
+        "dense": pytest.approx(0.25),
+        "dense+doc": 1.0,
+        "dense+bm25": pytest.approx(1 / 3),
+        "bm25": 0.0,
+    }
+    assert over["fused_minus_dense"] == pytest.approx(0.75)
+    assert over["fused_minus_dense_stderr"] > 0
+    held = next(r for r in rows if (r["language"], r["half"]) == ("all", "held-out"))
+    assert held["fused_minus_dense"] == pytest.approx(1.0)
+    assert held["fused_minus_dense_stderr"] == 0.0
+    line = report.fused_minus_dense_line(rows)
+    assert line.startswith("fused - dense (semantic, MRR@10, 8 queries): +0.750 (2 s.e. ")
+    assert line.endswith("tuning half +0.500, held-out half +1.000")
+    text = report.render_baselines(rows)
+    assert (
+        "| semantic | **all** | both | 8 | 1.000 | 0.250 | 1.000 | 0.333 | 0.000 | +0.750" in text
+    )
+    assert line in text
+
+
+def test_a_class_in_one_language_gets_no_row_over_languages() -> None:
+    rows = report.baseline_rows(_with_baselines(lambda i: "python"))
+    assert {r["language"] for r in rows} == {"python"}
+    assert report.fused_minus_dense_line(rows).startswith("fused - dense (semantic, MRR@10, 8")
+    assert report.baseline_rows(_outcomes({FUSED: fake_ranker(1)}, QUERIES)) == []
+    assert report.render_baselines([]) == ""
+
+
+def test_token_header_names_the_default_snippet_width() -> None:
+    outcomes = _outcomes({name: fake_ranker(1) for name in CONFIGS}, QUERIES)
+    text = report.render(
+        report.table(outcomes),
+        tokens=report.token_use(outcomes),
+        points=[],
+        advice={},
+        graph_hits={},
+        notes=[],
+    )
+    assert f"default snippets, {SNIPPET_CHARS_DEFAULT} chars" in text
+    assert "600-char" not in text
