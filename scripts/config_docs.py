@@ -478,6 +478,12 @@ META: dict[str, Meta] = {
         "in a stream to the overload whose code ranks best there (documentation ranks the "
         "group, code the member); `own`: each overload's summary ranks as its own candidate."
     ),
+    "RETRIEVAL_STORE_FUSION": Meta(
+        "`joint`: each stream ranks code and repository documents together by its raw score "
+        "(one cosine, one ts_rank_cd), then one fusion; `per_store`: each store fused apart "
+        "and the stores interleaved on the fused score, which gives every store's first hit "
+        "the same score."
+    ),
     "RETRIEVAL_CODE_QUERY_DOC_WEIGHT": Meta(
         "Multiplier on repository documents' fused scores for identifier and signature "
         "questions (they ask for code); `layers` still asks for documents alone."

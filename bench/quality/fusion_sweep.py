@@ -244,6 +244,8 @@ def _prefixed(c: Candidates, n: int, modules: set[int]) -> Candidates:
                 )
                 if h.span
                 else None,
+                # Lists collected before hits named their store: documents are repo_docs.
+                getattr(h, "store", "repo_docs" if h.unit == "doc" else "code"),
             )
             for h in hs
         ]

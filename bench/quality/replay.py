@@ -23,11 +23,11 @@ from bench.quality.search_client import Row
 from cograph_api.access_rules import Viewer
 from cograph_api.embedder_client import EmbedderClient
 from retrieval.layers import BROAD, Store, Unit, layers_of_unit, stores_for, units_for
-from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName
+from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName, merge_units
 from retrieval.search.query_text import has_text
 from retrieval.search.ranking import FusionSettings, default_fusion, plan_fusion, rank
 from retrieval.search.search_sql import Scope
-from retrieval.search.streams import StreamTask, merge_units, plan_streams, run_stream
+from retrieval.search.streams import StreamTask, plan_streams, run_stream
 
 RowIndex = Mapping[tuple[Store, int], Row]
 

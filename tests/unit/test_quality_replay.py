@@ -18,22 +18,22 @@ def _candidates() -> Candidates:
         VEC_BODY: [StreamHit("body", 1, 0.9), StreamHit("body", 2, 0.8)],
         VEC_SUM: [StreamHit("summary", 3, 0.85)],
         SYM: [StreamHit("body", 2, 1.0)],
-        VEC_DOC: [StreamHit("doc", 7, 0.95)],
+        VEC_DOC: [StreamHit("doc", 7, 0.95, store="repo_docs")],
     }
     return Candidates(tuple(hits), hits)
 
 
 def test_rrf_order_across_units_and_stores() -> None:
-    # code vector list merges units by score: 1 (r1), 3 (r2), 2 (r3); symbol: 2 (r1).
-    # node 2: 1/63 + 1/61 beats the rank-1 singles (1/61), which tie and fall to the id.
+    # The vector stream is one list over units and stores by score: doc 7 (r1), 1 (r2),
+    # 3 (r3), 2 (r4); symbol: 2 (r1). Node 2: 1/64 + 1/61 beats every single.
     ids = fused_ids(_candidates(), k=60, cap=300)
-    assert ids == [("code", 2), ("code", 1), ("repo_docs", 7), ("code", 3)]
+    assert ids == [("code", 2), ("repo_docs", 7), ("code", 1), ("code", 3)]
 
 
-def test_cap_truncates_each_list_before_fusion() -> None:
+def test_cap_truncates_each_stream_before_fusion() -> None:
     ids = fused_ids(_candidates(), k=60, cap=1)
-    # Only the best of each list survives: code vector keeps node 1, symbol keeps node 2.
-    assert set(ids) == {("code", 1), ("code", 2), ("repo_docs", 7)}
+    # Only the best of each stream survives: the vector stream keeps doc 7, symbol node 2.
+    assert set(ids) == {("code", 2), ("repo_docs", 7)}
 
 
 def test_rows_of_names_rows_and_skips_unknown_ids() -> None:

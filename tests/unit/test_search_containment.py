@@ -6,7 +6,7 @@ import pytest
 
 from retrieval.layers import Store
 from retrieval.search.containment import collapse
-from retrieval.search.fusion import Fused, Span, StreamHit, StreamName, fuse_store
+from retrieval.search.fusion import Fused, Span, StreamHit, StreamName, fuse
 from retrieval.search.ranking import (
     FusionPlan,
     FusionSettings,
@@ -35,7 +35,7 @@ def hit(node: int, unit: str = "body", exact: int = 0) -> StreamHit:
 
 
 def fused(streams: dict[StreamName, list[StreamHit]]) -> list[Fused]:
-    return fuse_store("code", streams, K, 300)
+    return fuse(streams, K, 300)
 
 
 def ids(items: list[Fused]) -> list[tuple[str, int]]:
@@ -177,14 +177,14 @@ def test_no_result_contains_another_after_collapse() -> None:
 
 def test_weighted_rrf_scales_each_streams_contribution() -> None:
     streams: dict[StreamName, list[StreamHit]] = {"vector": [hit(5)], "lexical": [hit(6), hit(5)]}
-    plain = {f.id: f.score for f in fuse_store("code", streams, K, 300)}
+    plain = {f.id: f.score for f in fuse(streams, K, 300)}
     assert plain[5] == pytest.approx(1 / 11 + 1 / 12)
-    weighted = fuse_store("code", streams, K, 300, {"vector": 2.0, "lexical": 0.5})
+    weighted = fuse(streams, K, 300, {"vector": 2.0, "lexical": 0.5})
     scores = {f.id: f.score for f in weighted}
     assert scores[5] == pytest.approx(2 / 11 + 0.5 / 12) and scores[6] == pytest.approx(0.5 / 11)
     # weight 1 everywhere is plain RRF, bit for bit
-    same = fuse_store("code", streams, K, 300, {"vector": 1.0, "lexical": 1.0})
-    assert [f.score for f in same] == [f.score for f in fuse_store("code", streams, K, 300)]
+    same = fuse(streams, K, 300, {"vector": 1.0, "lexical": 1.0})
+    assert [f.score for f in same] == [f.score for f in fuse(streams, K, 300)]
 
 
 def test_parse_stream_weights() -> None:
@@ -222,7 +222,7 @@ def test_rank_weighs_test_code_and_documents_on_code_questions() -> None:
         StreamHit("body", 1, 1.0, 0, Span(1, "tests/test_a.py", 1, 5)),
         StreamHit("body", 2, 0.9, 0, Span(1, "src/a.py", 1, 5)),
     ]
-    docs = [StreamHit("doc", 3, 1.0)]
+    docs = [StreamHit("doc", 3, 1.0, store="repo_docs")]
     lists: dict[Store, dict[StreamName, list[StreamHit]]] = {
         "code": {"vector": code},
         "repo_docs": {"vector": docs},
@@ -241,3 +241,29 @@ def test_rank_weighs_test_code_and_documents_on_code_questions() -> None:
     assert next((i.store, i.id) for i in rank(lists, signature)) == ("code", 2)
     plain = FusionPlan(K, 300, containment="off")
     assert [(i.store, i.id) for i in rank(lists, plain)][:2] == [("code", 1), ("repo_docs", 3)]
+
+
+def test_rank_joins_the_stores_of_a_stream_on_raw_score_unless_per_store() -> None:
+    # Two code rows well above a weak document: joined, the document ranks third; fused per
+    # store, its first place is worth the code's first place and it lands second.
+    lists: dict[Store, dict[StreamName, list[StreamHit]]] = {
+        "code": {
+            "vector": [
+                StreamHit("body", 1, 0.9, 0, Span(1, "src/a.py", 1, 5)),
+                StreamHit("body", 2, 0.85, 0, Span(1, "src/b.py", 1, 5)),
+            ]
+        },
+        "repo_docs": {"vector": [StreamHit("doc", 3, 0.5, store="repo_docs")]},
+    }
+    joint = FusionPlan(K, 300, containment="off")
+    assert [(i.store, i.id) for i in rank(lists, joint)] == [
+        ("code", 1),
+        ("code", 2),
+        ("repo_docs", 3),
+    ]
+    per_store = FusionPlan(K, 300, containment="off", joint_stores=False)
+    assert [(i.store, i.id) for i in rank(lists, per_store)] == [
+        ("code", 1),
+        ("repo_docs", 3),
+        ("code", 2),
+    ]

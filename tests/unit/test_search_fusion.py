@@ -6,19 +6,27 @@ import random
 
 import pytest
 
-from retrieval.search.fusion import Fused, StreamHit, StreamName, fuse_store, merge_stores
+from retrieval.search.fusion import (
+    Fused,
+    StreamHit,
+    StreamName,
+    fuse,
+    merge_stores,
+    merge_units,
+)
 
 Streams = dict[StreamName, list[StreamHit]]
 
 
-def hits(*ids: int, unit: str = "body", start: float = 1.0) -> list[StreamHit]:
-    return [StreamHit(unit, i, start - n * 0.01) for n, i in enumerate(ids)]  # type: ignore[arg-type]
+def hits(*ids: int, unit: str = "body", start: float = 1.0, store: str = "code") -> list[StreamHit]:
+    return [
+        StreamHit(unit, i, start - n * 0.01, store=store)  # type: ignore[arg-type]
+        for n, i in enumerate(ids)
+    ]
 
 
 def test_scores_are_reciprocal_rank_sums() -> None:
-    fused = fuse_store(
-        "code", {"vector": hits(1, 2, 3), "lexical": hits(3, 1), "symbol": hits(3)}, k=60, cap=300
-    )
+    fused = fuse({"vector": hits(1, 2, 3), "lexical": hits(3, 1), "symbol": hits(3)}, k=60, cap=300)
     by_id = {f.id: f for f in fused}
     assert by_id[1].score == pytest.approx(1 / 61 + 1 / 62)
     assert by_id[2].score == pytest.approx(1 / 62)
@@ -36,40 +44,40 @@ def test_scores_are_reciprocal_rank_sums() -> None:
 def test_k_changes_the_balance() -> None:
     # A is first in one stream; B is fourth in two. Low k favours the single top hit.
     streams: Streams = {"vector": hits(1, 10, 11, 2), "lexical": hits(12, 13, 14, 2)}
-    low = {f.id: f.score for f in fuse_store("code", streams, k=1, cap=10)}
+    low = {f.id: f.score for f in fuse(streams, k=1, cap=10)}
     assert low[1] == pytest.approx(1 / 2) and low[2] == pytest.approx(2 / 5)
-    assert fuse_store("code", streams, k=1, cap=10)[0].id == 1
-    high = fuse_store("code", streams, k=60, cap=10)
+    assert fuse(streams, k=1, cap=10)[0].id == 1
+    high = fuse(streams, k=60, cap=10)
     assert high[0].id == 2 and high[0].score == pytest.approx(2 / 64)
 
 
 def test_each_stream_is_truncated_to_the_cap_before_fusion() -> None:
-    fused = fuse_store("code", {"vector": hits(1, 2, 3, 4), "lexical": hits(4)}, k=60, cap=2)
+    fused = fuse({"vector": hits(1, 2, 3, 4), "lexical": hits(4)}, k=60, cap=2)
     ids = {f.id: f for f in fused}
     assert set(ids) == {1, 2, 4}
     assert [p.stream for p in ids[4].provenance] == ["lexical"]  # rank 4 in vector was cut
 
 
 def test_duplicates_keep_their_best_rank() -> None:
-    fused = fuse_store("code", {"vector": hits(5, 5, 6)}, k=60, cap=10)
+    fused = fuse({"vector": hits(5, 5, 6)}, k=60, cap=10)
     assert [(f.id, f.provenance[0].rank) for f in fused] == [(5, 1), (6, 2)]
 
 
 def test_ties_break_on_chunk_id_then_unit_whatever_the_input_order() -> None:
     # 7 and 3 swap ranks across two streams: exactly equal sums, so the lower id wins.
     streams: Streams = {"vector": hits(7, 3), "lexical": hits(3, 7)}
-    fused = fuse_store("code", streams, k=60, cap=10)
+    fused = fuse(streams, k=60, cap=10)
     assert [f.id for f in fused] == [3, 7]
     assert fused[0].score == fused[1].score
     # Three streams with permuted ranks: still bit-equal (fsum), still id order.
     streams3: Streams = {"vector": hits(9, 4, 2), "lexical": hits(4, 2, 9), "symbol": hits(2, 9, 4)}
-    assert [f.id for f in fuse_store("code", streams3, k=60, cap=10)] == [2, 4, 9]
+    assert [f.id for f in fuse(streams3, k=60, cap=10)] == [2, 4, 9]
     # Same id in two units (body and summary) tie on id, body first.
     both: Streams = {
         "vector": [StreamHit("summary", 1, 0.9), StreamHit("body", 2, 0.8)],
         "lexical": [StreamHit("body", 2, 0.5), StreamHit("summary", 1, 0.4)],
     }
-    assert [(f.id, f.unit) for f in fuse_store("code", both, k=60, cap=10)] == [
+    assert [(f.id, f.unit) for f in fuse(both, k=60, cap=10)] == [
         (1, "summary"),
         (2, "body"),
     ]
@@ -82,17 +90,18 @@ def test_deterministic_under_shuffled_stream_dict_order() -> None:
         "lexical": hits(*rng.sample(range(100), 50)),
         "symbol": hits(*rng.sample(range(100), 20)),
     }
-    expected = [(f.id, f.score) for f in fuse_store("code", streams, k=60, cap=300)]
+    expected = [(f.id, f.score) for f in fuse(streams, k=60, cap=300)]
     for _ in range(5):
         keys = list(streams)
         rng.shuffle(keys)
         shuffled: Streams = {key: streams[key] for key in keys}
-        assert [(f.id, f.score) for f in fuse_store("code", shuffled, k=60, cap=300)] == expected
+        assert [(f.id, f.score) for f in fuse(shuffled, k=60, cap=300)] == expected
 
 
 def test_merge_stores_resorts_on_fused_score() -> None:
-    code = fuse_store("code", {"vector": hits(1, 2), "symbol": hits(2)}, k=60, cap=10)
-    docs = fuse_store("repo_docs", {"vector": hits(1), "lexical": hits(1)}, k=60, cap=10)
+    code = fuse({"vector": hits(1, 2), "symbol": hits(2)}, k=60, cap=10)
+    docs_hits = hits(1, unit="doc", store="repo_docs")
+    docs = fuse({"vector": docs_hits, "lexical": docs_hits}, k=60, cap=10)
     merged = merge_stores([code, docs])
     assert [(f.store, f.id) for f in merged] == [("repo_docs", 1), ("code", 2), ("code", 1)]
     # An exact cross-store tie: id first, then store order.
@@ -106,12 +115,27 @@ def test_merge_stores_resorts_on_fused_score() -> None:
     ]
 
 
+def test_one_stream_ranks_every_store_on_its_raw_score() -> None:
+    # A document and a node with the same row id are two candidates, each in its store.
+    code = hits(1, 2, start=0.9)
+    docs = hits(1, unit="doc", start=0.95, store="repo_docs")
+    joined = merge_units([code, docs])
+    assert [(h.store, h.id) for h in joined] == [("repo_docs", 1), ("code", 1), ("code", 2)]
+    fused = fuse({"vector": joined}, k=10, cap=300)
+    assert [(f.store, f.unit, f.id) for f in fused] == [
+        ("repo_docs", "doc", 1),
+        ("code", "body", 1),
+        ("code", "body", 2),
+    ]
+    assert [p.rank for f in fused for p in f.provenance] == [1, 2, 3]  # one list, one rank
+
+
 def test_rejects_bad_parameters() -> None:
     with pytest.raises(ValueError):
-        fuse_store("code", {}, k=0, cap=10)
+        fuse({}, k=0, cap=10)
     with pytest.raises(ValueError):
-        fuse_store("code", {}, k=60, cap=0)
-    assert fuse_store("code", {}, k=60, cap=10) == []
+        fuse({}, k=60, cap=0)
+    assert fuse({}, k=60, cap=10) == []
 
 
 def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
@@ -126,7 +150,7 @@ def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
             StreamHit("body", 7, 0.4),
         ],
     }
-    fused = fuse_store("code", streams, k=60, cap=300)
+    fused = fuse(streams, k=60, cap=300)
     assert [f.id for f in fused] == [8, 9, 7]
     assert [f.exact for f in fused] == [2, 2, 0]
     merged = merge_stores([[f for f in fused if not f.exact], [f for f in fused if f.exact]])
@@ -164,6 +188,6 @@ def test_a_match_in_case_leads_one_that_ignores_case() -> None:
         "lexical": [StreamHit("body", 6, 0.5), StreamHit("body", 5, 0.4)],
         "symbol": [StreamHit("body", 5, 1.0, exact=2), StreamHit("body", 6, 1.0, exact=1)],
     }
-    fused = fuse_store("code", streams, k=10, cap=300)
+    fused = fuse(streams, k=10, cap=300)
     assert [(f.id, f.exact) for f in fused] == [(5, 2), (6, 1)]
     assert [f.id for f in merge_stores([fused])] == [5, 6]

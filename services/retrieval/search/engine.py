@@ -25,7 +25,14 @@ import numpy.typing as npt
 from cograph_api.access_rules import Viewer
 from retrieval import catalog
 from retrieval.layers import Layer, Store, layers_of_unit, stores_for, units_for
-from retrieval.search.fusion import STREAM_NAMES, Fused, Provenance, StreamHit, StreamName
+from retrieval.search.fusion import (
+    STREAM_NAMES,
+    Fused,
+    Provenance,
+    StreamHit,
+    StreamName,
+    merge_units,
+)
 from retrieval.search.graph import GraphResult, expand
 from retrieval.search.query import SearchQuery
 from retrieval.search.query_text import has_text
@@ -34,7 +41,7 @@ from retrieval.search.rerank import Reranker, RerankError, exact_symbol_match, s
 from retrieval.search.search_settings import SearchSettings
 from retrieval.search.search_sql import Scope, hydrate
 from retrieval.search.snippets import make_snippet
-from retrieval.search.streams import StreamTask, merge_units, plan_streams, run_stream
+from retrieval.search.streams import StreamTask, plan_streams, run_stream
 from svckit.errors import NotFound, database_outage
 
 log = logging.getLogger(__name__)

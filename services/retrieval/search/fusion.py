@@ -1,9 +1,14 @@
-"""Reciprocal Rank Fusion (Cormack et al., 2009), per store, then across stores.
+"""Reciprocal Rank Fusion (Cormack et al., 2009) over the streams of a search.
 
 score(candidate) = sum over streams of 1 / (k + rank_in_stream), ranks 1-based, each stream
 truncated to the candidate cap first. Ranks are comparable across streams where the raw
-scores (cosine, ts_rank_cd, trigram similarity) are not. Every store uses the same k, which
-is what makes concatenating stores and re-sorting on the fused score valid.
+scores (cosine, ts_rank_cd, trigram similarity) are not. Within one stream the raw scores
+are comparable, so a stream's lists over several units or stores are first merged into one
+ranking by raw score (`merge_units`): a node body, a summary and a markdown section compete
+on the same cosine. (Fusing each store apart and interleaving the stores on the fused score
+gave every store's first hit the same score, so a question about code always had a document
+between each pair of code results: bench/RESULTS.md, "One ranking per stream across
+stores".)
 
 One deliberate addition to plain RRF: an exact symbol match (the query *is* the node's
 name or qualified name, as the symbol stream reports it) is placed ahead of everything else,
@@ -76,12 +81,30 @@ class StreamHit:
     # written; 1, the same ignoring case; 0, neither.
     exact: int = 0
     span: Span | None = None  # code nodes: where the node lies (containment, test paths)
+    store: Store = "code"  # the store the row lives in (ids are per store)
+
+
+def merge_units(lists: Sequence[Sequence[StreamHit]]) -> list[StreamHit]:
+    """One stream's lists (over several units or stores) as one ranking by raw score: the
+    lists share a scale (cosines of one model, or ts_rank_cd), ties on id. Exact symbol
+    matches keep the lead the symbol stream gave them."""
+    merged = [hit for hits in lists for hit in hits]
+    merged.sort(
+        key=lambda hit: (
+            -hit.exact,
+            -hit.score,
+            hit.id,
+            STORE_ORDER[hit.store],
+            UNIT_ORDER[hit.unit],
+        )
+    )
+    return merged
 
 
 @dataclass(frozen=True, slots=True)
 class Provenance:
     stream: StreamName
-    rank: int  # 1-based, within the stream's list for this store
+    rank: int  # 1-based, within the stream's list
     score: float  # the stream's raw score
 
 
@@ -107,14 +130,13 @@ class Fused:
         return frozenset(item.stream for item in self.provenance)
 
 
-def fuse_store(
-    store: Store,
+def fuse(
     streams: Mapping[StreamName, Sequence[StreamHit]],
     k: int,
     cap: int,
     stream_weights: Mapping[StreamName, float] | None = None,
 ) -> list[Fused]:
-    """RRF over one store's streams; best first, ties broken on chunk id (then unit).
+    """RRF over the streams' lists; best first, ties broken on row id (then store, unit).
 
     Each list must already be ordered best first; a unit listed twice in one stream keeps
     its first (best) rank. With `stream_weights` a stream's contribution is its weight
@@ -122,12 +144,12 @@ def fuse_store(
     """
     if k < 1 or cap < 1:
         raise ValueError("k and cap must be positive")
-    found: dict[tuple[Unit, int], Fused] = {}
+    found: dict[tuple[Store, Unit, int], Fused] = {}
     for name in sorted(streams, key=_STREAM_ORDER.__getitem__):
-        seen: set[tuple[Unit, int]] = set()
+        seen: set[tuple[Store, Unit, int]] = set()
         rank = 0
         for hit in streams[name]:
-            key = (hit.unit, hit.id)
+            key = (hit.store, hit.unit, hit.id)
             if key in seen:
                 continue
             if rank == cap:
@@ -136,7 +158,7 @@ def fuse_store(
             rank += 1
             fused = found.get(key)
             if fused is None:
-                fused = found[key] = Fused(store, hit.unit, hit.id, 0.0)
+                fused = found[key] = Fused(hit.store, hit.unit, hit.id, 0.0)
             fused.provenance.append(Provenance(name, rank, hit.score))
             fused.exact = max(fused.exact, hit.exact)
             if fused.span is None:
@@ -161,7 +183,8 @@ def merge_stores(
     weights: Mapping[Unit, float] | None = None,
     item_weight: Callable[[Fused], float] | None = None,
 ) -> list[Fused]:
-    """Concatenates the stores' fused lists and re-sorts them on the fused score, each
+    """Concatenates fused lists (one for every store, or one per store) and re-sorts them
+    on the fused score, each
     score first multiplied by its unit's weight (RETRIEVAL_LAYER_WEIGHTS; 1 when absent)
     and by `item_weight(item)` when given (test code, documents on code-shaped queries).
 

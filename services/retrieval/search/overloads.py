@@ -58,5 +58,7 @@ def share_summaries(hits: Sequence[StreamHit]) -> list[StreamHit]:
         if target is None or target.id == hit.id:
             out.append(hit)
         else:
-            out.append(StreamHit("body", target.id, hit.score, hit.exact, target.span))
+            out.append(
+                StreamHit("body", target.id, hit.score, hit.exact, target.span, target.store)
+            )
     return out

@@ -1,12 +1,12 @@
 """From stream lists to one ranked list: the fusion a query gets, decided by its class.
 
 `plan_fusion` reads the query's class (query_class.py) and the settings into a
-`FusionPlan`; `rank` applies it: overloads' summaries handed to the member the code ranks
-best (overloads.py), weighted RRF per store (stream weights of the class),
-containment and layer folding in the code store (containment.py), then the stores merged
-with the layer weights, test code weighed down, and documents weighed down on code-shaped
-questions (identifier, signature). The engine and the offline replay (bench/quality) both
-call `rank`, so what the harness sweeps is what the service does.
+`FusionPlan`; `rank` applies it: each stream's lists over the stores joined into one
+ranking by raw score, overloads' summaries handed to the member the code ranks best
+(overloads.py), weighted RRF (stream weights of the class), containment and layer folding
+of code (containment.py), then the layer weights, test code weighed down, and documents
+weighed down on code-shaped questions (identifier, signature). The engine and the offline
+replay (bench/quality) both call `rank`, so what the harness sweeps is what the service does.
 
 Pure: no I/O.
 """
@@ -25,8 +25,9 @@ from retrieval.search.fusion import (
     Fused,
     StreamHit,
     StreamName,
-    fuse_store,
+    fuse,
     merge_stores,
+    merge_units,
 )
 from retrieval.search.overloads import share_summaries
 from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
@@ -74,6 +75,7 @@ class FusionPlan:
     test_weight: float = 1.0  # multiplies the score of code under a test path
     doc_weight: float = 1.0  # multiplies documents' scores (code-shaped questions only)
     share_overload_summaries: bool = True  # overloads.py
+    joint_stores: bool = True  # one ranking per stream across stores (else RRF per store)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class FusionSettings:
     test_weight: float = 1.0
     code_query_doc_weight: float = 1.0
     share_overload_summaries: bool = True
+    joint_stores: bool = True
 
 
 def plan_fusion(
@@ -110,6 +113,7 @@ def plan_fusion(
         test_weight=settings.test_weight,
         doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
         share_overload_summaries=settings.share_overload_summaries,
+        joint_stores=settings.joint_stores,
     )
 
 
@@ -117,16 +121,25 @@ def rank(
     lists: Mapping[Store, Mapping[StreamName, Sequence[StreamHit]]], plan: FusionPlan
 ) -> list[Fused]:
     """Every store's streams fused, folded and merged, best first."""
-    per_store: list[list[Fused]] = []
-    for store, streams in lists.items():
-        if store == "code" and plan.share_overload_summaries:
+    batches: list[Mapping[StreamName, Sequence[StreamHit]]]
+    if plan.joint_stores:
+        names = [name for name in STREAM_NAMES if any(name in s for s in lists.values())]
+        batches = [
+            {name: merge_units([s[name] for s in lists.values() if name in s]) for name in names}
+        ]
+    else:
+        batches = list(lists.values())
+    per_batch: list[list[Fused]] = []
+    for streams in batches:
+        if plan.share_overload_summaries:
             # The symbol stream ranks names, not summaries: nothing to share there.
             streams = {  # noqa: PLW2901 - the same lists, overloads' summaries moved
                 name: share_summaries(hits) if name != "symbol" else hits
                 for name, hits in streams.items()
             }
-        fused = fuse_store(store, streams, plan.k, plan.cap, plan.stream_weights)
-        if plan.containment != "off" and store == "code":
+        fused = fuse(streams, plan.k, plan.cap, plan.stream_weights)
+        if plan.containment != "off":
+            # Only code has spans; documents pass through unchanged.
             fused = collapse(
                 fused,
                 plan.k,
@@ -135,7 +148,7 @@ def rank(
                 prefer=plan.containment,
                 fold=plan.fold,
             )
-        per_store.append(fused)
+        per_batch.append(fused)
 
     def weight(item: Fused) -> float:
         if item.store == "code":
@@ -144,7 +157,7 @@ def rank(
             return 1.0
         return plan.doc_weight if item.store == "repo_docs" else 1.0
 
-    return merge_stores(per_store, plan.layer_weights, weight)
+    return merge_stores(per_batch, plan.layer_weights, weight)
 
 
 STREAM_WEIGHT_MIN, STREAM_WEIGHT_MAX = 0.0, 5.0
@@ -194,4 +207,5 @@ def default_fusion() -> FusionSettings:
         test_weight=DEFAULT_TEST_WEIGHT,
         code_query_doc_weight=DEFAULT_CODE_QUERY_DOC_WEIGHT,
         share_overload_summaries=True,
+        joint_stores=True,
     )

@@ -141,6 +141,10 @@ def _fusion(env: Env) -> FusionSettings:
             "RETRIEVAL_OVERLOAD_SUMMARIES", "shared", ("shared", "own")
         )
         == "shared",
+        # `per_store`: RRF within each store, the stores interleaved on the fused score
+        # (before issue 16's fifth session); `joint`: one ranking per stream (fusion.py).
+        joint_stores=env.choice("RETRIEVAL_STORE_FUSION", "joint", ("joint", "per_store"))
+        == "joint",
     )
 
 

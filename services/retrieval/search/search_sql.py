@@ -202,7 +202,8 @@ async def run_vector(
         )
         rows = await conn.fetch(sql, *args)
     hits = [
-        StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store)) for row in rows
+        StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store), store)
+        for row in rows
     ]
     hits.sort(key=lambda hit: (-hit.score, hit.id))
     return hits
@@ -227,7 +228,8 @@ async def run_lexical(
     sql, args = lexical_sql(store, unit, scope, tsquery, cap)
     rows = await conn.fetch(sql, *args)
     return [
-        StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store)) for row in rows
+        StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store), store)
+        for row in rows
     ]
 
 
@@ -239,7 +241,9 @@ async def run_symbol(
         await conn.execute(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}")
         rows = await conn.fetch(sql, *args)
     return [
-        StreamHit(unit, int(row["id"]), float(row["score"]), int(row["exact"]), _span(row, "code"))
+        StreamHit(
+            unit, int(row["id"]), float(row["score"]), int(row["exact"]), _span(row, "code"), "code"
+        )
         for row in rows
     ]
 

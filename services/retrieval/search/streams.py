@@ -60,15 +60,6 @@ def plan_streams(
     return tasks
 
 
-def merge_units(lists: Sequence[Sequence[StreamHit]]) -> list[StreamHit]:
-    """One stream's lists over several units of a store, as one ranking by raw score
-    (the units share a scale: both are cosines, or both ts_rank_cd), ties on id. Exact
-    symbol matches keep the lead the symbol stream gave them."""
-    merged = [hit for hits in lists for hit in hits]
-    merged.sort(key=lambda hit: (-hit.exact, -hit.score, hit.id, UNIT_ORDER[hit.unit]))
-    return merged
-
-
 async def run_stream(
     pool: asyncpg.Pool,
     task: StreamTask,
