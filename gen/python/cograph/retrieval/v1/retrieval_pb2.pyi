@@ -1183,7 +1183,9 @@ class Provenance(_message.Message):
     stream: Global___Stream.ValueType
     """The stream."""
     rank: _builtins.int
-    """1-based rank of the result in that stream, within its store."""
+    """1-based rank of the result in that stream (its lists over code and repository
+    documents ranked together on the raw score).
+    """
     score: _builtins.float
     """The stream's raw score (cosine similarity, ts_rank_cd or trigram similarity)."""
     def __init__(
