@@ -267,3 +267,29 @@ def test_rank_joins_the_stores_of_a_stream_on_raw_score_unless_per_store() -> No
         ("repo_docs", 3),
         ("code", 2),
     ]
+
+
+def test_a_function_ranked_above_its_nested_function_keeps_it_under_a_member_ratio() -> None:
+    # `exclude` (lines 1-20) defines the closure `exclude_` (5-15). Ranked first, the
+    # function stays under a member ratio and the closure folds into it; `member` still
+    # returns the closure. Ranked below its closure, the function gives way as before (a
+    # factory's inner functions can be its API). A class still gives way to its method.
+    outer = Span(1, "attr/filters.py", 1, 20, "function", "attr.filters.exclude")
+    inner = Span(1, "attr/filters.py", 5, 15, "function", "attr.filters.exclude.exclude_")
+    first: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 1, 0.9, 0, outer), StreamHit("body", 2, 0.85, 0, inner)]
+    }
+    items = fuse(first, K, 300)
+    assert ids(collapse(items, K, prefer=0.5)) == [("body", 1)]
+    assert ids(collapse(items, K, prefer="member")) == [("body", 2)]
+    second: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 2, 0.9, 0, inner), StreamHit("body", 1, 0.85, 0, outer)]
+    }
+    kept = collapse(fuse(second, K, 300), K, prefer=0.5)
+    assert ids(kept) == [("body", 2)] and ranks(kept[0]) == {"vector": 1}
+    cls = Span(1, "attr/filters.py", 1, 20, "class", "attr.filters.Exclude")
+    method = Span(1, "attr/filters.py", 5, 15, "method", "attr.filters.Exclude.check")
+    third: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 1, 0.9, 0, cls), StreamHit("body", 2, 0.85, 0, method)]
+    }
+    assert ids(collapse(fuse(third, K, 300), K, prefer=0.5)) == [("body", 2)]

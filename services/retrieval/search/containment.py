@@ -9,7 +9,10 @@ the function it contains, which in a small file are almost the same text, and on
 - **Containment.** Among the candidates, the most specific node that covers what matched
   stays, and every container of it is folded into it: a container with candidate members
   is folded into its best-ranked member that has none of its own; a container none of
-  whose members is a candidate stays itself.
+  whose members is a candidate stays itself. A function or method ranked above a function
+  nested in it stays whatever the member ratio: closures, callbacks and local helpers are
+  its implementation (`exclude` rather than its inner `exclude_`); one ranked below its
+  nested function gives way as before (a factory's inner functions can be its API).
 - **Exact names.** A node the query names outright (the symbol stream's `exact`) is what
   matched, whatever it contains: it stays, its members and its containers are folded into
   it. Between a container and a member named equally, the container stays (the query
@@ -34,6 +37,9 @@ from retrieval.layers import Unit
 from retrieval.search.fusion import Fused, Provenance, StreamName, fused_order, rrf_score
 
 _ORDER = ("vector", "lexical", "symbol")
+# Containers whose nested definitions are their implementation (bench/RESULTS.md, "Nested
+# functions stay in their function").
+_CALLABLE = frozenset({"function", "method"})
 # "member": the most specific; "better": the better ranked; a number r: the member when it
 # scores at least r times its container's score.
 Prefer = Literal["member", "better"] | float
@@ -153,7 +159,12 @@ def _targets(order: Sequence[int], nodes: Mapping[int, Fused], prefer: Prefer) -
         if n in claimed:
             continue
         below = [d for d in descendants[n] if d not in claimed]
-        if below and (_kind(nodes[n]) == "module" or score[below[0]] >= ratio * score[n]):
+        # A function or method ranked above a function nested in it keeps it (the better
+        # ranked stays, whatever the ratio).
+        keeps = not isinstance(prefer, str) and _kind(nodes[n]) in _CALLABLE
+        if below and (
+            _kind(nodes[n]) == "module" or (not keeps and score[below[0]] >= ratio * score[n])
+        ):
             target[n] = below[0]
             claimed.add(n)
             continue
