@@ -2,7 +2,7 @@
 
 Each query's stream lists are fetched once, in process, with the search module's own
 `plan_streams` and `run_stream` at the largest cap swept; every (k, cap) pair is then fused
-with the search module's own `merge_units` and `ranking.rank` (weighted RRF per query
+with the search module's own `merge_lists` and `ranking.rank` (weighted RRF per query
 class, containment, layer and test weights), as `SearchEngine.search` uses them.
 Truncating each unit's list to a smaller cap before merging gives the same candidates a
 search run at that cap would have (the top `cap` of a union by score lie within each
@@ -23,7 +23,7 @@ from bench.quality.search_client import Row
 from cograph_api.access_rules import Viewer
 from cograph_api.embedder_client import EmbedderClient
 from retrieval.layers import BROAD, Store, Unit, layers_of_unit, stores_for, units_for
-from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName, merge_units
+from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName, merge_lists
 from retrieval.search.query_text import has_text
 from retrieval.search.ranking import FusionSettings, default_fusion, plan_fusion, rank
 from retrieval.search.search_sql import Scope
@@ -83,7 +83,7 @@ def fused_ids(
     lists: dict[Store, dict[StreamName, list[StreamHit]]] = {}
     for store in stores_for(BROAD):
         per_stream = {
-            name: merge_units(
+            name: merge_lists(
                 [
                     candidates.hits[t][:cap]
                     for t in candidates.tasks

@@ -11,8 +11,8 @@ from retrieval.search.fusion import (
     StreamHit,
     StreamName,
     fuse,
+    merge_lists,
     merge_stores,
-    merge_units,
 )
 
 Streams = dict[StreamName, list[StreamHit]]
@@ -119,7 +119,7 @@ def test_one_stream_ranks_every_store_on_its_raw_score() -> None:
     # A document and a node with the same row id are two candidates, each in its store.
     code = hits(1, 2, start=0.9)
     docs = hits(1, unit="doc", start=0.95, store="repo_docs")
-    joined = merge_units([code, docs])
+    joined = merge_lists([code, docs])
     assert [(h.store, h.id) for h in joined] == [("repo_docs", 1), ("code", 1), ("code", 2)]
     fused = fuse({"vector": joined}, k=10, cap=300)
     assert [(f.store, f.unit, f.id) for f in fused] == [

@@ -31,7 +31,7 @@ from retrieval.search.fusion import (
     Provenance,
     StreamHit,
     StreamName,
-    merge_units,
+    merge_lists,
 )
 from retrieval.search.graph import GraphResult, expand
 from retrieval.search.query import SearchQuery
@@ -146,7 +146,7 @@ class SearchEngine:
         phase = time.perf_counter()
         lists = {
             store: {
-                name: merge_units([hits[t] for t in tasks if t.store == store and t.stream == name])
+                name: merge_lists([hits[t] for t in tasks if t.store == store and t.stream == name])
                 for name in STREAM_NAMES
                 if any(t.store == store and t.stream == name for t in tasks)
             }

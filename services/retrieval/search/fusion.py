@@ -4,7 +4,7 @@ score(candidate) = sum over streams of 1 / (k + rank_in_stream), ranks 1-based, 
 truncated to the candidate cap first. Ranks are comparable across streams where the raw
 scores (cosine, ts_rank_cd, trigram similarity) are not. Within one stream the raw scores
 are comparable, so a stream's lists over several units or stores are first merged into one
-ranking by raw score (`merge_units`): a node body, a summary and a markdown section compete
+ranking by raw score (`merge_lists`): a node body, a summary and a markdown section compete
 on the same cosine. (Fusing each store apart and interleaving the stores on the fused score
 gave every store's first hit the same score, so a question about code always had a document
 between each pair of code results: bench/RESULTS.md, "One ranking per stream across
@@ -84,7 +84,7 @@ class StreamHit:
     store: Store = "code"  # the store the row lives in (ids are per store)
 
 
-def merge_units(lists: Sequence[Sequence[StreamHit]]) -> list[StreamHit]:
+def merge_lists(lists: Sequence[Sequence[StreamHit]]) -> list[StreamHit]:
     """One stream's lists (over several units or stores) as one ranking by raw score: the
     lists share a scale (cosines of one model, or ts_rank_cd), ties on id. Exact symbol
     matches keep the lead the symbol stream gave them."""
@@ -184,9 +184,9 @@ def merge_stores(
     item_weight: Callable[[Fused], float] | None = None,
 ) -> list[Fused]:
     """Concatenates fused lists (one for every store, or one per store) and re-sorts them
-    on the fused score, each
-    score first multiplied by its unit's weight (RETRIEVAL_LAYER_WEIGHTS; 1 when absent)
-    and by `item_weight(item)` when given (test code, documents on code-shaped queries).
+    on the fused score, each score first multiplied by its unit's weight
+    (RETRIEVAL_LAYER_WEIGHTS; 1 when absent) and by `item_weight(item)` when given (test
+    code, documents on code-shaped queries).
 
     An exact symbol match then gets PIN_SCORE times its `exact` level (3; 2 for an `impl`
     block; 1 ignoring case; search_sql.symbol_sql) added to its score, so the score a caller

@@ -26,8 +26,8 @@ from retrieval.search.fusion import (
     StreamHit,
     StreamName,
     fuse,
+    merge_lists,
     merge_stores,
-    merge_units,
 )
 from retrieval.search.overloads import share_summaries
 from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
@@ -125,7 +125,7 @@ def rank(
     if plan.joint_stores:
         names = [name for name in STREAM_NAMES if any(name in s for s in lists.values())]
         batches = [
-            {name: merge_units([s[name] for s in lists.values() if name in s]) for name in names}
+            {name: merge_lists([s[name] for s in lists.values() if name in s]) for name in names}
         ]
     else:
         batches = list(lists.values())

@@ -135,14 +135,14 @@ def _fusion(env: Env) -> FusionSettings:
         code_query_doc_weight=env.float(
             "RETRIEVAL_CODE_QUERY_DOC_WEIGHT", DEFAULT_CODE_QUERY_DOC_WEIGHT, min=0.01, max=100.0
         ),
-        # `own`: every overload's summary ranks as its own candidate (before issue 16's
-        # fifth session); `shared`: overloads.py.
+        # `own`: every overload's summary ranks as its own candidate (the earlier order,
+        # kept for comparison); `shared`: overloads.py.
         share_overload_summaries=env.choice(
             "RETRIEVAL_OVERLOAD_SUMMARIES", "shared", ("shared", "own")
         )
         == "shared",
-        # `per_store`: RRF within each store, the stores interleaved on the fused score
-        # (before issue 16's fifth session); `joint`: one ranking per stream (fusion.py).
+        # `per_store`: RRF within each store, the stores interleaved on the fused score (the
+        # earlier order, kept for comparison); `joint`: one ranking per stream (fusion.py).
         joint_stores=env.choice("RETRIEVAL_STORE_FUSION", "joint", ("joint", "per_store"))
         == "joint",
     )
