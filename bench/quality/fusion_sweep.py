@@ -8,7 +8,8 @@
 scope as the `fused` configuration searches; or the unseen corpora, each query scoped to
 its repository as unseen_run does), indexes it through the real service, and stores per
 query its stream lists (replay.collect's candidates, with each code hit's span), the rows
-needed to name results, and for the unseen corpora the external baselines' ranks. `sweep`
+needed to name results, and the external baselines' ranks (unseen_run.baselines, or
+package_baselines.ranks for the package sets). `sweep`
 then replays fusion with `ranking.rank` under each policy: containment off/on, stream
 weights per query class, test-code and document weights; MRR@10 per set, class, language
 and half, and the crowding figures (nested pairs, test rows and documents in the top 10).
@@ -29,7 +30,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.quality import datasets, unseen, unseen_run
+from bench.quality import datasets, package_baselines, unseen, unseen_run
 from bench.quality.replay import Candidates, fused_ids, load_index, rows_of
 from bench.quality.search_client import Row
 from bench.quality.stack import Stack, index_all, running_stack
@@ -100,13 +101,15 @@ async def collect(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
             missing = set(missing_answers(pqueries, index))
             kept = [q for q in pqueries if q not in missing]
+            pk_ranks, _ = await package_baselines.ranks(stack, kept, repos)
 
             async def one(q: datasets.Query) -> Item:
                 async with gate:
                     cands = await _collect_one(stack.pool, stack, q.text, None)
                 return Item(
-                    q.id, "packages", q.klass, q.language, q.half, q.text, q.answer, cands, {}
-                )
+                    q.id, "packages", q.klass, q.language, q.half, q.text, q.answer, cands,
+                    pk_ranks.get(q.id, {}),
+                )  # fmt: skip
 
             items = list(await asyncio.gather(*(one(q) for q in kept)))
         else:
