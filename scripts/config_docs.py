@@ -479,6 +479,12 @@ META: dict[str, Meta] = {
         "in a stream to the overload whose code ranks best there (documentation ranks the "
         "group, code the member); `own`: each overload's summary ranks as its own candidate."
     ),
+    "RETRIEVAL_OVERLOAD_ORDER": Meta(
+        "`code`: on prose and mixed questions the overloads of one name keep the places "
+        "fusion gave the group and take them in the order the vector stream ranks their "
+        "code (the lexical and symbol streams cannot tell overloads apart); `fused`: the "
+        "fused order."
+    ),
     "RETRIEVAL_STORE_FUSION": Meta(
         "`joint`: each stream ranks code and repository documents together by its raw score "
         "(one cosine, one ts_rank_cd), then one fusion; `per_store`: each store fused apart "

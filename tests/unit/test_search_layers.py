@@ -155,3 +155,27 @@ def test_layer_weights_parse_and_fail_clearly() -> None:
             SearchSettings.from_env(Env({"RETRIEVAL_LAYER_WEIGHTS": bad}))
         assert says in str(caught.value)
     assert parse_layer_weights("repo_doc=0.01,code=100") == {"doc": 0.01, "body": 100.0}
+
+
+def test_fusion_choices_come_from_the_environment_and_fail_clearly() -> None:
+    fusion = SearchSettings.from_env(Env({})).fusion
+    assert fusion.order_overloads_by_code and fusion.share_overload_summaries
+    assert fusion.joint_stores
+    chosen = SearchSettings.from_env(
+        Env(
+            {
+                "RETRIEVAL_OVERLOAD_ORDER": "fused",
+                "RETRIEVAL_OVERLOAD_SUMMARIES": "own",
+                "RETRIEVAL_STORE_FUSION": "per_store",
+            }
+        )
+    ).fusion
+    assert not chosen.order_overloads_by_code and not chosen.share_overload_summaries
+    assert not chosen.joint_stores
+    for name in (
+        "RETRIEVAL_OVERLOAD_ORDER",
+        "RETRIEVAL_OVERLOAD_SUMMARIES",
+        "RETRIEVAL_STORE_FUSION",
+    ):
+        with pytest.raises(ConfigError, match=name):
+            SearchSettings.from_env(Env({name: "bogus"}))

@@ -1,13 +1,15 @@
-"""Overloads share their summaries' evidence (overloads.py), and the ranking plan applies it."""
+"""Overloads share their summaries' evidence and are ordered by their code (overloads.py), and
+the ranking plan applies both."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from retrieval.layers import Store
-from retrieval.search.fusion import Span, StreamHit, StreamName
-from retrieval.search.overloads import overload_key, share_summaries
-from retrieval.search.ranking import FusionPlan, rank
+from retrieval.search.fusion import Fused, Span, StreamHit, StreamName
+from retrieval.search.overloads import order_by_code, overload_key, share_summaries
+from retrieval.search.ranking import FusionPlan, default_fusion, plan_fusion, rank
 
 FILE = "src/BooleanUtils.java"
 # Three overloads of toBoolean and one other method, in one file; a namesake elsewhere.
@@ -76,3 +78,46 @@ def test_rank_shares_summaries_in_the_code_store_unless_turned_off() -> None:
     plan = FusionPlan(k=10, cap=300, containment="off", share_overload_summaries=False)
     own = rank(lists, plan)
     assert (own[0].unit, own[0].id) == ("summary", 2)
+
+
+def fused_item(node: int, score: float) -> Fused:
+    return Fused("code", "body", node, score, span=SPANS[node])
+
+
+def test_overloads_take_their_groups_places_in_the_order_their_code_ranks() -> None:
+    # Fusion put toBoolean#3 first, negate second, toBoolean third and toBoolean#2 last;
+    # the vector stream ranks the bodies toBoolean, toBoolean#3 (toBoolean#2 not found).
+    items = [fused_item(3, 0.9), fused_item(4, 0.8), fused_item(1, 0.7), fused_item(2, 0.6)]
+    vector = [hit(2, "summary", 0.95), hit(1, "body", 0.9), hit(4, "body", 0.85), hit(3)]
+    out = order_by_code(items, vector)
+    assert [item.id for item in out] == [1, 4, 3, 2]
+    assert [item.score for item in out] == [0.9, 0.8, 0.7, 0.6]  # each place keeps its score
+
+
+def test_order_by_code_leaves_lone_names_and_namesakes_elsewhere_alone() -> None:
+    items = [fused_item(5, 0.9), fused_item(6, 0.8), fused_item(1, 0.7), fused_item(4, 0.6)]
+    vector = [hit(1), hit(6), hit(5), hit(4)]
+    assert [item.id for item in order_by_code(items, vector)] == [5, 6, 1, 4]
+    assert order_by_code([], vector) == []
+
+
+def test_prose_questions_order_overloads_by_code_and_code_shaped_ones_do_not() -> None:
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [hit(1, "body", 0.9), hit(2, "body", 0.8)],
+        "lexical": [hit(2, "body", 9.0), hit(1, "body", 8.0)],
+        "symbol": [hit(2, "body", 0.7)],
+    }
+    lists: Mapping[Store, Mapping[StreamName, Sequence[StreamHit]]] = {"code": streams}
+    fused = rank(lists, FusionPlan(k=10, cap=300, containment="off"))
+    assert [item.id for item in fused] == [2, 1]  # two streams of three put #2 first
+    settings = default_fusion()
+    prose = plan_fusion("convert an integer to a boolean", 10, 300, settings)
+    assert prose.order_overloads_by_code
+    assert [item.id for item in rank(lists, prose)] == [1, 2]
+    assert rank(lists, prose)[0].score > rank(lists, prose)[1].score
+    for code_shaped in ("BooleanUtils.toBoolean", "toBoolean(int value)"):
+        assert not plan_fusion(code_shaped, 10, 300, settings).order_overloads_by_code
+    off = plan_fusion(
+        "convert an integer to a boolean", 10, 300, replace(settings, order_overloads_by_code=False)
+    )
+    assert [item.id for item in rank(lists, off)] == [2, 1]

@@ -13,6 +13,13 @@ group, the code ranks inside it. A summary whose group has no body in the stream
 place. Measured on the harness's corpora (bench/RESULTS.md, "Overloads share their
 summaries"): Java gains on both halves, every other set is unchanged.
 
+`order_by_code` applies the same split to the fused list of a prose question: the
+overloads of a name keep the places fusion gave the group, and the vector stream's ranking
+of their bodies says which member takes which place. The lexical and symbol streams cannot
+tell overloads apart (one name, near-copies of one doc comment), yet they decide their
+order under RRF: `isHex#2` first and `isHex` second for a question the code of `isHex`
+answers (bench/RESULTS.md, "Overloads ordered by their code").
+
 Pure: no I/O.
 """
 
@@ -21,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from retrieval.search.fusion import Span, StreamHit
+from retrieval.search.fusion import Fused, Span, StreamHit
 
 _REPEAT = re.compile(r"#\d+$")  # extract.py numbers the 2nd, 3rd... definition of a name
 
@@ -61,4 +68,33 @@ def share_summaries(hits: Sequence[StreamHit]) -> list[StreamHit]:
             out.append(
                 StreamHit("body", target.id, hit.score, hit.exact, target.span, target.store)
             )
+    return out
+
+
+def order_by_code(items: Sequence[Fused], vector: Sequence[StreamHit]) -> list[Fused]:
+    """A fused list (best first) with each overload group's members reordered among the
+    group's own places by their body's rank in `vector` (the vector stream's list, best
+    first); a member whose body the stream did not find goes after those it did, in fused
+    order. Each place keeps its score, so the list stays sorted; everything else stays."""
+    body_rank: dict[tuple[str, int], int] = {}
+    for i, hit in enumerate(vector):
+        if hit.unit == "body":
+            body_rank.setdefault((hit.store, hit.id), i)
+    places: dict[tuple[int, str, str], list[int]] = {}
+    for place, item in enumerate(items):
+        key = overload_key(item.span) if item.span is not None else None
+        if key is not None:
+            places.setdefault(key, []).append(place)
+    out = list(items)
+    for group in places.values():
+        if len(group) < 2:
+            continue
+        members = sorted(
+            (items[p] for p in group),
+            key=lambda item: body_rank.get((item.store, item.id), len(vector)),
+        )  # stable: the fused order among members the stream ranked alike
+        scores = [items[p].score for p in group]
+        for place, member, score in zip(group, members, scores, strict=True):
+            member.score = score
+            out[place] = member
     return out

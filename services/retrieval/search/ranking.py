@@ -5,8 +5,10 @@
 ranking by raw score, overloads' summaries handed to the member the code ranks best
 (overloads.py), weighted RRF (stream weights of the class), containment and layer folding
 of code (containment.py), then the layer weights, test code weighed down, and documents
-weighed down on code-shaped questions (identifier, signature). The engine and the offline
-replay (bench/quality) both call `rank`, so what the harness sweeps is what the service does.
+weighed down on code-shaped questions (identifier, signature); last, on prose questions,
+the overloads of one name ordered among their places by their code (overloads.py). The
+engine and the offline replay (bench/quality) both call `rank`, so what the harness sweeps
+is what the service does.
 
 Pure: no I/O.
 """
@@ -29,7 +31,7 @@ from retrieval.search.fusion import (
     merge_lists,
     merge_stores,
 )
-from retrieval.search.overloads import share_summaries
+from retrieval.search.overloads import order_by_code, share_summaries
 from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
 from retrieval.weights import parse_weights
 
@@ -75,6 +77,7 @@ class FusionPlan:
     test_weight: float = 1.0  # multiplies the score of code under a test path
     doc_weight: float = 1.0  # multiplies documents' scores (code-shaped questions only)
     share_overload_summaries: bool = True  # overloads.py
+    order_overloads_by_code: bool = False  # overloads.order_by_code (prose and mixed)
     joint_stores: bool = True  # one ranking per stream across stores (else RRF per store)
 
 
@@ -91,6 +94,7 @@ class FusionSettings:
     test_weight: float = 1.0
     code_query_doc_weight: float = 1.0
     share_overload_summaries: bool = True
+    order_overloads_by_code: bool = True
     joint_stores: bool = True
 
 
@@ -113,6 +117,9 @@ def plan_fusion(
         test_weight=settings.test_weight,
         doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
         share_overload_summaries=settings.share_overload_summaries,
+        # Identifier and signature questions name the member (a parameter list tells
+        # overloads apart); prose names the group.
+        order_overloads_by_code=settings.order_overloads_by_code and query_class not in CODE_SHAPED,
         joint_stores=settings.joint_stores,
     )
 
@@ -157,7 +164,11 @@ def rank(
             return 1.0
         return plan.doc_weight if item.store == "repo_docs" else 1.0
 
-    return merge_stores(per_batch, plan.layer_weights, weight)
+    merged = merge_stores(per_batch, plan.layer_weights, weight)
+    if plan.order_overloads_by_code:
+        vector = merge_lists([s["vector"] for s in lists.values() if "vector" in s])
+        merged = order_by_code(merged, vector)
+    return merged
 
 
 STREAM_WEIGHT_MIN, STREAM_WEIGHT_MAX = 0.0, 5.0
@@ -207,5 +218,6 @@ def default_fusion() -> FusionSettings:
         test_weight=DEFAULT_TEST_WEIGHT,
         code_query_doc_weight=DEFAULT_CODE_QUERY_DOC_WEIGHT,
         share_overload_summaries=True,
+        order_overloads_by_code=True,
         joint_stores=True,
     )

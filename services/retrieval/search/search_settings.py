@@ -141,6 +141,10 @@ def _fusion(env: Env) -> FusionSettings:
             "RETRIEVAL_OVERLOAD_SUMMARIES", "shared", ("shared", "own")
         )
         == "shared",
+        # `fused`: overloads keep the order fusion gave them (the earlier order, kept for
+        # comparison); `code`: overloads.order_by_code on prose and mixed questions.
+        order_overloads_by_code=env.choice("RETRIEVAL_OVERLOAD_ORDER", "code", ("code", "fused"))
+        == "code",
         # `per_store`: RRF within each store, the stores interleaved on the fused score (the
         # earlier order, kept for comparison); `joint`: one ranking per stream (fusion.py).
         joint_stores=env.choice("RETRIEVAL_STORE_FUSION", "joint", ("joint", "per_store"))
