@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from svckit.db import create_database, drop_database
-from svckit.embedded import EmbeddedPostgres
+from svckit.embedded import EmbeddedPostgres, cancelled_by_sigterm
 
 
 @contextmanager
@@ -36,6 +36,7 @@ async def scratch_database(prefix: str, *, keep: bool = False) -> AsyncIterator[
     """A new database `<prefix>_<random>` (extensions created), dropped on exit unless
     `keep` on an external server (an embedded one goes with its directory anyway)."""
     with (
+        cancelled_by_sigterm(),
         tempfile.TemporaryDirectory(prefix=f"{prefix}-") as tmp,
         postgres_server(Path(tmp)) as base,
     ):

@@ -29,7 +29,7 @@ from retrieval.app import RetrievalApp, start_retrieval
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
 from svckit.db import create_database, drop_database
-from svckit.embedded import EmbeddedPostgres
+from svckit.embedded import EmbeddedPostgres, cancelled_by_sigterm
 
 _DONE = {retrieval_pb2.JOB_STATE_SUCCEEDED, retrieval_pb2.JOB_STATE_FAILED}
 
@@ -49,6 +49,15 @@ class Stack:
 async def running_stack(
     workdir: Path, extra_env: dict[str, str] | None = None
 ) -> AsyncIterator[Stack]:
+    """The retrieval service, its embedder and PostgreSQL for one run; all stopped on
+    exit, a SIGTERM included."""
+    with cancelled_by_sigterm():
+        async with _stack(workdir, extra_env) as stack:
+            yield stack
+
+
+@asynccontextmanager
+async def _stack(workdir: Path, extra_env: dict[str, str] | None) -> AsyncIterator[Stack]:
     server: EmbeddedPostgres | None = None
     root_url = os.environ.get("COGRAPH_DATABASE_URL")
     if not root_url:

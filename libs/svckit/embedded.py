@@ -2,13 +2,47 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+
+@contextmanager
+def cancelled_by_sigterm() -> Iterator[None]:
+    """Within the block, SIGTERM cancels the running task instead of ending the process
+    at once (Python's default), so a one-shot command that was killed (a benchmark)
+    unwinds through its `finally` blocks and stops the embedded server it started rather
+    than leaving the postmaster behind; the process then exits with 143, as a killed one
+    does. `cograph up` has its own stop handling."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is None:
+        yield
+        return
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        yield
+    except asyncio.CancelledError:
+        if terminated:  # the shell's code for "killed by SIGTERM", not a traceback
+            raise SystemExit(128 + signal.SIGTERM) from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 @dataclass
