@@ -55,6 +55,7 @@ from commons.query import like_pattern
 from commons.ranking import RankingWeights, Strategy
 from commons.store import CommonsStore, SearchParams, configure_two_stage, search_args, search_sql
 from svckit.db import DbTimeouts, create_database, create_pool, drop_database
+from svckit.embedded import cancelled_by_sigterm
 from svckit.migrations import migrate
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 
@@ -468,6 +469,7 @@ async def post_figures(base: str, args: argparse.Namespace, workdir: Path) -> No
 
 async def run(args: argparse.Namespace) -> None:
     with (
+        cancelled_by_sigterm(),  # a killed run still stops its server
         tempfile.TemporaryDirectory(prefix="commons-bench-") as tmp,
         postgres_server(Path(tmp)) as base,
     ):

@@ -35,7 +35,7 @@ from retrieval.indexing.summaries import ExtractiveSummarizer
 from retrieval.settings import IndexSettings
 from svckit.config import Env
 from svckit.db import DbTimeouts, create_database, create_pool, drop_database
-from svckit.embedded import EmbeddedPostgres
+from svckit.embedded import EmbeddedPostgres, cancelled_by_sigterm
 from svckit.migrations import migrate
 
 CACHE = Path(__file__).resolve().parent.parent / ".cograph" / "test-models"
@@ -69,6 +69,11 @@ def start_embedder(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 async def run(source: Path, workers: int, workdir: Path) -> None:
+    with cancelled_by_sigterm():  # a killed run still stops its server
+        await _run(source, workers, workdir)
+
+
+async def _run(source: Path, workers: int, workdir: Path) -> None:
     server: EmbeddedPostgres | None = None
     root_url = os.environ.get("COGRAPH_DATABASE_URL")
     if not root_url:
