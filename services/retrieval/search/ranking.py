@@ -128,14 +128,12 @@ def rank(
     lists: Mapping[Store, Mapping[StreamName, Sequence[StreamHit]]], plan: FusionPlan
 ) -> list[Fused]:
     """Every store's streams fused, folded and merged, best first."""
+    # Each stream's lists over the stores as one ranking: fused at once (joint_stores),
+    # and the vector stream's order of the code for order_by_code.
+    names = [name for name in STREAM_NAMES if any(name in s for s in lists.values())]
+    joined = {name: merge_lists([s[name] for s in lists.values() if name in s]) for name in names}
     batches: list[Mapping[StreamName, Sequence[StreamHit]]]
-    if plan.joint_stores:
-        names = [name for name in STREAM_NAMES if any(name in s for s in lists.values())]
-        batches = [
-            {name: merge_lists([s[name] for s in lists.values() if name in s]) for name in names}
-        ]
-    else:
-        batches = list(lists.values())
+    batches = [joined] if plan.joint_stores else list(lists.values())
     per_batch: list[list[Fused]] = []
     for streams in batches:
         if plan.share_overload_summaries:
@@ -166,8 +164,7 @@ def rank(
 
     merged = merge_stores(per_batch, plan.layer_weights, weight)
     if plan.order_overloads_by_code:
-        vector = merge_lists([s["vector"] for s in lists.values() if "vector" in s])
-        merged = order_by_code(merged, vector)
+        merged = order_by_code(merged, joined.get("vector", []))
     return merged
 
 
