@@ -485,9 +485,15 @@ META: dict[str, Meta] = {
         "code (the lexical and symbol streams cannot tell overloads apart); `fused`: the "
         "fused order."
     ),
+    "RETRIEVAL_LEXICAL_SCORING": Meta(
+        "How the lexical stream orders the rows matching a query: `bm25` (Okapi BM25 with the "
+        "term statistics of each repository and collection, kept when its index is "
+        "published: rare words weigh more); `cover_density`: PostgreSQL's ts_rank_cd, which "
+        "weighs every word alike."
+    ),
     "RETRIEVAL_STORE_FUSION": Meta(
         "`joint`: each stream ranks code and repository documents together by its raw score "
-        "(one cosine, one ts_rank_cd), then one fusion; `per_store`: each store fused apart "
+        "(one cosine, one BM25), then one fusion; `per_store`: each store fused apart "
         "and the stores interleaved on the fused score, which gives every store's first hit "
         "the same score."
     ),

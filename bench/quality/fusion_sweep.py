@@ -74,7 +74,19 @@ async def _collect_one(pool: asyncpg.Pool, stack: Stack, text: str, repo: str | 
     vector = (await stack.embedder.embed([text]))[0]
     scope = Scope(Viewer(None, False), repo=repo)
     lists = await asyncio.gather(
-        *(run_stream(pool, t, scope=scope, query=text, vector=vector, cap=CAP) for t in tasks)
+        *(
+            run_stream(
+                pool,
+                t,
+                scope=scope,
+                query=text,
+                vector=vector,
+                cap=CAP,
+                split_identifiers=stack.settings.search.split_identifiers,
+                scoring=stack.settings.search.lexical_scoring,
+            )
+            for t in tasks
+        )
     )
     return Candidates(tasks, dict(zip(tasks, lists, strict=True)), text)
 

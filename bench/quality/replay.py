@@ -26,7 +26,7 @@ from retrieval.layers import BROAD, Store, Unit, layers_of_unit, stores_for, uni
 from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName, merge_lists
 from retrieval.search.query_text import has_text
 from retrieval.search.ranking import FusionSettings, default_fusion, plan_fusion, rank
-from retrieval.search.search_sql import Scope
+from retrieval.search.search_sql import LexicalScoring, Scope
 from retrieval.search.streams import StreamTask, plan_streams, run_stream
 
 RowIndex = Mapping[tuple[Store, int], Row]
@@ -47,6 +47,8 @@ async def collect(
     text: str,
     cap: int,
     split_identifiers: bool = True,
+    *,
+    scoring: LexicalScoring = "bm25",
 ) -> Candidates:
     layers = BROAD
     units = {store: units_for(store, layers) for store in stores_for(layers)}
@@ -63,6 +65,7 @@ async def collect(
                 vector=vector,
                 cap=cap,
                 split_identifiers=split_identifiers,
+                scoring=scoring,
             )
             for task in tasks
         )

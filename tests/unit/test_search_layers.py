@@ -8,6 +8,8 @@ import pytest
 
 from retrieval.layers import (
     BROAD,
+    LAYERS,
+    STORES,
     Store,
     Unit,
     layers_of_unit,
@@ -21,6 +23,7 @@ from retrieval.search.query import build_query
 from retrieval.search.query_text import code_tsquery, doc_tsquery, has_text
 from retrieval.search.search_settings import SearchSettings
 from retrieval.search.streams import StreamTask, plan_streams
+from retrieval.term_statistics import COLLECTION_FIELDS, REPOSITORY_FIELDS, field_of
 from svckit.config import ConfigError, Env
 from svckit.errors import InvalidArgument
 
@@ -179,3 +182,23 @@ def test_fusion_choices_come_from_the_environment_and_fail_clearly() -> None:
     ):
         with pytest.raises(ConfigError, match=name):
             SearchSettings.from_env(Env({name: "bogus"}))
+
+
+def test_lexical_scoring_comes_from_the_environment_and_fails_clearly() -> None:
+    assert SearchSettings.from_env(Env({})).lexical_scoring == "bm25"
+    chosen = SearchSettings.from_env(Env({"RETRIEVAL_LEXICAL_SCORING": "cover_density"}))
+    assert chosen.lexical_scoring == "cover_density"
+    with pytest.raises(ConfigError, match="RETRIEVAL_LEXICAL_SCORING"):
+        SearchSettings.from_env(Env({"RETRIEVAL_LEXICAL_SCORING": "tfidf"}))
+
+
+def test_every_searched_unit_has_a_lexical_field() -> None:
+    # A (store, unit) the streams can plan must rank by a field whose statistics
+    # publication keeps; anything else is refused, not scored without statistics.
+    for store in STORES:
+        for unit in units_for(store, LAYERS):
+            field = field_of(store, unit)
+            kept = REPOSITORY_FIELDS if field.owner == "repository_id" else COLLECTION_FIELDS
+            assert field in kept
+    with pytest.raises(ValueError, match="repo_docs/summary"):
+        field_of("repo_docs", "summary")

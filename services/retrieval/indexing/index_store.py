@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from retrieval import term_statistics
 from retrieval.indexing import generations
 from retrieval.indexing.pipeline import Vectors, WorkUnit
 from retrieval.indexing.records import FilePayload
@@ -445,6 +446,12 @@ async def finish_repository(
             readme_excerpt,
             generation,
         )
+        published = await conn.fetchval(
+            "SELECT published_generation FROM repositories WHERE id = $1", repository_id
+        )
+        await term_statistics.refresh(
+            conn, term_statistics.REPOSITORY_FIELDS, repository_id, published
+        )
 
 
 # ---------------------------------------------------------------- collections
@@ -546,4 +553,7 @@ async def finish_collection(
             collection_id,
             heading_tree,
             generation,
+        )
+        await term_statistics.refresh(
+            conn, term_statistics.COLLECTION_FIELDS, collection_id, generation
         )

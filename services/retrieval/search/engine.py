@@ -256,6 +256,7 @@ class SearchEngine:
                 vector=vector,
                 cap=self._settings.candidate_cap,
                 split_identifiers=self._settings.split_identifiers,
+                scoring=self._settings.lexical_scoring,
             )
         except Exception as err:  # CancelledError is a BaseException: it propagates
             if database_outage(err) is not None:

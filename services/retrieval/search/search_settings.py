@@ -23,6 +23,7 @@ from retrieval.search.ranking import (
     FusionSettings,
     parse_stream_weights,
 )
+from retrieval.search.search_sql import LEXICAL_SCORINGS, LexicalScoring
 from svckit.config import ConfigError, Env
 
 TOP_K_MIN, TOP_K_MAX = limits.TOP_K_MIN, limits.TOP_K_MAX
@@ -86,6 +87,7 @@ class SearchSettings:
     # Multipliers on fused scores by layer before stores are merged; empty: all 1.
     layer_weights: Mapping[Unit, float] = field(default_factory=dict)
     split_identifiers: bool = True  # how code queries are cut into lexical terms
+    lexical_scoring: LexicalScoring = "bm25"  # search_sql.lexical_sql
     # Per query class stream weights, containment, test code and document weights.
     fusion: FusionSettings = field(default_factory=FusionSettings)
 
@@ -110,6 +112,12 @@ class SearchSettings:
             rerank=RerankSettings.from_env(env),
             layer_weights=_layer_weights(env),
             split_identifiers=env.bool(SPLIT_IDENTIFIERS, True),
+            # `cover_density`: PostgreSQL's ts_rank_cd (the earlier order, kept for
+            # comparison); `bm25`: search_sql.lexical_sql.
+            lexical_scoring=cast(
+                LexicalScoring,
+                env.choice("RETRIEVAL_LEXICAL_SCORING", "bm25", LEXICAL_SCORINGS),
+            ),
             fusion=_fusion(env),
         )
 

@@ -12,13 +12,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 import numpy as np
 import numpy.typing as npt
 
 from cograph_api.access_rules import Viewer, collection_readable, repository_readable
+from retrieval import term_statistics
 from retrieval.layers import Store, Unit
 from retrieval.search.fusion import Span, StreamHit
 
@@ -113,21 +114,88 @@ def vector_sql(
     return sql, params.values
 
 
+LexicalScoring = Literal["bm25", "cover_density"]
+LEXICAL_SCORINGS: tuple[LexicalScoring, ...] = ("bm25", "cover_density")
+# BM25's customary constants: term frequency saturates at k1 + 1, length normalisation b.
+BM25_K1, BM25_B = 1.2, 0.75
+# The lexemes of a tsquery, read from its text form: 'parse' & 'config' | ...
+_TSQUERY_LEXEMES = r"'([^']+)'"
+
+
 def lexical_sql(
-    store: Store, unit: Unit, scope: Scope, tsquery: str, cap: int
+    store: Store,
+    unit: Unit,
+    scope: Scope,
+    tsquery: str,
+    cap: int,
+    *,
+    scoring: LexicalScoring = "bm25",
 ) -> tuple[str, list[Any]]:
-    """ts_rank_cd over the unit's tsvector: `simple` on code, `english` on documents."""
+    """The rows matching the tsquery (`simple` on code, `english` on documents), best first.
+
+    `bm25` (the default) scores them by Okapi BM25 over the query's lexemes, with the
+    document frequencies and lengths of the field in the row's own repository or collection
+    (term_statistics.py); a row's length is its tsvector's (distinct lexemes) and a term's
+    frequency the number of its positions. `cover_density` is PostgreSQL's ts_rank_cd, which
+    weighs every word alike however common it is (kept to measure against)."""
     params = _Params()
     source, where = _source(store, scope, params)
     column = f"t.{_TSV_COLUMN.get(unit, 'tsv')}"
     config = "simple" if store == "code" else "english"
     span = _SPAN_COLUMNS if store == "code" else ""
-    sql = (
-        f"SELECT t.id, ts_rank_cd({column}, q.q) AS score{span} "
-        f"FROM {source}, to_tsquery('{config}', {params.add(tsquery)}) AS q(q) "
-        f"WHERE {column} @@ q.q AND {' AND '.join(where)} "
-        f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
-    )
+    query = f"to_tsquery('{config}', {params.add(tsquery)})"
+    if scoring == "cover_density":
+        sql = (
+            f"SELECT t.id, ts_rank_cd({column}, q.q) AS score{span} "
+            f"FROM {source}, {query} AS q(q) "
+            f"WHERE {column} @@ q.q AND {' AND '.join(where)} "
+            f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
+        )
+        return sql, params.values
+    field = term_statistics.field_of(store, unit)
+    span_out = span.replace("t.", "c.")
+    # MATERIALIZED: each step is computed once; inlined, the statistics lookups would run
+    # once per candidate row.
+    sql = f"""
+        WITH q AS MATERIALIZED (SELECT {query} AS q),
+        lex AS MATERIALIZED (
+            SELECT DISTINCT m[1] AS lexeme
+            FROM q, regexp_matches(q.q::text, {params.add(_TSQUERY_LEXEMES)}, 'g') AS m
+        ),
+        cand AS MATERIALIZED (
+            SELECT t.id, {column} AS tsv, t.{field.owner} AS owner{span} FROM {source}, q
+            WHERE {column} @@ q.q AND {" AND ".join(where)}
+        ),
+        corpus AS MATERIALIZED (
+            SELECT f.id, f.{field.owner} AS owner, f.documents::float8 AS n,
+                   greatest(f.total_length::float8 / greatest(f.documents, 1), 1) AS avgdl
+            FROM lexical_fields f
+            WHERE f.field = {params.add(field.name)}
+              AND f.{field.owner} IN (SELECT DISTINCT owner FROM cand)
+        ),
+        idf AS MATERIALIZED (
+            SELECT c.owner, l.lexeme, c.avgdl,
+                   ln(1 + greatest(c.n - coalesce(d.df, 1) + 0.5, 0)
+                          / (coalesce(d.df, 1) + 0.5)) AS idf
+            FROM corpus c CROSS JOIN lex l
+            LEFT JOIN lexical_df d ON d.field_id = c.id AND d.lexeme = l.lexeme
+        ),
+        scored AS (
+            SELECT c.id, sum(
+                i.idf * x.tf * {BM25_K1 + 1}
+                / (x.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * length(c.tsv) / i.avgdl))
+            ) AS score
+            FROM cand c
+            CROSS JOIN LATERAL (
+                SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+                FROM unnest(c.tsv) AS u
+            ) x
+            JOIN idf i ON i.owner = c.owner AND i.lexeme = x.lexeme
+            GROUP BY c.id
+        )
+        SELECT c.id, s.score{span_out} FROM scored s JOIN cand c ON c.id = s.id
+        ORDER BY s.score DESC, c.id LIMIT {params.add(cap)}
+    """
     return sql, params.values
 
 
@@ -223,9 +291,16 @@ def _span(row: asyncpg.Record, store: Store) -> Span | None:
 
 
 async def run_lexical(
-    conn: asyncpg.Connection, store: Store, unit: Unit, *, scope: Scope, tsquery: str, cap: int
+    conn: asyncpg.Connection,
+    store: Store,
+    unit: Unit,
+    *,
+    scope: Scope,
+    tsquery: str,
+    cap: int,
+    scoring: LexicalScoring = "bm25",
 ) -> list[StreamHit]:
-    sql, args = lexical_sql(store, unit, scope, tsquery, cap)
+    sql, args = lexical_sql(store, unit, scope, tsquery, cap, scoring=scoring)
     rows = await conn.fetch(sql, *args)
     return [
         StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store), store)

@@ -19,7 +19,7 @@ from retrieval.layers import UNIT_ORDER, Store, Unit
 from retrieval.search import search_sql
 from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName
 from retrieval.search.query_text import code_tsquery, doc_tsquery
-from retrieval.search.search_sql import Scope
+from retrieval.search.search_sql import LexicalScoring, Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,7 @@ async def run_stream(
     vector: npt.NDArray[np.float32] | None,
     cap: int,
     split_identifiers: bool = True,
+    scoring: LexicalScoring = "bm25",
 ) -> list[StreamHit]:
     """Runs one stream query on a connection of its own; raises on failure."""
     async with pool.acquire() as conn:
@@ -87,6 +88,6 @@ async def run_stream(
             if not tsquery:
                 return []
             return await search_sql.run_lexical(
-                conn, task.store, task.unit, scope=scope, tsquery=tsquery, cap=cap
+                conn, task.store, task.unit, scope=scope, tsquery=tsquery, cap=cap, scoring=scoring
             )
         return await search_sql.run_symbol(conn, task.unit, scope, query, cap)
