@@ -18,9 +18,11 @@ What the index holds (built in a minute or two, not by the indexer):
   * access: 80% of repositories public; the benchmark searches as a non-admin principal
     with grants on half of the private ones, so the ACL filter is in every query.
 Rows are staged with COPY and inserted with INSERT ... SELECT; the HNSW, GIN and trigram
-indexes are built after the load. Then two RetrievalService servers run on 127.0.0.1:0
-against the same database, one with RETRIEVAL_STREAMS_CONCURRENT=true and one with false,
-and each query goes to both (alternating which goes first), after a warm-up pass.
+indexes are built after the load, and the term statistics BM25 reads are written as
+publication writes them. Then three RetrievalService servers run on 127.0.0.1:0 against
+the same database: RETRIEVAL_STREAMS_CONCURRENT=true, false, and true with the lexical
+stream ranked by ts_rank_cd (RETRIEVAL_LEXICAL_SCORING=cover_density) instead of BM25,
+and each query goes to all three (alternating the order), after a warm-up pass.
 
     .venv/bin/python -m bench.search                   # 100k nodes, 120 queries x 3 rounds
     .venv/bin/python -m bench.search --nodes 20000 --queries 30 --rounds 1   # quick look
@@ -60,6 +62,7 @@ from cograph_api.access_rules import Viewer
 from cograph_api.embedder_client import EmbedderClient
 from embedder.app import EmbedderApp, start_embedder
 from embedder.settings import EmbedderSettings
+from retrieval import term_statistics
 from retrieval.app import MIGRATIONS, RetrievalApp, start_retrieval
 from retrieval.indexing.summaries import SummaryInput, extractive_summary
 from retrieval.search import search_sql
@@ -396,6 +399,9 @@ async def load(
     await conn.execute("SET maintenance_work_mem = '1GB'")
     for name, definition in HEAVY_INDEXES.items():
         await conn.execute(f"CREATE INDEX {name} ON {definition}")
+    # What publication writes: the term statistics BM25 reads (term_statistics.py).
+    for repo_id in repo_ids.values():
+        await term_statistics.refresh(conn, term_statistics.REPOSITORY_FIELDS, repo_id, 0)
     await conn.execute("ANALYZE")
     return {"repositories": len(packages), "private": private}
 
@@ -456,7 +462,7 @@ async def timed_search(
 
 @asynccontextmanager
 async def retrieval_server(
-    db_url: str, workdir: Path, embedder_addr: str, concurrent: bool
+    db_url: str, workdir: Path, embedder_addr: str, concurrent: bool, scoring: str = "bm25"
 ) -> AsyncIterator[tuple[RetrievalApp, retrieval_pb2_grpc.RetrievalServiceAsyncStub]]:
     settings = RetrievalSettings.from_env(
         Env(
@@ -467,6 +473,7 @@ async def retrieval_server(
                     "RETRIEVAL_LISTEN": "127.0.0.1:0",
                     "EMBEDDER_ADDR": embedder_addr,
                     "RETRIEVAL_STREAMS_CONCURRENT": "true" if concurrent else "false",
+                    "RETRIEVAL_LEXICAL_SCORING": scoring,
                 }
             )
         )
@@ -595,14 +602,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with (
             retrieval_server(db_url, Path(args.workdir), embedder_addr, True) as (_, conc),
             retrieval_server(db_url, Path(args.workdir), embedder_addr, False) as (_, seq),
+            retrieval_server(db_url, Path(args.workdir), embedder_addr, True, "cover_density") as (
+                _,
+                cover,
+            ),
         ):
-            stubs = {"concurrent": conc, "sequential": seq}
+            # cover_density: the lexical stream ranked by ts_rank_cd instead of BM25.
+            stubs = {"concurrent": conc, "sequential": seq, "cover_density": cover}
             for query in queries:  # warm-up: caches, connections, plans
                 for stub in stubs.values():
                     await timed_search(stub, query.text)
             flip = False
             for _, query in _batched(queries, args.rounds, args.seed):
-                modes = ["concurrent", "sequential"]
+                modes = ["concurrent", "sequential", "cover_density"]
                 if flip:
                     modes.reverse()
                 flip = not flip
@@ -623,7 +635,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_report(report: dict[str, Any]) -> None:
     lat = report["latency_ms"]
-    conc, seq = lat["concurrent"], lat["sequential"]
+    conc, seq, cover = lat["concurrent"], lat["sequential"], lat["cover_density"]
     print()
     print(
         f"Search over gRPC, {report['nodes']} code nodes + {report['doc_chunks']} doc chunks, "
@@ -635,6 +647,10 @@ def print_report(report: dict[str, Any]) -> None:
     print(
         f"sequential / concurrent: p50 x{seq['p50'] / conc['p50']:.2f}, "
         f"p95 x{seq['p95'] / conc['p95']:.2f}"
+    )
+    print(
+        f"BM25 / ts_rank_cd lexical scoring (both concurrent): p50 "
+        f"x{conc['p50'] / cover['p50']:.2f}, p95 x{conc['p95'] / cover['p95']:.2f}"
     )
     embed = report["query_embed_ms"]
     print(

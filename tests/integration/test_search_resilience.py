@@ -188,6 +188,11 @@ async def test_stream_queries_use_their_indexes(search_env: SearchEnv) -> None:
                 "SET LOCAL enable_seqscan = off; SET LOCAL pg_trgm.similarity_threshold = 0.3",
             )
             assert "code_nodes_qname_trgm" in plan, plan
+            # BM25: candidates through the GIN index, each lexeme's document frequency by
+            # its key, never a count over the table per query.
+            lexical_sql, args = search_sql.lexical_sql("code", "body", scope, "func1 | func2", 300)
+            plan = await _plan(conn, lexical_sql, args, "SET LOCAL enable_seqscan = off")
+            assert "code_nodes_tsv" in plan and "lexical_df_pkey" in plan, plan
             # And the vector stream returns a full candidate list under the filter.
             hits = await search_sql.run_vector(
                 conn, "code", "body", scope=Scope(Viewer("root", True)), vector=vectors[0], cap=300
