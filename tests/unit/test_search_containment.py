@@ -147,6 +147,19 @@ def test_a_named_member_stays_and_takes_its_containers() -> None:
     assert out[0].exact == 2
 
 
+def test_a_named_node_stays_when_its_summary_outscores_the_named_body() -> None:
+    # The symbol stream names the class body; its summary unit scores better, and its
+    # method better still. The class is still the named node: the method folds into it,
+    # not it into the method.
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [hit(3), hit(2, "summary"), hit(4)],
+        "lexical": [hit(3), hit(2, "summary")],
+        "symbol": [hit(2, exact=3)],
+    }
+    out = collapse(fused(streams), K, prefer="better")
+    assert ids(out) == [("summary", 2)] and out[0].exact == 3
+
+
 def test_named_equally_the_container_stays() -> None:
     # `Range` names the class and its constructor alike.
     streams: dict[StreamName, list[StreamHit]] = {"symbol": [hit(3, exact=2), hit(2, exact=2)]}

@@ -31,6 +31,7 @@ Pure: no I/O; spans come with the stream hits (search_sql).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from retrieval.layers import Unit
@@ -80,6 +81,13 @@ def collapse(
         kept = by_node[item.id]
         if item.score * units.get(item.unit, 1.0) > kept.score * units.get(kept.unit, 1.0):
             by_node[item.id] = item
+    # The symbol stream names the node, whichever of its units scores better: the kept
+    # unit carries the exact match (a summary outscoring the named body must not let the
+    # class fold into a member as if the query had not named it).
+    for node in order:
+        named = max(item.exact for item in groups[node])
+        if by_node[node].exact < named:
+            by_node[node] = replace(by_node[node], exact=named)
     rank_of = {node: i for i, node in enumerate(order)}
     # Best first by weighted score, the fused order on ties.
     order.sort(key=lambda n: (-by_node[n].score * units.get(by_node[n].unit, 1.0), rank_of[n]))

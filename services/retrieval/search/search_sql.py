@@ -118,6 +118,20 @@ LexicalScoring = Literal["bm25", "cover_density"]
 LEXICAL_SCORINGS: tuple[LexicalScoring, ...] = ("bm25", "cover_density")
 # BM25's customary constants: term frequency saturates at k1 + 1, length normalisation b.
 BM25_K1, BM25_B = 1.2, 0.75
+# A term's frequency counts each position by its label (code: name A, signature B, doc
+# comment C, body D; documents: heading A, body D), as BM25F weighs fields: None counts
+# every position once.
+BM25_LABEL_WEIGHTS: dict[str, float] | None = None
+
+
+def _weighted_tf() -> str:
+    if BM25_LABEL_WEIGHTS is None:
+        return "coalesce(array_length(u.positions, 1), 1)::float8"
+    cases = " ".join(f"WHEN '{k}' THEN {float(v)}" for k, v in BM25_LABEL_WEIGHTS.items())
+    # A lexeme stored without positions (never, from our writers) counts once.
+    return f"coalesce((SELECT sum(CASE w {cases} ELSE 1.0 END) FROM unnest(u.weights) w), 1.0)"
+
+
 # The lexemes of a tsquery, read from its text form: 'parse' & 'config' | ...
 _TSQUERY_LEXEMES = r"'([^']+)'"
 
@@ -187,8 +201,7 @@ def lexical_sql(
             ) AS score
             FROM cand c
             CROSS JOIN LATERAL (
-                SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
-                FROM unnest(c.tsv) AS u
+                SELECT u.lexeme, {_weighted_tf()} AS tf FROM unnest(c.tsv) AS u
             ) x
             JOIN idf i ON i.owner = c.owner AND i.lexeme = x.lexeme
             GROUP BY c.id
