@@ -7,10 +7,13 @@ total length (lexemes per row: the tsvector's length), and `lexical_df` in how m
 each lexeme appears (migration 0009). BM25 needs both, and counting them per query would
 read every row holding a common word; they change only when an index is published, so
 they are written then, in the publishing transaction (index_store.finish_repository,
-finish_collection), and searches read the statistics of exactly the rows they rank.
+finish_collection), and always describe exactly the published rows. A search sums them
+over the repositories its candidates come from (search_sql.lexical_sql), so rows of
+several repositories are scored as one corpus.
 
 A lexeme found in a single row is not stored (about half of a code vocabulary is
-identifiers used once): a lexeme without a row counts as appearing once.
+identifiers used once): a lexeme stored for none of the repositories counts as appearing
+once.
 """
 
 from __future__ import annotations

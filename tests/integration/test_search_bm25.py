@@ -4,6 +4,7 @@ the real embedder, the indexer and the search SQL itself."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import asyncpg
@@ -175,3 +176,64 @@ async def test_bm25_ranks_the_rare_word_first(
     # functions repeating `widget value` come first there.
     cover = await _top(retrieval_pool, query, "cover_density")
     assert set(cover) == set(bm25) and cover[0] != "frobnicate", cover
+
+
+async def test_scores_are_bm25_over_the_searched_repositories_together(
+    retrieval_pool: asyncpg.Pool, embedder_client: EmbedderClient, tmp_path: Path
+) -> None:
+    """Each score is Okapi BM25 (k1 1.2, b 0.75) recomputed here from the rows themselves,
+    with document frequencies, row count and mean length summed over both repositories."""
+    first = make_repo(tmp_path / "one")
+    write(first, "pkg/common.py", COMMON)
+    commit_all(first, "widgets", MAR)
+    await _index_repo(retrieval_pool, embedder_client, first, tmp_path)
+    second = make_repo(tmp_path / "two")
+    write(second, "pkg/rare.py", RARE + "\n\ndef widget_value(widget, value):\n    pass\n")
+    commit_all(second, "rare", MAR)
+    indexer = Indexer(
+        retrieval_pool,
+        embedder_client,
+        IndexSettings.from_env(Env({})),
+        ExtractiveSummarizer(),
+        tmp_path / "data",
+    )
+    await indexer.index_repository(
+        RepositoryRequest(str(second), "local/test/bm25-two"), Job("k", "repository", "two")
+    )
+    query = "frobnicate the widget value"
+    async with retrieval_pool.acquire() as conn:
+        hits = await run_lexical(
+            conn,
+            "code",
+            "body",
+            scope=Scope(ADMIN),
+            tsquery=code_tsquery(query),
+            cap=50,
+        )
+        assert {h.span.repository_id for h in hits if h.span} == set(
+            await conn.fetchval("SELECT array_agg(id) FROM repositories")
+        )
+        n, total = await conn.fetchrow("SELECT count(*), sum(length(tsv)) FROM code_nodes")
+        lexemes = ["frobnicate", "widget", "value"]
+        df = {
+            lexeme: await conn.fetchval(
+                "SELECT count(*) FROM code_nodes WHERE tsv @@ $1::tsquery", lexeme
+            )
+            for lexeme in lexemes
+        }
+        avgdl = total / n
+        for hit in hits:
+            rows = await conn.fetch(
+                "SELECT u.lexeme, array_length(u.positions, 1) AS tf, length(n.tsv) AS dl "
+                "FROM code_nodes n, unnest(n.tsv) u WHERE n.id = $1 AND u.lexeme = ANY($2)",
+                hit.id,
+                lexemes,
+            )
+            expected = sum(
+                math.log(1 + (n - df[r["lexeme"]] + 0.5) / (df[r["lexeme"]] + 0.5))
+                * r["tf"]
+                * 2.2
+                / (r["tf"] + 1.2 * (0.25 + 0.75 * r["dl"] / avgdl))
+                for r in rows
+            )
+            assert hit.score == pytest.approx(expected, rel=1e-9), hit

@@ -118,20 +118,6 @@ LexicalScoring = Literal["bm25", "cover_density"]
 LEXICAL_SCORINGS: tuple[LexicalScoring, ...] = ("bm25", "cover_density")
 # BM25's customary constants: term frequency saturates at k1 + 1, length normalisation b.
 BM25_K1, BM25_B = 1.2, 0.75
-# A term's frequency counts each position by its label (code: name A, signature B, doc
-# comment C, body D; documents: heading A, body D), as BM25F weighs fields: None counts
-# every position once.
-BM25_LABEL_WEIGHTS: dict[str, float] | None = None
-
-
-def _weighted_tf() -> str:
-    if BM25_LABEL_WEIGHTS is None:
-        return "coalesce(array_length(u.positions, 1), 1)::float8"
-    cases = " ".join(f"WHEN '{k}' THEN {float(v)}" for k, v in BM25_LABEL_WEIGHTS.items())
-    # A lexeme stored without positions (never, from our writers) counts once.
-    return f"coalesce((SELECT sum(CASE w {cases} ELSE 1.0 END) FROM unnest(u.weights) w), 1.0)"
-
-
 # The lexemes of a tsquery, read from its text form: 'parse' & 'config' | ...
 _TSQUERY_LEXEMES = r"'([^']+)'"
 
@@ -147,11 +133,14 @@ def lexical_sql(
 ) -> tuple[str, list[Any]]:
     """The rows matching the tsquery (`simple` on code, `english` on documents), best first.
 
-    `bm25` (the default) scores them by Okapi BM25 over the query's lexemes, with the
-    document frequencies and lengths of the field in the row's own repository or collection
-    (term_statistics.py); a row's length is its tsvector's (distinct lexemes) and a term's
-    frequency the number of its positions. `cover_density` is PostgreSQL's ts_rank_cd, which
-    weighs every word alike however common it is (kept to measure against)."""
+    `bm25` (the default) scores them by Okapi BM25 over the query's lexemes. The term
+    statistics are the field's over the repositories (or the collection) the candidates
+    come from, summed from what publication keeps per repository (term_statistics.py), so
+    rows of several repositories are ranked as one corpus, on one scale; a lexeme stored
+    for none counts as appearing once. A row's length is its tsvector's (distinct lexemes)
+    and a term's frequency the number of its positions. `cover_density` is PostgreSQL's
+    ts_rank_cd, which weighs every word alike however common it is (kept to measure
+    against)."""
     params = _Params()
     source, where = _source(store, scope, params)
     column = f"t.{_TSV_COLUMN.get(unit, 'tsv')}"
@@ -181,18 +170,21 @@ def lexical_sql(
             WHERE {column} @@ q.q AND {" AND ".join(where)}
         ),
         corpus AS MATERIALIZED (
-            SELECT f.id, f.{field.owner} AS owner, f.documents::float8 AS n,
-                   greatest(f.total_length::float8 / greatest(f.documents, 1), 1) AS avgdl
+            SELECT array_agg(f.id) AS ids, sum(f.documents)::float8 AS n,
+                   greatest(sum(f.total_length)::float8 / greatest(sum(f.documents), 1), 1)
+                       AS avgdl
             FROM lexical_fields f
             WHERE f.field = {params.add(field.name)}
               AND f.{field.owner} IN (SELECT DISTINCT owner FROM cand)
         ),
         idf AS MATERIALIZED (
-            SELECT c.owner, l.lexeme, c.avgdl,
-                   ln(1 + greatest(c.n - coalesce(d.df, 1) + 0.5, 0)
-                          / (coalesce(d.df, 1) + 0.5)) AS idf
+            SELECT l.lexeme, c.avgdl,
+                   ln(1 + greatest(c.n - x.df + 0.5, 0) / (x.df + 0.5)) AS idf
             FROM corpus c CROSS JOIN lex l
-            LEFT JOIN lexical_df d ON d.field_id = c.id AND d.lexeme = l.lexeme
+            CROSS JOIN LATERAL (
+                SELECT greatest(coalesce(sum(d.df), 0), 1)::float8 AS df FROM lexical_df d
+                WHERE d.field_id = ANY(c.ids) AND d.lexeme = l.lexeme
+            ) x
         ),
         scored AS (
             SELECT c.id, sum(
@@ -201,9 +193,10 @@ def lexical_sql(
             ) AS score
             FROM cand c
             CROSS JOIN LATERAL (
-                SELECT u.lexeme, {_weighted_tf()} AS tf FROM unnest(c.tsv) AS u
+                SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+                FROM unnest(c.tsv) AS u
             ) x
-            JOIN idf i ON i.owner = c.owner AND i.lexeme = x.lexeme
+            JOIN idf i ON i.lexeme = x.lexeme
             GROUP BY c.id
         )
         SELECT c.id, s.score{span_out} FROM scored s JOIN cand c ON c.id = s.id
