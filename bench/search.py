@@ -283,7 +283,7 @@ async def load(
     summary_vectors: Vectors,
     doc_vectors: Vectors,
     seed: int,
-) -> dict[str, int]:
+) -> dict[str, float]:
     rng = random.Random(seed)
     # One repository per top-level package; distributions that differ only in case
     # (fontTools / fonttools) share one, since slugs are lower-case.
@@ -399,11 +399,23 @@ async def load(
     await conn.execute("SET maintenance_work_mem = '1GB'")
     for name, definition in HEAVY_INDEXES.items():
         await conn.execute(f"CREATE INDEX {name} ON {definition}")
-    # What publication writes: the term statistics BM25 reads (term_statistics.py).
+    # What publication writes: the term statistics BM25 reads (term_statistics.py), timed
+    # per repository (publication recounts a repository's statistics in its transaction).
+    sizes = dict(await conn.fetch("SELECT repository_id, count(*) FROM code_nodes GROUP BY 1"))
+    refresh_s: dict[int, float] = {}
     for repo_id in repo_ids.values():
+        started = time.perf_counter()
         await term_statistics.refresh(conn, term_statistics.REPOSITORY_FIELDS, repo_id, 0)
+        refresh_s[repo_id] = time.perf_counter() - started
+    largest = max(refresh_s, key=lambda r: sizes.get(r, 0))
     await conn.execute("ANALYZE")
-    return {"repositories": len(packages), "private": private}
+    return {
+        "repositories": len(packages),
+        "private": private,
+        "term_statistics_s": round(sum(refresh_s.values()), 2),
+        "largest_repository_nodes": sizes.get(largest, 0),
+        "largest_repository_term_statistics_s": round(refresh_s[largest], 3),
+    }
 
 
 # ---------------------------------------------------------------- queries
@@ -584,7 +596,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         print(
             f"loaded {counts['nodes']} nodes, {counts['docs']} doc chunks in "
-            f"{shape['repositories']} repositories ({shape['private']} private) "
+            f"{shape['repositories']} repositories ({shape['private']} private); term "
+            f"statistics {shape['term_statistics_s']} s in all, the largest repository "
+            f"({shape['largest_repository_nodes']} nodes) "
+            f"{shape['largest_repository_term_statistics_s']} s "
             f"({report['load_s']} s); vector stream plan: {plan}",
             flush=True,
         )
