@@ -38,11 +38,17 @@ COMMON = "\n\n".join(
 RARE = "def frobnicate(widget):\n    return widget.knob\n"
 
 
-async def _index_repo(pool: asyncpg.Pool, embedder: EmbedderClient, root: Path, tmp: Path) -> None:
-    indexer = Indexer(
+def _indexer(pool: asyncpg.Pool, embedder: EmbedderClient, tmp: Path) -> Indexer:
+    return Indexer(
         pool, embedder, IndexSettings.from_env(Env({})), ExtractiveSummarizer(), tmp / "data"
     )
-    await indexer.index_repository(RepositoryRequest(str(root), SLUG), Job("j", "repository", SLUG))
+
+
+async def _index_repo(
+    pool: asyncpg.Pool, embedder: EmbedderClient, root: Path, tmp: Path, slug: str = SLUG
+) -> None:
+    indexer = _indexer(pool, embedder, tmp)
+    await indexer.index_repository(RepositoryRequest(str(root), slug), Job("j", "repository", slug))
 
 
 async def _expected(
@@ -129,14 +135,7 @@ async def test_collection_publication_keeps_statistics(
     notes.mkdir()
     (notes / "a.md").write_text("# Retries\n\nRetry a failed charge.\n\n## Backoff\n\nWait.\n")
     (notes / "b.md").write_text("# Refunds\n\nA failed refund is retried.\n")
-    indexer = Indexer(
-        retrieval_pool,
-        embedder_client,
-        IndexSettings.from_env(Env({})),
-        ExtractiveSummarizer(),
-        tmp_path / "data",
-    )
-    await indexer.index_collection(
+    await _indexer(retrieval_pool, embedder_client, tmp_path).index_collection(
         CollectionRequest(name="notes", directory=str(notes)), Job("c", "collection", "notes")
     )
     async with retrieval_pool.acquire() as conn:
@@ -190,16 +189,7 @@ async def test_scores_are_bm25_over_the_searched_repositories_together(
     second = make_repo(tmp_path / "two")
     write(second, "pkg/rare.py", RARE + "\n\ndef widget_value(widget, value):\n    pass\n")
     commit_all(second, "rare", MAR)
-    indexer = Indexer(
-        retrieval_pool,
-        embedder_client,
-        IndexSettings.from_env(Env({})),
-        ExtractiveSummarizer(),
-        tmp_path / "data",
-    )
-    await indexer.index_repository(
-        RepositoryRequest(str(second), "local/test/bm25-two"), Job("k", "repository", "two")
-    )
+    await _index_repo(retrieval_pool, embedder_client, second, tmp_path, "local/test/bm25-two")
     query = "frobnicate the widget value"
     async with retrieval_pool.acquire() as conn:
         hits = await run_lexical(
