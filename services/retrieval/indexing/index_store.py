@@ -429,7 +429,7 @@ async def finish_repository(
     """Records the run and publishes `generation` (searches read rows up to it)."""
     async with conn.transaction():
         await replace_terms(conn, "repository_terms", "repository_id", repository_id, terms)
-        await conn.execute(
+        published = await conn.fetchval(
             """
             UPDATE repositories SET branch = $2, commit_sha = $3, readme_excerpt = $4,
                 indexed_at = now(), needs_linking = false,
@@ -439,6 +439,7 @@ async def finish_repository(
                 edge_count = (SELECT count(*) FROM code_edges WHERE repository_id = $1),
                 doc_chunk_count = (SELECT count(*) FROM repo_docs WHERE repository_id = $1)
             WHERE id = $1
+            RETURNING published_generation
             """,
             repository_id,
             branch,
@@ -446,12 +447,10 @@ async def finish_repository(
             readme_excerpt,
             generation,
         )
-        published = await conn.fetchval(
-            "SELECT published_generation FROM repositories WHERE id = $1", repository_id
-        )
-        await term_statistics.refresh(
-            conn, term_statistics.REPOSITORY_FIELDS, repository_id, published
-        )
+        if published is not None:  # None: the repository was deleted meanwhile
+            await term_statistics.refresh(
+                conn, term_statistics.REPOSITORY_FIELDS, repository_id, published
+            )
 
 
 # ---------------------------------------------------------------- collections

@@ -30,9 +30,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 # decided on it without another query).
 _SPAN_COLUMNS = ", t.repository_id, t.path, t.start_line, t.end_line, t.kind, t.qualified_name"
 
-# Per unit: the vector column, the tsvector column and its text-search configuration.
+# Per unit: the vector column (the tsvector column is the lexical field's, term_statistics).
 _VECTOR_COLUMN: dict[Unit, str] = {"body": "embedding", "summary": "summary_embedding"}
-_TSV_COLUMN: dict[Unit, str] = {"body": "tsv", "summary": "summary_tsv"}
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,8 @@ def lexical_sql(
     against)."""
     params = _Params()
     source, where = _source(store, scope, params)
-    column = f"t.{_TSV_COLUMN.get(unit, 'tsv')}"
+    field = term_statistics.field_of(store, unit)
+    column = f"t.{field.column}"
     config = "simple" if store == "code" else "english"
     span = _SPAN_COLUMNS if store == "code" else ""
     query = f"to_tsquery('{config}', {params.add(tsquery)})"
@@ -155,7 +155,6 @@ def lexical_sql(
             f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
         )
         return sql, params.values
-    field = term_statistics.field_of(store, unit)
     span_out = span.replace("t.", "c.")
     # MATERIALIZED: each step is computed once; inlined, the statistics lookups would run
     # once per candidate row.
