@@ -474,7 +474,11 @@ async def timed_search(
 
 @asynccontextmanager
 async def retrieval_server(
-    db_url: str, workdir: Path, embedder_addr: str, concurrent: bool, scoring: str = "bm25"
+    db_url: str,
+    workdir: Path,
+    embedder_addr: str,
+    concurrent: bool,
+    scoring: search_sql.LexicalScoring = "bm25",
 ) -> AsyncIterator[tuple[RetrievalApp, retrieval_pb2_grpc.RetrievalServiceAsyncStub]]:
     settings = RetrievalSettings.from_env(
         Env(

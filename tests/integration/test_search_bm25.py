@@ -45,10 +45,17 @@ def _indexer(pool: asyncpg.Pool, embedder: EmbedderClient, tmp: Path) -> Indexer
 
 
 async def _index_repo(
-    pool: asyncpg.Pool, embedder: EmbedderClient, root: Path, tmp: Path, slug: str = SLUG
+    pool: asyncpg.Pool,
+    embedder: EmbedderClient,
+    root: Path,
+    tmp: Path,
+    *,
+    slug: str = SLUG,
+    public: bool = False,
 ) -> None:
     indexer = _indexer(pool, embedder, tmp)
-    await indexer.index_repository(RepositoryRequest(str(root), slug), Job("j", "repository", slug))
+    request = RepositoryRequest(str(root), slug, public=public)
+    await indexer.index_repository(request, Job("j", "repository", slug))
 
 
 async def _expected(
@@ -189,7 +196,7 @@ async def test_scores_are_bm25_over_the_searched_repositories_together(
     second = make_repo(tmp_path / "two")
     write(second, "pkg/rare.py", RARE + "\n\ndef widget_value(widget, value):\n    pass\n")
     commit_all(second, "rare", MAR)
-    await _index_repo(retrieval_pool, embedder_client, second, tmp_path, "local/test/bm25-two")
+    await _index_repo(retrieval_pool, embedder_client, second, tmp_path, slug="local/test/bm25-two")
     query = "frobnicate the widget value"
     async with retrieval_pool.acquire() as conn:
         hits = await run_lexical(
@@ -227,3 +234,47 @@ async def test_scores_are_bm25_over_the_searched_repositories_together(
                 for r in rows
             )
             assert hit.score == pytest.approx(expected, rel=1e-9), hit
+
+
+async def test_a_repository_the_caller_cannot_read_does_not_move_its_scores(
+    retrieval_pool: asyncpg.Pool, embedder_client: EmbedderClient, tmp_path: Path
+) -> None:
+    """The statistics are summed over the repositories the caller's candidates come from,
+    and candidates pass the access rule first: a private repository full of the query's
+    rare word changes an admin's scores, never those of a key that cannot read it (its
+    scores would otherwise tell what the private code holds)."""
+    public = make_repo(tmp_path / "public")
+    write(public, "pkg/common.py", COMMON)
+    write(public, "pkg/rare.py", RARE)
+    commit_all(public, "widgets", MAR)
+    await _index_repo(
+        retrieval_pool, embedder_client, public, tmp_path, slug="local/test/open", public=True
+    )
+    query = "frobnicate the widget value"
+
+    async def scores(viewer: Viewer) -> dict[int, float]:
+        async with retrieval_pool.acquire() as conn:
+            hits = await run_lexical(
+                conn,
+                "code",
+                "body",
+                scope=Scope(viewer),
+                tsquery=code_tsquery(query),
+                cap=50,
+            )
+        return {hit.id: hit.score for hit in hits}
+
+    stranger = Viewer("mallory", False)
+    before = await scores(stranger)
+    assert before and before == await scores(ADMIN)
+    hidden = make_repo(tmp_path / "hidden")
+    write(
+        hidden,
+        "pkg/secret.py",
+        "\n\n".join(f"def frobnicate_{i}(widget):\n    return {i}\n" for i in range(8)),
+    )
+    commit_all(hidden, "secret", MAR)
+    await _index_repo(retrieval_pool, embedder_client, hidden, tmp_path, slug="local/test/hidden")
+    assert await scores(stranger) == before
+    admin = await scores(ADMIN)
+    assert any(admin[i] != before[i] for i in before)  # the private rows do count for an admin
