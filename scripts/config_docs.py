@@ -470,6 +470,14 @@ META: dict[str, Meta] = {
         "way to its best member when the member's fused score is at least this times the "
         "container's (0: always; tuned on bench/quality's tuning half)."
     ),
+    "RETRIEVAL_CONTAINMENT_CLASS_LINES": Meta(
+        "With `RETRIEVAL_CONTAINMENT=adaptive`, prose and mixed questions: a class (struct, "
+        "interface, trait, enum) of at most this many lines, ranked above its best member, "
+        "stays instead of giving way under the member ratio when its own vector score is at "
+        "least the member's or the member is its constructor (`__init__`, `constructor`, or "
+        "named like the class); larger classes give way as before (0: never stays; "
+        'bench/RESULTS.md, "Small classes stay").'
+    ),
     "RETRIEVAL_TEST_CODE_WEIGHT": Meta(
         "Multiplier on the fused score of code under a test path (`tests/`, `test_*.py`, "
         "`*_test.go`, `*.test.js`, `*Test.java`, …), so tests do not crowd the code they test."

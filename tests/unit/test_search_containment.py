@@ -306,3 +306,74 @@ def test_a_function_ranked_above_its_nested_function_keeps_it_under_a_member_rat
         "vector": [StreamHit("body", 1, 0.9, 0, cls), StreamHit("body", 2, 0.85, 0, method)]
     }
     assert ids(collapse(fuse(third, K, 300), K, prefer=0.5)) == [("body", 2)]
+
+
+def _class_case(
+    class_lines: int, member: str, class_cosine: float, member_cosine: float, end: int = 40
+) -> list[tuple[str, int]]:
+    """A class ranked first by the lexical stream, above one of its members that scores
+    more than half as well (the ratio would fold the class into it), collapsed under the
+    member ratio 0.5 with the given `class_lines`."""
+    cls = Span(1, "timers.js", 1, end, "class", "lib.timers.FastTimer")
+    inner = Span(1, "timers.js", 5, 15, "method", f"lib.timers.FastTimer.{member}")
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": sorted(
+            [
+                StreamHit("body", 1, class_cosine, 0, cls),
+                StreamHit("body", 2, member_cosine, 0, inner),
+            ],
+            key=lambda h: -h.score,
+        ),
+        "lexical": [StreamHit("body", 1, 3.0, 0, cls), StreamHit("body", 2, 2.0, 0, inner)],
+    }
+    return ids(collapse(fuse(streams, K, 300), K, prefer=0.5, class_lines=class_lines))
+
+
+def test_a_small_class_matched_by_its_own_vector_stays_above_its_member() -> None:
+    # The class's cosine is at least its member's: under `class_lines` it stays and takes
+    # the member; without the rule (0) or when larger than the limit it gives way.
+    assert _class_case(200, "refresh", 0.62, 0.55) == [("body", 1)]
+    assert _class_case(200, "refresh", 0.62, 0.62) == [("body", 1)]  # a tie counts
+    assert _class_case(0, "refresh", 0.62, 0.55) == [("body", 2)]
+    assert _class_case(200, "refresh", 0.62, 0.55, end=201) == [("body", 2)]
+    assert _class_case(200, "refresh", 0.62, 0.55, end=200) == [("body", 1)]  # 200 lines
+    # The member's own vector matched better: the most specific node stays.
+    assert _class_case(200, "refresh", 0.55, 0.62) == [("body", 2)]
+
+
+@pytest.mark.parametrize("constructor", ["constructor", "__init__", "FastTimer", "FastTimer#2"])
+def test_a_small_class_keeps_its_constructor_whatever_the_cosines(constructor: str) -> None:
+    # A constructor restates its class; JavaScript's, Python's and Java's (named like the
+    # class, overloads marked #N) are recognised.
+    assert _class_case(200, constructor, 0.55, 0.62) == [("body", 1)]
+    assert _class_case(0, constructor, 0.55, 0.62) == [("body", 2)]
+    assert _class_case(200, "construct", 0.55, 0.62) == [("body", 2)]
+
+
+def test_the_small_class_rule_leaves_other_containers_and_orders_alone() -> None:
+    # A module, an impl block or a function never stays by it; a class ranked below its
+    # member gives way as before; `member` and `better` are not changed by it.
+    for kind in ("module", "impl"):
+        outer = Span(1, "a.rs", 1, 40, kind, "a.Thing")
+        inner = Span(1, "a.rs", 5, 15, "method", "a.Thing.new")
+        streams: dict[StreamName, list[StreamHit]] = {
+            "vector": [StreamHit("body", 1, 0.9, 0, outer), StreamHit("body", 2, 0.5, 0, inner)]
+        }
+        assert ids(collapse(fuse(streams, K, 300), K, prefer=0.5, class_lines=200)) == [("body", 2)]
+    cls = Span(1, "timers.js", 1, 40, "class", "lib.timers.FastTimer")
+    inner = Span(1, "timers.js", 5, 15, "method", "lib.timers.FastTimer.constructor")
+    # The member first in the only stream: the class folds into it, constructor or not.
+    below: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 2, 0.9, 0, inner), StreamHit("body", 1, 0.95, 0, cls)]
+    }
+    assert ids(collapse(fuse(below, K, 300), K, prefer=0.5, class_lines=200)) == [("body", 2)]
+    first: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 1, 0.9, 0, cls), StreamHit("body", 2, 0.5, 0, inner)]
+    }
+    assert ids(collapse(fuse(first, K, 300), K, prefer="member", class_lines=200)) == [("body", 2)]
+    assert ids(collapse(fuse(first, K, 300), K, prefer="better", class_lines=200)) == [("body", 1)]
+
+
+def test_the_plan_carries_the_class_lines_setting() -> None:
+    settings = FusionSettings(containment="adaptive", class_lines=120)
+    assert plan_fusion("how are timers refreshed", K, 300, settings).class_lines == 120

@@ -192,6 +192,18 @@ def test_lexical_scoring_comes_from_the_environment_and_fails_clearly() -> None:
         SearchSettings.from_env(Env({"RETRIEVAL_LEXICAL_SCORING": "tfidf"}))
 
 
+def test_class_lines_come_from_the_environment_within_their_bounds() -> None:
+    def lines(value: str) -> int:
+        env = Env({"RETRIEVAL_CONTAINMENT_CLASS_LINES": value})
+        return SearchSettings.from_env(env).fusion.class_lines
+
+    assert SearchSettings.from_env(Env({})).fusion.class_lines == 200
+    assert lines("0") == 0 and lines("1000000") == 1_000_000
+    for bad in ("-1", "1000001", "many", "1.5"):
+        with pytest.raises(ConfigError, match="RETRIEVAL_CONTAINMENT_CLASS_LINES"):
+            lines(bad)
+
+
 def test_every_searched_unit_has_a_lexical_field() -> None:
     # A (store, unit) the streams can plan must rank by a field whose statistics
     # publication keeps; anything else is refused, not scored without statistics.

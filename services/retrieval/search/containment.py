@@ -13,6 +13,12 @@ the function it contains, which in a small file are almost the same text, and on
   nested in it stays whatever the member ratio: closures, callbacks and local helpers are
   its implementation (`exclude` rather than its inner `exclude_`); one ranked below its
   nested function gives way as before (a factory's inner functions can be its API).
+- **Small classes.** A class (struct, interface, trait, enum) ranked above its best member
+  stays, whatever the member ratio, when it spans at most `class_lines` lines and either
+  its own vector score is at least the member's or the member is its constructor (which
+  restates the class): the question describes the class, and a class that size is still
+  one thing an agent can read. Larger classes are namespaces of their members and give
+  way as before (bench/RESULTS.md, "Small classes stay").
 - **Exact names.** A node the query names outright (the symbol stream's `exact`) is what
   matched, whatever it contains: it stays, its members and its containers are folded into
   it. Between a container and a member named equally, the container stays (the query
@@ -41,6 +47,10 @@ _ORDER = ("vector", "lexical", "symbol")
 # Containers whose nested definitions are their implementation (bench/RESULTS.md, "Nested
 # functions stay in their function").
 _CALLABLE = frozenset({"function", "method"})
+# Containers that can be the answer themselves (an `impl` block is a list of methods).
+_TYPES = frozenset({"class", "struct", "interface", "trait", "enum"})
+# A member named like this (or like its class, Java's and C#'s rule) is a constructor.
+_CONSTRUCTORS = frozenset({"__init__", "constructor"})
 # "member": the most specific; "better": the better ranked; a number r: the member when it
 # scores at least r times its container's score.
 Prefer = Literal["member", "better"] | float
@@ -55,11 +65,14 @@ def collapse(
     *,
     prefer: Prefer = "member",
     fold: Fold = "max",
+    class_lines: int = 0,
 ) -> list[Fused]:
     """One store's fused list (best first) with layer duplicates and nested nodes folded,
     best first again. Rows without a span (documents) pass through unchanged. `prefer`
     says which of a container and its member stays when the query names neither:
-    `member` (the most specific) or `better` (the better ranked)."""
+    `member` (the most specific), `better` (the better ranked) or a member ratio; under a
+    ratio, a class of at most `class_lines` lines may stay on its own evidence (0: never).
+    """
     units = unit_weights or {}
 
     # Layers: one row per node id, the better weighted unit kept (earlier in the list on a
@@ -92,7 +105,7 @@ def collapse(
     # Best first by weighted score, the fused order on ties.
     order.sort(key=lambda n: (-by_node[n].score * units.get(by_node[n].unit, 1.0), rank_of[n]))
 
-    target = _targets(order, by_node, prefer)
+    target = _targets(order, by_node, prefer, class_lines)
     members: dict[int, list[Fused]] = {node: [] for node in order if target[node] == node}
     for node in order:
         members[target[node]].extend(groups[node])
@@ -107,7 +120,9 @@ def collapse(
     return out
 
 
-def _targets(order: Sequence[int], nodes: Mapping[int, Fused], prefer: Prefer) -> dict[int, int]:
+def _targets(
+    order: Sequence[int], nodes: Mapping[int, Fused], prefer: Prefer, class_lines: int = 0
+) -> dict[int, int]:
     """Which node each node's evidence goes to (itself when it stays)."""
     spans = {n: nodes[n].span for n in order}
     by_file: dict[tuple[int, str], list[int]] = {}
@@ -168,8 +183,11 @@ def _targets(order: Sequence[int], nodes: Mapping[int, Fused], prefer: Prefer) -
             continue
         below = [d for d in descendants[n] if d not in claimed]
         # A function or method ranked above a function nested in it keeps it (the better
-        # ranked stays, whatever the ratio).
-        keeps = not isinstance(prefer, str) and _kind(nodes[n]) in _CALLABLE
+        # ranked stays, whatever the ratio); so does a small class on its own evidence.
+        keeps = not isinstance(prefer, str) and (
+            _kind(nodes[n]) in _CALLABLE
+            or (bool(below) and _class_stays(nodes[n], nodes[below[0]], class_lines))
+        )
         if below and (
             _kind(nodes[n]) == "module" or (not keeps and score[below[0]] >= ratio * score[n])
         ):
@@ -191,6 +209,28 @@ def _targets(order: Sequence[int], nodes: Mapping[int, Fused], prefer: Prefer) -
 
 def _kind(item: Fused) -> str:
     return item.span.kind if item.span is not None else ""
+
+
+def _class_stays(container: Fused, member: Fused, class_lines: int) -> bool:
+    """A small class ranked above its best member keeps it when the class's own vector
+    matched at least as well, or when the member is its constructor."""
+    span = container.span
+    if span is None or span.kind not in _TYPES or container.exact:
+        return False
+    if span.end_line - span.start_line + 1 > class_lines:
+        return False
+    own, members = container.raw("vector") or 0.0, member.raw("vector") or 0.0
+    return own >= members or _is_constructor(container, member)
+
+
+def _short_name(item: Fused) -> str:
+    name = item.span.qualified_name if item.span is not None else ""
+    return name.rsplit(".", 1)[-1].split("#", 1)[0]
+
+
+def _is_constructor(container: Fused, member: Fused) -> bool:
+    name = _short_name(member)
+    return name in _CONSTRUCTORS or (bool(name) and name == _short_name(container))
 
 
 def _fold(

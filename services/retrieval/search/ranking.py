@@ -49,6 +49,9 @@ Containment = Literal["off", "member", "better"] | float  # containment.Prefer, 
 # node, container or member, and the streams rank it first).
 ContainmentSetting = Literal["off", "member", "better", "adaptive"]
 CONTAINMENT_SETTINGS: tuple[ContainmentSetting, ...] = ("adaptive", "member", "better", "off")
+# Under the member ratio, a class of at most this many lines ranked above its best member
+# stays on its own evidence (containment.py, "Small classes"; bench/RESULTS.md).
+DEFAULT_CLASS_LINES = 200
 
 
 def containment_for(
@@ -74,6 +77,7 @@ class FusionPlan:
     layer_weights: Mapping[Unit, float] = field(default_factory=dict)
     containment: Containment = "member"  # which of a container and its member stays
     fold: Fold = "max"  # how the one that stays scores (containment.py)
+    class_lines: int = 0  # under a member ratio, a class this small may stay (0: never)
     test_weight: float = 1.0  # multiplies the score of code under a test path
     doc_weight: float = 1.0  # multiplies documents' scores (code-shaped questions only)
     share_overload_summaries: bool = True  # overloads.py
@@ -91,6 +95,7 @@ class FusionSettings:
     # adaptive, prose and mixed questions: a container gives way to its member when the
     # member scores at least this times as well (0: always, the most specific).
     member_ratio: float = 0.5
+    class_lines: int = DEFAULT_CLASS_LINES  # 0: a class always gives way under the ratio
     test_weight: float = 1.0
     code_query_doc_weight: float = 1.0
     share_overload_summaries: bool = True
@@ -114,6 +119,7 @@ def plan_fusion(
         layer_weights=layer_weights or {},
         containment=containment_for(settings.containment, query_class, settings.member_ratio),
         fold=settings.fold,
+        class_lines=settings.class_lines,
         test_weight=settings.test_weight,
         doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
         share_overload_summaries=settings.share_overload_summaries,
@@ -152,6 +158,7 @@ def rank(
                 plan.layer_weights,
                 prefer=plan.containment,
                 fold=plan.fold,
+                class_lines=plan.class_lines,
             )
         per_batch.append(fused)
 
@@ -212,6 +219,7 @@ def default_fusion() -> FusionSettings:
         stream_weights=parse_stream_weights(DEFAULT_STREAM_WEIGHTS),
         containment="adaptive",
         member_ratio=DEFAULT_MEMBER_RATIO,
+        class_lines=DEFAULT_CLASS_LINES,
         test_weight=DEFAULT_TEST_WEIGHT,
         code_query_doc_weight=DEFAULT_CODE_QUERY_DOC_WEIGHT,
         share_overload_summaries=True,

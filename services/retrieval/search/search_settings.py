@@ -15,6 +15,7 @@ from cograph_api import limits
 from retrieval.layers import Unit, parse_layer_weights
 from retrieval.search.ranking import (
     CONTAINMENT_SETTINGS,
+    DEFAULT_CLASS_LINES,
     DEFAULT_CODE_QUERY_DOC_WEIGHT,
     DEFAULT_MEMBER_RATIO,
     DEFAULT_STREAM_WEIGHTS,
@@ -132,6 +133,9 @@ def _fusion(env: Env) -> FusionSettings:
         stream_weights=weights,
         member_ratio=env.float(
             "RETRIEVAL_CONTAINMENT_MEMBER_RATIO", DEFAULT_MEMBER_RATIO, min=0.0, max=100.0
+        ),
+        class_lines=env.int(
+            "RETRIEVAL_CONTAINMENT_CLASS_LINES", DEFAULT_CLASS_LINES, min=0, max=1_000_000
         ),
         containment=cast(
             ContainmentSetting,
