@@ -10,7 +10,7 @@ from retrieval.search.lexemes import (
     lexical_text,
     query_terms,
 )
-from retrieval.search.query_text import code_tsquery
+from retrieval.search.query_text import code_tsquery, type_names
 from retrieval.search.search_settings import SearchSettings
 from retrieval.settings import IndexSettings
 from svckit.config import Env
@@ -69,3 +69,32 @@ def test_index_and_search_read_the_same_splitting_setting() -> None:
     assert SearchSettings.from_env(env).split_identifiers is False
     assert IndexSettings.from_env(Env({})).split_identifiers is True
     assert SearchSettings.from_env(Env({})).split_identifiers is True
+
+
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("The FastTimer class is a data structure", {"FastTimer"}),
+        ("Main export, the Minipass class", {"Minipass"}),
+        ("The EventSource interface is used to receive events", {"EventSource"}),
+        (
+            "interface `Reader` and struct Buffer, enum Mode, trait Codec",
+            {"Reader", "Buffer", "Mode", "Codec"},
+        ),
+        ("Registers the current tqdm class with pandas", {"tqdm"}),
+        ("Encodes a JSON object from arbitrary data", set()),  # `object`, `type`: not read
+        ("the return type of a classifier", set()),
+        ("classes and subclasses", set()),
+        ("a class, the Widget class", {"Widget"}),  # punctuation ends the phrase
+        ("", set()),
+    ],
+)
+def test_type_names_are_the_names_a_question_calls_a_type(query: str, names: set[str]) -> None:
+    assert type_names(query) == frozenset(names)
+
+
+def test_type_names_stay_linear_on_hostile_text() -> None:
+    # A long run of keywords and a long word (queries are capped far below this) are read
+    # token by token, in one pass; a type word next to a type word names nothing.
+    text = "class " * 20_000 + "x" * 20_000
+    assert type_names(text) == frozenset({"x" * 20_000})

@@ -377,3 +377,54 @@ def test_the_small_class_rule_leaves_other_containers_and_orders_alone() -> None
 def test_the_plan_carries_the_class_lines_setting() -> None:
     settings = FusionSettings(containment="adaptive", class_lines=120)
     assert plan_fusion("how are timers refreshed", K, 300, settings).class_lines == 120
+
+
+def test_a_class_the_question_calls_a_type_stays_wherever_it_ranks() -> None:
+    # "The MockPool class ...": the class stays and takes its member even when the member
+    # ranks above it and scores far better; without the name it folds into the member.
+    cls = Span(1, "mock.js", 1, 400, "class", "lib.mock.MockPool")
+    member = Span(1, "mock.js", 5, 15, "method", "lib.mock.MockPool.intercept")
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 2, 0.9, 0, member), StreamHit("body", 1, 0.5, 0, cls)],
+        "lexical": [StreamHit("body", 2, 3.0, 0, member)],
+    }
+    items = fuse(streams, K, 300)
+    named = collapse(items, K, prefer=0.5, type_names=frozenset({"MockPool"}))
+    assert ids(named) == [("body", 1)]
+    # It takes the member's place (the best of its group) and provenance.
+    assert ranks(named[0]) == {"vector": 1, "lexical": 1}
+    assert ids(collapse(items, K, prefer=0.5)) == [("body", 2)]
+    assert ids(collapse(items, K, prefer=0.5, type_names=frozenset({"mockpool"}))) == [
+        ("body", 2)
+    ]  # names are matched as written
+
+
+def test_a_type_name_does_not_outrank_an_exact_name_or_name_a_function() -> None:
+    cls = Span(1, "mock.js", 1, 400, "class", "lib.mock.MockPool")
+    member = Span(1, "mock.js", 5, 15, "method", "lib.mock.MockPool.intercept")
+    # The symbol stream names the member outright: the exact name wins.
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 1, 0.9, 0, cls), StreamHit("body", 2, 0.5, 0, member)],
+        "symbol": [StreamHit("body", 2, 1.0, 1, member)],
+    }
+    out = collapse(fuse(streams, K, 300), K, prefer=0.5, type_names=frozenset({"MockPool"}))
+    assert ids(out) == [("body", 2)]
+    # A function or module called by that name is not a class: the ratio decides.
+    for kind in ("function", "module"):
+        outer = Span(1, "mock.js", 1, 400, kind, "lib.mock.MockPool")
+        plain: dict[StreamName, list[StreamHit]] = {
+            "vector": [StreamHit("body", 2, 0.9, 0, member), StreamHit("body", 1, 0.5, 0, outer)]
+        }
+        kept = collapse(fuse(plain, K, 300), K, prefer=0.5, type_names=frozenset({"MockPool"}))
+        assert ids(kept) == [("body", 2)]
+
+
+def test_the_plan_reads_type_names_only_under_the_member_ratio() -> None:
+    settings = FusionSettings(containment="adaptive")
+    prose = plan_fusion("The FastTimer class stores timers", K, 300, settings)
+    assert "FastTimer" in prose.type_names
+    assert plan_fusion("class FastTimer:", K, 300, settings).type_names == frozenset()
+    fixed = FusionSettings(containment="member")
+    assert plan_fusion("The FastTimer class stores timers", K, 300, fixed).type_names == (
+        frozenset()
+    )

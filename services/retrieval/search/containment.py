@@ -22,7 +22,9 @@ the function it contains, which in a small file are almost the same text, and on
 - **Exact names.** A node the query names outright (the symbol stream's `exact`) is what
   matched, whatever it contains: it stays, its members and its containers are folded into
   it. Between a container and a member named equally, the container stays (the query
-  `Range` names the class before its constructor).
+  `Range` names the class before its constructor). A class a prose question calls a type
+  ("the FastTimer class", `type_names`) counts as named too, below any exact name, wherever
+  it ranks against its members.
 
 Folding keeps the evidence's place: the row that stays ranks where the best-scored row of
 its group ranked, and reports that row's provenance (stream, rank, raw score), so its score
@@ -66,12 +68,14 @@ def collapse(
     prefer: Prefer = "member",
     fold: Fold = "max",
     class_lines: int = 0,
+    type_names: frozenset[str] = frozenset(),
 ) -> list[Fused]:
     """One store's fused list (best first) with layer duplicates and nested nodes folded,
     best first again. Rows without a span (documents) pass through unchanged. `prefer`
     says which of a container and its member stays when the query names neither:
     `member` (the most specific), `better` (the better ranked) or a member ratio; under a
     ratio, a class of at most `class_lines` lines may stay on its own evidence (0: never).
+    `type_names`: names the question calls a type (query_text.type_names).
     """
     units = unit_weights or {}
 
@@ -105,7 +109,7 @@ def collapse(
     # Best first by weighted score, the fused order on ties.
     order.sort(key=lambda n: (-by_node[n].score * units.get(by_node[n].unit, 1.0), rank_of[n]))
 
-    target = _targets(order, by_node, prefer, class_lines)
+    target = _targets(order, by_node, prefer, class_lines, type_names)
     members: dict[int, list[Fused]] = {node: [] for node in order if target[node] == node}
     for node in order:
         members[target[node]].extend(groups[node])
@@ -121,7 +125,11 @@ def collapse(
 
 
 def _targets(
-    order: Sequence[int], nodes: Mapping[int, Fused], prefer: Prefer, class_lines: int = 0
+    order: Sequence[int],
+    nodes: Mapping[int, Fused],
+    prefer: Prefer,
+    class_lines: int = 0,
+    type_names: frozenset[str] = frozenset(),
 ) -> dict[int, int]:
     """Which node each node's evidence goes to (itself when it stays)."""
     spans = {n: nodes[n].span for n in order}
@@ -145,7 +153,12 @@ def _targets(
                     ancestors[inner].append(outer)
                     descendants[outer].append(inner)
 
-    exact = {n: nodes[n].exact for n in order}
+    # How outright each node is named: the symbol stream's levels, doubled, above 1 for a
+    # class the question calls a type ("the FastTimer class").
+    exact = {n: 2 * nodes[n].exact for n in order}
+    for n in order:
+        if exact[n] == 0 and _kind(nodes[n]) in _TYPES and _short_name(nodes[n]) in type_names:
+            exact[n] = 1
     target = {n: n for n in order}
 
     # Named nodes: no member named better, no container named as well or better. A

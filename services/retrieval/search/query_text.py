@@ -1,4 +1,5 @@
-"""The text side of a query: tsquery strings for the lexical stream, and stopwords.
+"""The text side of a query: tsquery strings for the lexical stream, stopwords, and the
+names a question calls a type.
 
 The code store's `simple` configuration keeps every word, so a prose question would rank
 nodes on `how`, `does`, `a` -- words every docstring has. Dropping English function words
@@ -81,3 +82,29 @@ def doc_tsquery(query: str) -> str:
 def has_text(query: str) -> bool:
     """Whether the lexical stream can run: the query has at least one word."""
     return bool(query_terms(query))
+
+
+# "the FastTimer class", "interface EventSource": a name the question calls a type. Words
+# such as "type" and "object" are left out: "a JSON object" names no class.
+_TYPE_WORDS = frozenset(("class", "interface", "struct", "trait", "enum"))
+# Names, and every other non-space character alone (punctuation ends a phrase).
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[^\sA-Za-z_]")
+
+
+def type_names(query: str) -> frozenset[str]:
+    """Names the question calls a class, interface, struct, trait or enum, as written: the
+    name just before or after such a word (`The FastTimer class`, `interface `Reader``),
+    never a stopword or another such word. Containment keeps a class so named."""
+    tokens = [token for token in _TOKEN.findall(query) if token != "`"]
+    found: set[str] = set()
+    for i, token in enumerate(tokens):
+        if token.lower() not in _TYPE_WORDS:
+            continue
+        for near in tokens[max(i - 1, 0) : i] + tokens[i + 1 : i + 2]:
+            if (
+                (near[0].isalpha() or near[0] == "_")
+                and near.lower() not in _TYPE_WORDS
+                and near.lower() not in STOPWORDS
+            ):
+                found.add(near)
+    return frozenset(found)

@@ -33,6 +33,7 @@ from retrieval.search.fusion import (
 )
 from retrieval.search.overloads import order_by_code, share_summaries
 from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
+from retrieval.search.query_text import type_names
 from retrieval.weights import parse_weights
 
 # Test code by path: a tests/ or testing/ directory, test_*.py, *_test.go / *_test.py,
@@ -78,6 +79,7 @@ class FusionPlan:
     containment: Containment = "member"  # which of a container and its member stays
     fold: Fold = "max"  # how the one that stays scores (containment.py)
     class_lines: int = 0  # under a member ratio, a class this small may stay (0: never)
+    type_names: frozenset[str] = frozenset()  # classes the question calls a type
     test_weight: float = 1.0  # multiplies the score of code under a test path
     doc_weight: float = 1.0  # multiplies documents' scores (code-shaped questions only)
     share_overload_summaries: bool = True  # overloads.py
@@ -111,15 +113,19 @@ def plan_fusion(
     layer_weights: Mapping[Unit, float] | None = None,
 ) -> FusionPlan:
     query_class = classify(text)
+    containment = containment_for(settings.containment, query_class, settings.member_ratio)
     return FusionPlan(
         k=k,
         cap=cap,
         query_class=query_class,
         stream_weights=settings.stream_weights.get(query_class, {}),
         layer_weights=layer_weights or {},
-        containment=containment_for(settings.containment, query_class, settings.member_ratio),
+        containment=containment,
         fold=settings.fold,
         class_lines=settings.class_lines,
+        # Prose naming a type ("the FastTimer class") asks for the class: read under the
+        # member ratio only, as the small-class rule (bench/RESULTS.md).
+        type_names=type_names(text) if isinstance(containment, float) else frozenset(),
         test_weight=settings.test_weight,
         doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
         share_overload_summaries=settings.share_overload_summaries,
@@ -159,6 +165,7 @@ def rank(
                 prefer=plan.containment,
                 fold=plan.fold,
                 class_lines=plan.class_lines,
+                type_names=plan.type_names,
             )
         per_batch.append(fused)
 
