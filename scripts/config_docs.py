@@ -453,6 +453,15 @@ META: dict[str, Meta] = {
         allowed="`class:stream=weight,…;…` over `identifier`, `signature`, `prose`, `mixed` "
         "and `vector`, `lexical`, `symbol`; weights 0 to 5",
     ),
+    "RETRIEVAL_DOC_STREAM_WEIGHTS": Meta(
+        "The stream weights document rows (repository documents, collection chunks) fuse "
+        "with, per query class, in the format of `RETRIEVAL_STREAM_WEIGHTS`; a class not "
+        "named here weighs documents as code. The default weighs documents' lexical stream "
+        "twice the code's on prose and mixed questions (bench/RESULTS.md, \"Documents weigh "
+        "their words\"). A single stream asked for alone keeps its own order.",
+        allowed="`class:stream=weight,…;…` over `identifier`, `signature`, `prose`, `mixed` "
+        "and `vector`, `lexical`, `symbol`; weights 0 to 5",
+    ),
     "RETRIEVAL_CONTAINMENT": Meta(
         "Which of a container (module, class) and its member is returned when both are "
         "candidates (never both; a node's `code` and `ast_summary` rows are one result "

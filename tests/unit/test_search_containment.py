@@ -200,6 +200,39 @@ def test_weighted_rrf_scales_each_streams_contribution() -> None:
     assert [f.score for f in same] == [f.score for f in fuse(streams, K, 300)]
 
 
+def test_document_rows_fuse_with_their_own_weights_when_streams_are_fused() -> None:
+    # A code row and a document row, each first in one stream: the document's lexical
+    # rank weighs 0.7 against the code's 0.35, the vector ranks 1 for both.
+    code = StreamHit("body", 1, 0.9, 0, SPANS[5])
+    doc = StreamHit("doc", 1, 0.8, 0, None, "repo_docs")
+    streams: dict[StreamName, list[StreamHit]] = {"vector": [code, doc], "lexical": [doc, code]}
+    code_w: dict[StreamName, float] = {"lexical": 0.35}
+    doc_w: dict[StreamName, float] = {"lexical": 0.7}
+    out = {f.store: f.score for f in fuse(streams, K, 300, code_w, doc_w)}
+    assert out["code"] == pytest.approx(1 / 11 + 0.35 / 12)
+    assert out["repo_docs"] == pytest.approx(1 / 12 + 0.7 / 11)
+    assert [f.store for f in fuse(streams, K, 300, code_w, doc_w)] == ["repo_docs", "code"]
+    assert [f.store for f in fuse(streams, K, 300, code_w)] == ["code", "repo_docs"]
+    # A stream alone keeps its own order across stores, whatever the weights.
+    alone: dict[StreamName, list[StreamHit]] = {"lexical": [code, doc]}
+    assert [f.store for f in fuse(alone, K, 300, {"lexical": 0.35}, {"lexical": 5.0})] == [
+        "code",
+        "repo_docs",
+    ]
+
+
+def test_the_plan_takes_document_weights_by_query_class() -> None:
+    settings = FusionSettings(
+        stream_weights=parse_stream_weights("prose:lexical=0.35"),
+        doc_stream_weights=parse_stream_weights("prose:lexical=0.7"),
+    )
+    assert plan_fusion("how are timers refreshed", K, 300, settings).doc_stream_weights == {
+        "lexical": 0.7
+    }
+    # A class the document weights do not name: documents weigh as code does.
+    assert plan_fusion("ParseConfig", K, 300, settings).doc_stream_weights is None
+
+
 def test_parse_stream_weights() -> None:
     assert parse_stream_weights("") == {}
     assert parse_stream_weights(" prose: vector=1.5, lexical=0.5 ; mixed:symbol=0") == {

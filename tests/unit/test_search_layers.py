@@ -192,6 +192,18 @@ def test_lexical_scoring_comes_from_the_environment_and_fails_clearly() -> None:
         SearchSettings.from_env(Env({"RETRIEVAL_LEXICAL_SCORING": "tfidf"}))
 
 
+def test_document_stream_weights_come_from_the_environment_and_fail_clearly() -> None:
+    default = SearchSettings.from_env(Env({})).fusion.doc_stream_weights
+    assert default["prose"]["lexical"] == 0.7 and default["mixed"]["lexical"] == 0.7
+    chosen = SearchSettings.from_env(
+        Env({"RETRIEVAL_DOC_STREAM_WEIGHTS": "prose:lexical=1.5"})
+    ).fusion.doc_stream_weights
+    assert chosen == {"prose": {"lexical": 1.5}}
+    for bad in ("prose:lexical=9", "poetry:lexical=1", "prose:graph=1"):
+        with pytest.raises(ConfigError, match="RETRIEVAL_DOC_STREAM_WEIGHTS"):
+            SearchSettings.from_env(Env({"RETRIEVAL_DOC_STREAM_WEIGHTS": bad}))
+
+
 def test_class_lines_come_from_the_environment_within_their_bounds() -> None:
     def lines(value: str) -> int:
         env = Env({"RETRIEVAL_CONTAINMENT_CLASS_LINES": value})

@@ -135,12 +135,15 @@ def fuse(
     k: int,
     cap: int,
     stream_weights: Mapping[StreamName, float] | None = None,
+    doc_stream_weights: Mapping[StreamName, float] | None = None,
 ) -> list[Fused]:
     """RRF over the streams' lists; best first, ties broken on row id (then store, unit).
 
     Each list must already be ordered best first; a unit listed twice in one stream keeps
     its first (best) rank. With `stream_weights` a stream's contribution is its weight
-    times 1/(k + rank) (weighted RRF; 1 for a stream not named).
+    times 1/(k + rank) (weighted RRF; 1 for a stream not named); document rows (every
+    store but code) weigh theirs by `doc_stream_weights` when given and more than one
+    stream is fused.
     """
     if k < 1 or cap < 1:
         raise ValueError("k and cap must be positive")
@@ -163,8 +166,11 @@ def fuse(
             fused.exact = max(fused.exact, hit.exact)
             if fused.span is None:
                 fused.span = hit.span
+    # Weights balance streams: a stream alone keeps its own order across stores.
+    by_store = doc_stream_weights is not None and len(streams) > 1
     for fused in found.values():
-        fused.score = rrf_score(fused.provenance, k, stream_weights)
+        weights = doc_stream_weights if by_store and fused.store != "code" else stream_weights
+        fused.score = rrf_score(fused.provenance, k, weights)
     return sorted(found.values(), key=fused_order)
 
 

@@ -75,6 +75,8 @@ class FusionPlan:
     cap: int
     query_class: QueryClass = "prose"
     stream_weights: Mapping[StreamName, float] = field(default_factory=dict)
+    # Document rows' stream weights (None: the same as code's).
+    doc_stream_weights: Mapping[StreamName, float] | None = None
     layer_weights: Mapping[Unit, float] = field(default_factory=dict)
     containment: Containment = "member"  # which of a container and its member stays
     fold: Fold = "max"  # how the one that stays scores (containment.py)
@@ -92,6 +94,10 @@ class FusionSettings:
     """The settings `plan_fusion` reads (RETRIEVAL_STREAM_WEIGHTS and neighbours)."""
 
     stream_weights: Mapping[QueryClass, Mapping[StreamName, float]] = field(default_factory=dict)
+    # Per query class, the weights document rows fuse with (a class not named: the code's).
+    doc_stream_weights: Mapping[QueryClass, Mapping[StreamName, float]] = field(
+        default_factory=dict
+    )
     containment: ContainmentSetting = "adaptive"
     fold: Fold = "max"
     # adaptive, prose and mixed questions: a container gives way to its member when the
@@ -119,6 +125,7 @@ def plan_fusion(
         cap=cap,
         query_class=query_class,
         stream_weights=settings.stream_weights.get(query_class, {}),
+        doc_stream_weights=settings.doc_stream_weights.get(query_class),
         layer_weights=layer_weights or {},
         containment=containment,
         fold=settings.fold,
@@ -154,7 +161,7 @@ def rank(
                 name: share_summaries(hits) if name != "symbol" else hits
                 for name, hits in streams.items()
             }
-        fused = fuse(streams, plan.k, plan.cap, plan.stream_weights)
+        fused = fuse(streams, plan.k, plan.cap, plan.stream_weights, plan.doc_stream_weights)
         if plan.containment != "off":
             # Only code has spans; documents pass through unchanged.
             fused = collapse(
@@ -187,6 +194,10 @@ STREAM_WEIGHT_MIN, STREAM_WEIGHT_MAX = 0.0, 5.0
 # Prose and mixed questions: the lexical stream matches common words and the symbol stream
 # near names, both weak evidence there; the vector stream leads.
 DEFAULT_STREAM_WEIGHTS = "prose:lexical=0.35,symbol=0.5;mixed:lexical=0.35,symbol=0.5"
+# Documents' own words are what a question about them repeats: on prose and mixed questions
+# their lexical stream weighs twice the code's (bench/RESULTS.md, "Documents weigh their
+# words", tuned on the tuning half).
+DEFAULT_DOC_STREAM_WEIGHTS = "prose:lexical=0.7,symbol=0.5;mixed:lexical=0.7,symbol=0.5"
 DEFAULT_TEST_WEIGHT = 0.5  # bench/RESULTS.md, "What crowds the top"
 # Tuned on the tuning half (bench/RESULTS.md, "Containment").
 DEFAULT_MEMBER_RATIO = 0.5
@@ -224,6 +235,7 @@ def default_fusion() -> FusionSettings:
     """The fusion settings a service gets when none is set."""
     return FusionSettings(
         stream_weights=parse_stream_weights(DEFAULT_STREAM_WEIGHTS),
+        doc_stream_weights=parse_stream_weights(DEFAULT_DOC_STREAM_WEIGHTS),
         containment="adaptive",
         member_ratio=DEFAULT_MEMBER_RATIO,
         class_lines=DEFAULT_CLASS_LINES,

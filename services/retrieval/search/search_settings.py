@@ -13,10 +13,13 @@ from typing import cast
 
 from cograph_api import limits
 from retrieval.layers import Unit, parse_layer_weights
+from retrieval.search.fusion import StreamName
+from retrieval.search.query_class import QueryClass
 from retrieval.search.ranking import (
     CONTAINMENT_SETTINGS,
     DEFAULT_CLASS_LINES,
     DEFAULT_CODE_QUERY_DOC_WEIGHT,
+    DEFAULT_DOC_STREAM_WEIGHTS,
     DEFAULT_MEMBER_RATIO,
     DEFAULT_STREAM_WEIGHTS,
     DEFAULT_TEST_WEIGHT,
@@ -123,14 +126,24 @@ class SearchSettings:
         )
 
 
-def _fusion(env: Env) -> FusionSettings:
-    name = "RETRIEVAL_STREAM_WEIGHTS"
+def _stream_weights(env: Env, name: str, default: str) -> dict[QueryClass, dict[StreamName, float]]:
     try:
-        weights = parse_stream_weights(env.str(name, DEFAULT_STREAM_WEIGHTS))
+        return parse_stream_weights(env.str(name, default))
     except ValueError as err:
         raise ConfigError(f"{name}: {err}") from None
+
+
+def _fusion(env: Env) -> FusionSettings:
+    weights, doc_weights = (
+        _stream_weights(env, name, default)
+        for name, default in (
+            ("RETRIEVAL_STREAM_WEIGHTS", DEFAULT_STREAM_WEIGHTS),
+            ("RETRIEVAL_DOC_STREAM_WEIGHTS", DEFAULT_DOC_STREAM_WEIGHTS),
+        )
+    )
     return FusionSettings(
         stream_weights=weights,
+        doc_stream_weights=doc_weights,
         member_ratio=env.float(
             "RETRIEVAL_CONTAINMENT_MEMBER_RATIO", DEFAULT_MEMBER_RATIO, min=0.0, max=100.0
         ),
