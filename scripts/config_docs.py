@@ -458,7 +458,7 @@ META: dict[str, Meta] = {
         "with, per query class, in the format of `RETRIEVAL_STREAM_WEIGHTS`; a class not "
         "named here weighs documents as code. The default weighs documents' lexical stream "
         "twice the code's on prose and mixed questions (bench/RESULTS.md, \"Documents weigh "
-        "their words\"). A single stream asked for alone keeps its own order.",
+        'their words"). A single stream asked for alone keeps its own order.',
         allowed="`class:stream=weight,…;…` over `identifier`, `signature`, `prose`, `mixed` "
         "and `vector`, `lexical`, `symbol`; weights 0 to 5",
     ),
