@@ -412,11 +412,15 @@ def test_the_plan_carries_the_class_lines_setting() -> None:
     assert plan_fusion("how are timers refreshed", K, 300, settings).class_lines == 120
 
 
+# A 400-line class (too large for the small-class rule) and one of its methods.
+MOCK_POOL = Span(1, "mock.js", 1, 400, "class", "lib.mock.MockPool")
+MOCK_POOL_INTERCEPT = Span(1, "mock.js", 5, 15, "method", "lib.mock.MockPool.intercept")
+
+
 def test_a_class_the_question_calls_a_type_stays_wherever_it_ranks() -> None:
     # "The MockPool class ...": the class stays and takes its member even when the member
     # ranks above it and scores far better; without the name it folds into the member.
-    cls = Span(1, "mock.js", 1, 400, "class", "lib.mock.MockPool")
-    member = Span(1, "mock.js", 5, 15, "method", "lib.mock.MockPool.intercept")
+    cls, member = MOCK_POOL, MOCK_POOL_INTERCEPT
     streams: dict[StreamName, list[StreamHit]] = {
         "vector": [StreamHit("body", 2, 0.9, 0, member), StreamHit("body", 1, 0.5, 0, cls)],
         "lexical": [StreamHit("body", 2, 3.0, 0, member)],
@@ -433,8 +437,7 @@ def test_a_class_the_question_calls_a_type_stays_wherever_it_ranks() -> None:
 
 
 def test_a_type_name_does_not_outrank_an_exact_name_or_name_a_function() -> None:
-    cls = Span(1, "mock.js", 1, 400, "class", "lib.mock.MockPool")
-    member = Span(1, "mock.js", 5, 15, "method", "lib.mock.MockPool.intercept")
+    cls, member = MOCK_POOL, MOCK_POOL_INTERCEPT
     # The symbol stream names the member outright: the exact name wins.
     streams: dict[StreamName, list[StreamHit]] = {
         "vector": [StreamHit("body", 1, 0.9, 0, cls), StreamHit("body", 2, 0.5, 0, member)],
