@@ -44,6 +44,7 @@ from typing import Literal
 
 from retrieval.layers import Unit
 from retrieval.search.fusion import Fused, Provenance, StreamName, fused_order, rrf_score
+from retrieval.search.overloads import unnumbered
 
 _ORDER = ("vector", "lexical", "symbol")
 # Containers whose nested definitions are their implementation (bench/RESULTS.md, "Nested
@@ -237,8 +238,9 @@ def _class_stays(container: Fused, member: Fused, class_lines: int) -> bool:
 
 
 def _short_name(item: Fused) -> str:
+    """The last part of the node's name, without the `#N` of a repeated definition."""
     name = item.span.qualified_name if item.span is not None else ""
-    return name.rsplit(".", 1)[-1].split("#", 1)[0]
+    return unnumbered(name).rsplit(".", 1)[-1]
 
 
 def _is_constructor(container: Fused, member: Fused) -> bool:

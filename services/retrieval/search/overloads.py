@@ -33,11 +33,16 @@ from retrieval.search.fusion import Fused, Span, StreamHit
 _REPEAT = re.compile(r"#\d+$")  # extract.py numbers the 2nd, 3rd... definition of a name
 
 
+def unnumbered(qualified_name: str) -> str:
+    """The name without the `#N` that marks a repeated definition (`X.f#2` -> `X.f`)."""
+    return _REPEAT.sub("", qualified_name)
+
+
 def overload_key(span: Span) -> tuple[int, str, str] | None:
     """The overload group of a node: its repository, file and name without `#N`."""
     if not span.qualified_name:
         return None
-    return (span.repository_id, span.path, _REPEAT.sub("", span.qualified_name))
+    return (span.repository_id, span.path, unnumbered(span.qualified_name))
 
 
 def share_summaries(hits: Sequence[StreamHit]) -> list[StreamHit]:

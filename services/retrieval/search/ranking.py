@@ -132,7 +132,7 @@ def plan_fusion(
         class_lines=settings.class_lines,
         # Prose naming a type ("the FastTimer class") asks for the class: read under the
         # member ratio only, as the small-class rule (bench/RESULTS.md).
-        type_names=type_names(text) if isinstance(containment, float) else frozenset(),
+        type_names=type_names(text) if not isinstance(containment, str) else frozenset(),
         test_weight=settings.test_weight,
         doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
         share_overload_summaries=settings.share_overload_summaries,
