@@ -16,6 +16,7 @@ from retrieval.app import MIGRATIONS
 from retrieval.indexing.indexer import CollectionRequest, Indexer, RepositoryRequest
 from retrieval.indexing.jobs import Job
 from retrieval.indexing.summaries import ExtractiveSummarizer
+from retrieval.search.fusion import StreamHit
 from retrieval.search.query_text import code_tsquery
 from retrieval.search.search_sql import LexicalScoring, Scope, run_lexical
 from retrieval.settings import IndexSettings
@@ -96,6 +97,11 @@ async def _stored(
 async def _check_all(conn: asyncpg.Connection, owner_id: int, fields: tuple[Field, ...]) -> None:
     for field in fields:
         assert await _stored(conn, field, owner_id) == await _expected(conn, field, owner_id)
+
+
+async def _code_body_hits(conn: asyncpg.Connection, scope: Scope, query: str) -> list[StreamHit]:
+    """The lexical stream over code bodies, BM25, the first 50 hits."""
+    return await run_lexical(conn, "code", "body", scope=scope, tsquery=code_tsquery(query), cap=50)
 
 
 async def test_publication_keeps_statistics_of_the_published_rows(
@@ -199,14 +205,7 @@ async def test_scores_are_bm25_over_the_searched_repositories_together(
     await _index_repo(retrieval_pool, embedder_client, second, tmp_path, slug="local/test/bm25-two")
     query = "frobnicate the widget value"
     async with retrieval_pool.acquire() as conn:
-        hits = await run_lexical(
-            conn,
-            "code",
-            "body",
-            scope=Scope(ADMIN),
-            tsquery=code_tsquery(query),
-            cap=50,
-        )
+        hits = await _code_body_hits(conn, Scope(ADMIN), query)
         assert {h.span.repository_id for h in hits if h.span} == set(
             await conn.fetchval("SELECT array_agg(id) FROM repositories")
         )
@@ -254,14 +253,7 @@ async def test_a_repository_the_caller_cannot_read_does_not_move_its_scores(
 
     async def scores(viewer: Viewer) -> dict[int, float]:
         async with retrieval_pool.acquire() as conn:
-            hits = await run_lexical(
-                conn,
-                "code",
-                "body",
-                scope=Scope(viewer),
-                tsquery=code_tsquery(query),
-                cap=50,
-            )
+            hits = await _code_body_hits(conn, Scope(viewer), query)
         return {hit.id: hit.score for hit in hits}
 
     stranger = Viewer("mallory", False)
