@@ -10,7 +10,7 @@ from retrieval.search.lexemes import (
     lexical_text,
     query_terms,
 )
-from retrieval.search.query_text import code_tsquery, type_names
+from retrieval.search.query_text import code_tsquery, subject_names, type_names
 from retrieval.search.search_settings import SearchSettings
 from retrieval.settings import IndexSettings
 from svckit.config import Env
@@ -98,3 +98,31 @@ def test_type_names_stay_linear_on_hostile_text() -> None:
     # token by token, in one pass; a type word next to a type word names nothing.
     text = "class " * 20_000 + "x" * 20_000
     assert type_names(text) == frozenset({"x" * 20_000})
+
+
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("MockPool provides an API that extends the Pool", {"MockPool"}),
+        ("NotExistError is the error returned when a flag is missing", {"NotExistError"}),
+        ("`LRUCache`: a bounded map", {"LRUCache"}),
+        ("  getServerName, given a host", {"getServerName"}),  # any such name; kinds decide
+        ("Stream which pipes the response", set()),  # one capital: how sentences start
+        ("MockPool.intercept returns a scope", set()),  # a member of it, not the class
+        ("HTTP requests are retried", set()),  # no lower-case letter: an acronym
+        ("How does the MockPool intercept", set()),  # not the first word
+        ("mock_pool provides", set()),  # no capital inside
+        ("", set()),
+        ("   ", set()),
+    ],
+)
+def test_subject_names_are_the_code_name_a_question_opens_with(query: str, names: set[str]) -> None:
+    assert subject_names(query) == frozenset(names)
+
+
+def test_subject_names_read_one_word_of_hostile_text() -> None:
+    # A single 40,000-character word, and one followed by a long tail: one split, one pass.
+    word = "aB" * 20_000
+    assert subject_names(word) == frozenset({word})
+    assert subject_names("XyZ" + " z" * 20_000) == frozenset({"XyZ"})
+    assert subject_names("a.B" * 10_000) == frozenset()

@@ -464,3 +464,56 @@ def test_the_plan_reads_type_names_only_under_the_member_ratio() -> None:
     assert plan_fusion("The FastTimer class stores timers", K, 300, fixed).type_names == (
         frozenset()
     )
+
+
+def _opened_with(lines: int, class_lines: int, subject: frozenset[str]) -> list[tuple[str, int]]:
+    # "MockPool provides an API ...": the class (of `lines` lines) ranks below its method
+    # in both streams, the method's vector far better.
+    cls = Span(1, "mock.js", 1, lines, "class", "lib.mock.MockPool")
+    member = Span(1, "mock.js", 5, 15, "method", "lib.mock.MockPool.intercept")
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 2, 0.9, 0, member), StreamHit("body", 1, 0.5, 0, cls)],
+        "lexical": [StreamHit("body", 2, 3.0, 0, member), StreamHit("body", 1, 2.0, 0, cls)],
+    }
+    items = fuse(streams, K, 300)
+    return ids(collapse(items, K, prefer=0.5, class_lines=class_lines, subject_names=subject))
+
+
+def test_a_small_class_the_question_opens_with_stays_wherever_it_ranks() -> None:
+    subject = frozenset({"MockPool"})
+    assert _opened_with(36, 200, subject) == [("body", 1)]
+    assert _opened_with(200, 200, subject) == [("body", 1)]  # the size limit is inclusive
+    # A larger class is a namespace the sentence places its member in; so is any class
+    # when the small-class rule is off (0); and nothing changes without the name.
+    assert _opened_with(201, 200, subject) == [("body", 2)]
+    assert _opened_with(36, 0, subject) == [("body", 2)]
+    assert _opened_with(36, 200, frozenset()) == [("body", 2)]
+    assert _opened_with(36, 200, frozenset({"mockPool"})) == [("body", 2)]  # as written
+
+
+def test_an_opening_name_never_keeps_a_function_or_beats_an_exact_name() -> None:
+    subject = frozenset({"MockPool"})
+    member = MOCK_POOL_INTERCEPT
+    for kind in ("function", "module", "impl"):
+        outer = Span(1, "mock.js", 1, 40, kind, "lib.mock.MockPool")
+        plain: dict[StreamName, list[StreamHit]] = {
+            "vector": [StreamHit("body", 2, 0.9, 0, member), StreamHit("body", 1, 0.5, 0, outer)]
+        }
+        kept = collapse(fuse(plain, K, 300), K, prefer=0.5, class_lines=200, subject_names=subject)
+        assert ids(kept) == [("body", 2)]
+    cls = Span(1, "mock.js", 1, 40, "class", "lib.mock.MockPool")
+    named: dict[StreamName, list[StreamHit]] = {
+        "vector": [StreamHit("body", 1, 0.9, 0, cls), StreamHit("body", 2, 0.5, 0, member)],
+        "symbol": [StreamHit("body", 2, 1.0, 1, member)],
+    }
+    out = collapse(fuse(named, K, 300), K, prefer=0.5, class_lines=200, subject_names=subject)
+    assert ids(out) == [("body", 2)]
+
+
+def test_the_plan_reads_the_opening_name_only_under_the_member_ratio() -> None:
+    settings = FusionSettings(containment="adaptive")
+    prose = plan_fusion("MockPool provides an API that extends the Pool", K, 300, settings)
+    assert prose.subject_names == frozenset({"MockPool"})
+    assert plan_fusion("MockPool", K, 300, settings).subject_names == frozenset()
+    fixed = FusionSettings(containment="member")
+    assert plan_fusion("MockPool provides an API", K, 300, fixed).subject_names == frozenset()

@@ -24,7 +24,10 @@ the function it contains, which in a small file are almost the same text, and on
   it. Between a container and a member named equally, the container stays (the query
   `Range` names the class before its constructor). A class a prose question calls a type
   ("the FastTimer class", `type_names`) counts as named too, below any exact name, wherever
-  it ranks against its members.
+  it ranks against its members; so does a class of at most `class_lines` lines whose name
+  the question opens with, written as code (`MockPool provides an API ...`,
+  `subject_names`). A larger class so named is a namespace the sentence only places its
+  member in ("BooleanUtils instances should not be constructed": the constructor).
 
 Folding keeps the evidence's place: the row that stays ranks where the best-scored row of
 its group ranked, and reports that row's provenance (stream, rank, raw score), so its score
@@ -70,13 +73,15 @@ def collapse(
     fold: Fold = "max",
     class_lines: int = 0,
     type_names: frozenset[str] = frozenset(),
+    subject_names: frozenset[str] = frozenset(),
 ) -> list[Fused]:
     """One store's fused list (best first) with layer duplicates and nested nodes folded,
     best first again. Rows without a span (documents) pass through unchanged. `prefer`
     says which of a container and its member stays when the query names neither:
     `member` (the most specific), `better` (the better ranked) or a member ratio; under a
     ratio, a class of at most `class_lines` lines may stay on its own evidence (0: never).
-    `type_names`: names the question calls a type (query_text.type_names).
+    `type_names`: names the question calls a type (query_text.type_names);
+    `subject_names`: the name it opens with (query_text.subject_names).
     """
     units = unit_weights or {}
 
@@ -110,7 +115,14 @@ def collapse(
     # Best first by weighted score, the fused order on ties.
     order.sort(key=lambda n: (-by_node[n].score * units.get(by_node[n].unit, 1.0), rank_of[n]))
 
-    target = _targets(order, by_node, prefer, class_lines, type_names)
+    target = _targets(
+        order,
+        by_node,
+        prefer,
+        class_lines=class_lines,
+        type_names=type_names,
+        subject_names=subject_names,
+    )
     members: dict[int, list[Fused]] = {node: [] for node in order if target[node] == node}
     for node in order:
         members[target[node]].extend(groups[node])
@@ -129,8 +141,10 @@ def _targets(
     order: Sequence[int],
     nodes: Mapping[int, Fused],
     prefer: Prefer,
+    *,
     class_lines: int = 0,
     type_names: frozenset[str] = frozenset(),
+    subject_names: frozenset[str] = frozenset(),
 ) -> dict[int, int]:
     """Which node each node's evidence goes to (itself when it stays)."""
     spans = {n: nodes[n].span for n in order}
@@ -155,10 +169,10 @@ def _targets(
                     descendants[outer].append(inner)
 
     # How outright each node is named: the symbol stream's levels, doubled, above 1 for a
-    # class the question calls a type ("the FastTimer class").
+    # class the question calls a type ("the FastTimer class") or, small, opens with.
     exact = {n: 2 * nodes[n].exact for n in order}
     for n in order:
-        if exact[n] == 0 and _kind(nodes[n]) in _TYPES and _short_name(nodes[n]) in type_names:
+        if exact[n] == 0 and _called(nodes[n], type_names, subject_names, class_lines):
             exact[n] = 1
     target = {n: n for n in order}
 
@@ -225,13 +239,29 @@ def _kind(item: Fused) -> str:
     return item.span.kind if item.span is not None else ""
 
 
+def _lines(item: Fused) -> int:
+    span = item.span
+    return span.end_line - span.start_line + 1 if span is not None else 0
+
+
+def _called(
+    item: Fused, type_names: frozenset[str], subject_names: frozenset[str], class_lines: int
+) -> bool:
+    """Whether the question names this class: calls it a type, or opens with its name and
+    the class is small enough to be the answer itself."""
+    if _kind(item) not in _TYPES:
+        return False
+    name = _short_name(item)
+    return name in type_names or (name in subject_names and _lines(item) <= class_lines)
+
+
 def _class_stays(container: Fused, member: Fused, class_lines: int) -> bool:
     """A small class ranked above its best member keeps it when the class's own vector
     matched at least as well, or when the member is its constructor."""
     span = container.span
     if span is None or span.kind not in _TYPES or container.exact:
         return False
-    if span.end_line - span.start_line + 1 > class_lines:
+    if _lines(container) > class_lines:
         return False
     own, members = container.raw("vector") or 0.0, member.raw("vector") or 0.0
     return own >= members or _is_constructor(container, member)

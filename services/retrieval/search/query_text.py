@@ -1,5 +1,5 @@
 """The text side of a query: tsquery strings for the lexical stream, stopwords, and the
-names a question calls a type.
+names a question calls a type or opens with.
 
 The code store's `simple` configuration keeps every word, so a prose question would rank
 nodes on `how`, `does`, `a` -- words every docstring has. Dropping English function words
@@ -108,3 +108,22 @@ def type_names(query: str) -> frozenset[str]:
             ):
                 found.add(near)
     return frozenset(found)
+
+
+# `MockPool provides an API ...`, `NotExistError is the error returned ...`: a question
+# whose first word is a name written as code (a capital inside it, and a lower-case letter)
+# is about what that name names. One capital alone is how any sentence starts ("Stream"),
+# and `MockPool.intercept` names a member, not the class.
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def subject_names(query: str) -> frozenset[str]:
+    """The name a question opens with when it is written as code (`MockPool provides an
+    API`), backticks and a trailing `,` `:` `;` aside; empty otherwise. Containment keeps a
+    small class so named."""
+    first = query.split(maxsplit=1)
+    if not first:
+        return frozenset()
+    word = first[0].strip("`").rstrip(",:;`")
+    written_as_code = any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
+    return frozenset({word}) if written_as_code and _IDENTIFIER.fullmatch(word) else frozenset()

@@ -33,7 +33,7 @@ from retrieval.search.fusion import (
 )
 from retrieval.search.overloads import order_by_code, share_summaries
 from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
-from retrieval.search.query_text import type_names
+from retrieval.search.query_text import subject_names, type_names
 from retrieval.weights import parse_weights
 
 # Test code by path: a tests/ or testing/ directory, test_*.py, *_test.go / *_test.py,
@@ -82,6 +82,7 @@ class FusionPlan:
     fold: Fold = "max"  # how the one that stays scores (containment.py)
     class_lines: int = 0  # under a member ratio, a class this small may stay (0: never)
     type_names: frozenset[str] = frozenset()  # classes the question calls a type
+    subject_names: frozenset[str] = frozenset()  # the name written as code it opens with
     test_weight: float = 1.0  # multiplies the score of code under a test path
     doc_weight: float = 1.0  # multiplies documents' scores (code-shaped questions only)
     share_overload_summaries: bool = True  # overloads.py
@@ -133,6 +134,7 @@ def plan_fusion(
         # Prose naming a type ("the FastTimer class") asks for the class: read under the
         # member ratio only, as the small-class rule (bench/RESULTS.md).
         type_names=type_names(text) if not isinstance(containment, str) else frozenset(),
+        subject_names=subject_names(text) if not isinstance(containment, str) else frozenset(),
         test_weight=settings.test_weight,
         doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
         share_overload_summaries=settings.share_overload_summaries,
@@ -173,6 +175,7 @@ def rank(
                 fold=plan.fold,
                 class_lines=plan.class_lines,
                 type_names=plan.type_names,
+                subject_names=plan.subject_names,
             )
         per_batch.append(fused)
 
