@@ -484,8 +484,10 @@ META: dict[str, Meta] = {
         "interface, trait, enum) of at most this many lines, ranked above its best member, "
         "stays instead of giving way under the member ratio when its own vector score is at "
         "least the member's or the member is its constructor (`__init__`, `constructor`, or "
-        "named like the class); larger classes give way as before (0: never stays; "
-        'bench/RESULTS.md, "Small classes stay").'
+        "named like the class), and a class that size whose name the question opens with, "
+        "written as code (`MockPool provides ...`), counts as named; larger classes give way "
+        'as before (0: never stays; bench/RESULTS.md, "Small classes stay", "Opening '
+        'names").'
     ),
     "RETRIEVAL_TEST_CODE_WEIGHT": Meta(
         "Multiplier on the fused score of code under a test path (`tests/`, `test_*.py`, "
