@@ -258,10 +258,7 @@ def _called(
 def _class_stays(container: Fused, member: Fused, class_lines: int) -> bool:
     """A small class ranked above its best member keeps it when the class's own vector
     matched at least as well, or when the member is its constructor."""
-    span = container.span
-    if span is None or span.kind not in _TYPES or container.exact:
-        return False
-    if _lines(container) > class_lines:
+    if _kind(container) not in _TYPES or container.exact or _lines(container) > class_lines:
         return False
     own, members = container.raw("vector") or 0.0, member.raw("vector") or 0.0
     return own >= members or _is_constructor(container, member)

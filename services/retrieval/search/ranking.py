@@ -121,6 +121,9 @@ def plan_fusion(
 ) -> FusionPlan:
     query_class = classify(text)
     containment = containment_for(settings.containment, query_class, settings.member_ratio)
+    # Prose naming a class ("the FastTimer class", "MockPool provides ...") asks for the
+    # class: read under the member ratio only, as the small-class rule (bench/RESULTS.md).
+    ratio = not isinstance(containment, str)
     return FusionPlan(
         k=k,
         cap=cap,
@@ -131,10 +134,8 @@ def plan_fusion(
         containment=containment,
         fold=settings.fold,
         class_lines=settings.class_lines,
-        # Prose naming a type ("the FastTimer class") asks for the class: read under the
-        # member ratio only, as the small-class rule (bench/RESULTS.md).
-        type_names=type_names(text) if not isinstance(containment, str) else frozenset(),
-        subject_names=subject_names(text) if not isinstance(containment, str) else frozenset(),
+        type_names=type_names(text) if ratio else frozenset(),
+        subject_names=subject_names(text) if ratio else frozenset(),
         test_weight=settings.test_weight,
         doc_weight=settings.code_query_doc_weight if query_class in CODE_SHAPED else 1.0,
         share_overload_summaries=settings.share_overload_summaries,
