@@ -87,8 +87,11 @@ def has_text(query: str) -> bool:
 # "the FastTimer class", "interface EventSource": a name the question calls a type. Words
 # such as "type" and "object" are left out: "a JSON object" names no class.
 _TYPE_WORDS = frozenset(("class", "interface", "struct", "trait", "enum"))
-# Names, and every other non-space character alone (punctuation ends a phrase).
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[^\sA-Za-z_]")
+# A name as code writes one; tokens are names and every other non-space character alone
+# (punctuation ends a phrase).
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_IDENTIFIER = re.compile(_NAME)
+_TOKEN = re.compile(rf"{_NAME}|[^\sA-Za-z_]")
 
 
 def type_names(query: str) -> frozenset[str]:
@@ -114,7 +117,6 @@ def type_names(query: str) -> frozenset[str]:
 # whose first word is a name written as code (a capital inside it, and a lower-case letter)
 # is about what that name names. One capital alone is how any sentence starts ("Stream"),
 # and `MockPool.intercept` names a member, not the class.
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def subject_names(query: str) -> frozenset[str]:

@@ -134,16 +134,11 @@ def _stream_weights(env: Env, name: str, default: str) -> dict[QueryClass, dict[
 
 
 def _fusion(env: Env) -> FusionSettings:
-    weights, doc_weights = (
-        _stream_weights(env, name, default)
-        for name, default in (
-            ("RETRIEVAL_STREAM_WEIGHTS", DEFAULT_STREAM_WEIGHTS),
-            ("RETRIEVAL_DOC_STREAM_WEIGHTS", DEFAULT_DOC_STREAM_WEIGHTS),
-        )
-    )
     return FusionSettings(
-        stream_weights=weights,
-        doc_stream_weights=doc_weights,
+        stream_weights=_stream_weights(env, "RETRIEVAL_STREAM_WEIGHTS", DEFAULT_STREAM_WEIGHTS),
+        doc_stream_weights=_stream_weights(
+            env, "RETRIEVAL_DOC_STREAM_WEIGHTS", DEFAULT_DOC_STREAM_WEIGHTS
+        ),
         member_ratio=env.float(
             "RETRIEVAL_CONTAINMENT_MEMBER_RATIO", DEFAULT_MEMBER_RATIO, min=0.0, max=100.0
         ),
