@@ -61,7 +61,10 @@ class Extractor:
         captures = QueryCursor(self._query).captures(root)
 
         def_nodes = captures.get("def", [])
-        call_nodes = sorted(captures.get("call", []), key=lambda n: n.start_byte)
+        # By start and end: calls chained on one receiver (`g(x).copy()`) start at the same
+        # byte, and the captures' own order among them differs from one process to the next
+        # (summaries list calls in this order, so an index would differ between runs).
+        call_nodes = sorted(captures.get("call", []), key=lambda n: (n.start_byte, n.end_byte))
         comments = CommentIndex(captures.get("comment", []) if rules.comment_docs else (), source)
 
         last_line = _line_count(source)
@@ -157,7 +160,7 @@ class Extractor:
 
         import_edges: list[Edge] = []
         seen_imports: set[str] = set()
-        for imp in sorted(captures.get("import", []), key=lambda n: n.start_byte):
+        for imp in sorted(captures.get("import", []), key=lambda n: (n.start_byte, n.end_byte)):
             for target in rules.imports(imp, source, module, path):
                 if target and target not in seen_imports:
                     seen_imports.add(target)
