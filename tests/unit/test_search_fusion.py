@@ -83,6 +83,30 @@ def test_ties_break_on_chunk_id_then_unit_whatever_the_input_order() -> None:
     ]
 
 
+def test_ties_break_on_place_before_row_id() -> None:
+    """Where a row lies decides a tie before its id (ids follow an index run's write
+    order): the same two rows under swapped ids fuse and merge in the same order."""
+    a, b = (1, "pkg/a.py", 3, 9, "pkg.a.f"), (1, "pkg/b.py", 3, 9, "pkg.b.f")
+    for id_a, id_b in ((1, 2), (2, 1)):
+        streams: Streams = {
+            "vector": [
+                StreamHit("body", id_b, 0.5, place=b),
+                StreamHit("body", id_a, 0.4, place=a),
+            ],
+            "lexical": [
+                StreamHit("body", id_a, 7.0, place=a),
+                StreamHit("body", id_b, 6.0, place=b),
+            ],
+        }
+        fused = fuse(streams, k=60, cap=10)
+        assert [f.place for f in fused] == [a, b]
+        assert fused[0].score == fused[1].score
+        merged = merge_lists(
+            [[StreamHit("body", id_b, 0.5, place=b)], [StreamHit("summary", id_a, 0.5, place=a)]]
+        )
+        assert [h.place for h in merged] == [a, b]
+
+
 def test_deterministic_under_shuffled_stream_dict_order() -> None:
     rng = random.Random(3)
     streams: Streams = {

@@ -70,6 +70,13 @@ _CONTAINER_RANK = {
 }
 
 
+# Where a row lies (its owner, path, lines, and for code its qualified name; search_sql):
+# ties in score fall through to it, then to the id. Ids follow the order an index run's
+# workers happened to write in, so breaking ties on them alone would let two indexings of
+# the same text answer the same question in different orders.
+Place = tuple[int | str, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class StreamHit:
     """One candidate of one stream: the unit it ranks, the row id and the raw score."""
@@ -82,17 +89,19 @@ class StreamHit:
     exact: int = 0
     span: Span | None = None  # code nodes: where the node lies (containment, test paths)
     store: Store = "code"  # the store the row lives in (ids are per store)
+    place: Place = ()
 
 
 def merge_lists(lists: Sequence[Sequence[StreamHit]]) -> list[StreamHit]:
     """One stream's lists (over several units or stores) as one ranking by raw score: the
-    lists share a scale (cosines of one model, or ts_rank_cd), ties on id. Exact symbol
-    matches keep the lead the symbol stream gave them."""
+    lists share a scale (cosines of one model, or ts_rank_cd), ties on place, then id.
+    Exact symbol matches keep the lead the symbol stream gave them."""
     merged = [hit for hits in lists for hit in hits]
     merged.sort(
         key=lambda hit: (
             -hit.exact,
             -hit.score,
+            hit.place,
             hit.id,
             STORE_ORDER[hit.store],
             UNIT_ORDER[hit.unit],
@@ -117,6 +126,7 @@ class Fused:
     provenance: list[Provenance] = field(default_factory=list)
     exact: int = 0
     span: Span | None = None
+    place: Place = ()
 
     def raw(self, stream: StreamName) -> float | None:
         """The raw score of `stream`, or None when that stream did not find this unit."""
@@ -137,7 +147,8 @@ def fuse(
     stream_weights: Mapping[StreamName, float] | None = None,
     doc_stream_weights: Mapping[StreamName, float] | None = None,
 ) -> list[Fused]:
-    """RRF over the streams' lists; best first, ties broken on row id (then store, unit).
+    """RRF over the streams' lists; best first, ties broken on place, then row id (then
+    store, unit).
 
     Each list must already be ordered best first; a unit listed twice in one stream keeps
     its first (best) rank. With `stream_weights` a stream's contribution is its weight
@@ -161,7 +172,7 @@ def fuse(
             rank += 1
             fused = found.get(key)
             if fused is None:
-                fused = found[key] = Fused(hit.store, hit.unit, hit.id, 0.0)
+                fused = found[key] = Fused(hit.store, hit.unit, hit.id, 0.0, place=hit.place)
             fused.provenance.append(Provenance(name, rank, hit.score))
             fused.exact = max(fused.exact, hit.exact)
             if fused.span is None:
@@ -179,7 +190,7 @@ def rrf_score(
 ) -> float:
     """sum of weight(stream) / (k + rank). fsum is exactly rounded, so equal rank multisets
     give bit-equal scores whatever the stream order: ties stay ties and fall through to
-    the chunk id."""
+    the row's place."""
     weights = stream_weights or {}
     return math.fsum(weights.get(item.stream, 1.0) / (k + item.rank) for item in provenance)
 
@@ -207,5 +218,12 @@ def merge_stores(
     return sorted(items, key=fused_order)
 
 
-def fused_order(item: Fused) -> tuple[int, float, int, int, int]:
-    return (-item.exact, -item.score, item.id, STORE_ORDER[item.store], UNIT_ORDER[item.unit])
+def fused_order(item: Fused) -> tuple[int, float, Place, int, int, int]:
+    return (
+        -item.exact,
+        -item.score,
+        item.place,
+        item.id,
+        STORE_ORDER[item.store],
+        UNIT_ORDER[item.unit],
+    )

@@ -71,7 +71,15 @@ def share_summaries(hits: Sequence[StreamHit]) -> list[StreamHit]:
             out.append(hit)
         else:
             out.append(
-                StreamHit("body", target.id, hit.score, hit.exact, target.span, target.store)
+                StreamHit(
+                    "body",
+                    target.id,
+                    hit.score,
+                    hit.exact,
+                    target.span,
+                    target.store,
+                    target.place,
+                )
             )
     return out
 

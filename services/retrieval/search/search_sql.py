@@ -21,7 +21,7 @@ import numpy.typing as npt
 from cograph_api.access_rules import Viewer, collection_readable, repository_readable
 from retrieval import term_statistics
 from retrieval.layers import Store, Unit
-from retrieval.search.fusion import Span, StreamHit
+from retrieval.search.fusion import Place, Span, StreamHit
 
 SYMBOL_THRESHOLD = 0.3  # a symbol hit needs pg_trgm similarity on qualified_name >= 0.3
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
@@ -29,6 +29,35 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 # Where a code node lies, returned with every code hit (containment and test paths are
 # decided on it without another query).
 _SPAN_COLUMNS = ", t.repository_id, t.path, t.start_line, t.end_line, t.kind, t.qualified_name"
+
+# Where a row lies, per store: what breaks a tie in score after the score itself. Not the
+# id: ids follow the order in which an index run's workers happen to write, so two runs over
+# the same text would order tied rows differently (and cut a different row at the cap).
+_PLACE_COLUMNS: dict[Store, tuple[str, ...]] = {
+    "code": ("repository_id", "path", "start_line", "end_line", "qualified_name"),
+    "repo_docs": ("repository_id", "path", "start_line", "end_line"),
+    "md_collections": ("collection_id", "path", "start_line", "end_line"),
+}
+
+
+def _place_select(store: Store, alias: str = "t") -> str:
+    """`, <alias>.<column> AS place_<n>` for each place column of `store` (another alias: a
+    CTE that selected them already)."""
+    columns = _PLACE_COLUMNS[store]
+    if alias == "t":
+        return "".join(f", t.{c} AS place_{i}" for i, c in enumerate(columns))
+    return "".join(f", {alias}.place_{i}" for i in range(len(columns)))
+
+
+def _place_order(store: Store) -> str:
+    """ORDER BY keys after the score: the selected place columns, then the (unique) id."""
+    return ", ".join([*(f"place_{i}" for i in range(len(_PLACE_COLUMNS[store]))), "id"])
+
+
+def _place_of(row: asyncpg.Record, store: Store) -> Place:
+    """A fetched row's place (selected by `_place_select`)."""
+    return tuple(row[f"place_{i}"] for i in range(len(_PLACE_COLUMNS[store])))
+
 
 # Per unit: the vector column (the tsvector column is the lexical field's, term_statistics).
 _VECTOR_COLUMN: dict[Unit, str] = {"body": "embedding", "summary": "summary_embedding"}
@@ -106,7 +135,8 @@ def vector_sql(
     query = params.add(vector)
     span = _SPAN_COLUMNS if store == "code" else ""
     sql = (
-        f"SELECT t.id, 1 - ({column} <=> {query}) AS score{span} FROM {source} "
+        f"SELECT t.id, 1 - ({column} <=> {query}) AS score{span}{_place_select(store)} "
+        f"FROM {source} "
         f"WHERE {column} IS NOT NULL AND {' AND '.join(where)} "
         f"ORDER BY {column} <=> {query} LIMIT {params.add(cap)}"
     )
@@ -149,10 +179,10 @@ def lexical_sql(
     query = f"to_tsquery('{config}', {params.add(tsquery)})"
     if scoring == "cover_density":
         sql = (
-            f"SELECT t.id, ts_rank_cd({column}, q.q) AS score{span} "
+            f"SELECT t.id, ts_rank_cd({column}, q.q) AS score{span}{_place_select(store)} "
             f"FROM {source}, {query} AS q(q) "
             f"WHERE {column} @@ q.q AND {' AND '.join(where)} "
-            f"ORDER BY score DESC, t.id LIMIT {params.add(cap)}"
+            f"ORDER BY score DESC, {_place_order(store)} LIMIT {params.add(cap)}"
         )
         return sql, params.values
     span_out = span.replace("t.", "c.")
@@ -165,7 +195,8 @@ def lexical_sql(
             FROM q, regexp_matches(q.q::text, {params.add(_TSQUERY_LEXEMES)}, 'g') AS m
         ),
         cand AS MATERIALIZED (
-            SELECT t.id, {column} AS tsv, t.{field.owner} AS owner{span} FROM {source}, q
+            SELECT t.id, {column} AS tsv, t.{field.owner} AS owner{span}{_place_select(store)}
+            FROM {source}, q
             WHERE {column} @@ q.q AND {" AND ".join(where)}
         ),
         corpus AS MATERIALIZED (
@@ -198,8 +229,9 @@ def lexical_sql(
             JOIN idf i ON i.lexeme = x.lexeme
             GROUP BY c.id
         )
-        SELECT c.id, s.score{span_out} FROM scored s JOIN cand c ON c.id = s.id
-        ORDER BY s.score DESC, c.id LIMIT {params.add(cap)}
+        SELECT c.id, s.score{span_out}{_place_select(store, "c")}
+        FROM scored s JOIN cand c ON c.id = s.id
+        ORDER BY score DESC, {_place_order(store)} LIMIT {params.add(cap)}
     """
     return sql, params.values
 
@@ -248,10 +280,10 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     )
     sql = (
         f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact"
-        f"{_SPAN_COLUMNS} FROM {source} "
+        f"{_SPAN_COLUMNS}{_place_select('code')} FROM {source} "
         f"WHERE (t.qualified_name % {query} OR lower(t.name) = {last}::text) "
         f"AND {' AND '.join(where)} "
-        f"ORDER BY exact DESC, score DESC, t.id LIMIT {params.add(cap)}"
+        f"ORDER BY exact DESC, score DESC, {_place_order('code')} LIMIT {params.add(cap)}"
     )
     return sql, params.values
 
@@ -274,12 +306,21 @@ async def run_vector(
             "SET LOCAL hnsw.iterative_scan = relaxed_order"
         )
         rows = await conn.fetch(sql, *args)
-    hits = [
-        StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store), store)
+    rows = sorted(
+        rows, key=lambda row: (-float(row["score"]), _place_of(row, store), int(row["id"]))
+    )
+    return [
+        StreamHit(
+            unit,
+            int(row["id"]),
+            float(row["score"]),
+            0,
+            _span(row, store),
+            store,
+            _place_of(row, store),
+        )
         for row in rows
     ]
-    hits.sort(key=lambda hit: (-hit.score, hit.id))
-    return hits
 
 
 def _span(row: asyncpg.Record, store: Store) -> Span | None:
@@ -308,7 +349,15 @@ async def run_lexical(
     sql, args = lexical_sql(store, unit, scope, tsquery, cap, scoring=scoring)
     rows = await conn.fetch(sql, *args)
     return [
-        StreamHit(unit, int(row["id"]), float(row["score"]), 0, _span(row, store), store)
+        StreamHit(
+            unit,
+            int(row["id"]),
+            float(row["score"]),
+            0,
+            _span(row, store),
+            store,
+            _place_of(row, store),
+        )
         for row in rows
     ]
 
@@ -322,7 +371,13 @@ async def run_symbol(
         rows = await conn.fetch(sql, *args)
     return [
         StreamHit(
-            unit, int(row["id"]), float(row["score"]), int(row["exact"]), _span(row, "code"), "code"
+            unit,
+            int(row["id"]),
+            float(row["score"]),
+            int(row["exact"]),
+            _span(row, "code"),
+            "code",
+            _place_of(row, "code"),
         )
         for row in rows
     ]
