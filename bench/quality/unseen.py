@@ -247,12 +247,14 @@ def _semantic_and_symbol(
     sentences: dict[tuple[str, str], str] = {}
     seen: Counter[str] = Counter()
     for f, node in definitions(parsed):
-        if not eligible(f, node) or "#" in node.qualified_name:
-            continue
         sentence = doc_sentence(node.docstring)
-        if sentence:
+        if not sentence:
+            continue
+        # Uniqueness counts every definition: a sentence that also documents an overload
+        # (`removeAll#3`) or a definition outside `eligible` has two right answers.
+        seen[sentence.lower()] += 1
+        if eligible(f, node) and "#" not in node.qualified_name:
             sentences[(f.path, node.qualified_name)] = sentence
-            seen[sentence.lower()] += 1
     unique = sorted(k for k, s in sentences.items() if seen[s.lower()] == 1)
     targets = set(rng.sample(unique, min(semantic, len(unique))))
     cut: set[tuple[str, str]] = set()

@@ -69,6 +69,54 @@ def test_doc_comments_are_cut_in_go_rust_and_java() -> None:
     assert "@Deprecated" in stripped  # annotations stay, only the comment goes
 
 
+OVERLOADS = """\
+public class Regex {
+    /**
+     * Removes each substring of the text that matches the given pattern.
+     */
+    public static String removeAll(String text, String regex) {
+        return text;
+    }
+
+    /**
+     * Removes each substring of the text that matches the given pattern.
+     */
+    public static String removeAll(String text, Object pattern) {
+        return text;
+    }
+
+    /**
+     * Replaces the first substring of the text that matches the given pattern.
+     */
+    public static String replaceFirst(String text, String regex) {
+        return text;
+    }
+}
+"""
+
+
+def test_a_sentence_that_also_documents_an_overload_is_never_a_question() -> None:
+    """Overloads (`removeAll#2`) are never targets, but their docs count when deciding
+    whether a sentence names one definition: otherwise the question has two answers."""
+    files = {"Regex.java": OVERLOADS}
+    queries, final, notes = unseen._semantic_and_symbol(
+        "nested",
+        "nested-java",
+        files,
+        CodeParser(),
+        random.Random(0),
+        semantic=10,
+        symbol=0,
+        eligible=lambda f, n: n.kind == "method",
+        symbol_text=lambda n: n.name,
+    )
+    assert [q.answers[0].qualified_name for q in queries] == ["Regex.replaceFirst"]
+    assert notes["semantic_candidates"] == 1
+    assert "Removes each substring" in files["Regex.java"]  # the ambiguous docs stay
+    assert "Replaces the first" not in files["Regex.java"]  # the question's doc is cut
+    assert final
+
+
 def test_doc_sentence_unwraps_javadoc_tags_and_refuses_non_prose() -> None:
     assert unseen.doc_sentence("Converts a {@code Boolean} to a boolean value. More.") == (
         "Converts a Boolean to a boolean value."
