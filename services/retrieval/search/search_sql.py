@@ -306,21 +306,22 @@ async def run_vector(
             "SET LOCAL hnsw.iterative_scan = relaxed_order"
         )
         rows = await conn.fetch(sql, *args)
-    rows = sorted(
-        rows, key=lambda row: (-float(row["score"]), _place_of(row, store), int(row["id"]))
+    hits = [_hit(row, unit, store) for row in rows]
+    hits.sort(key=lambda hit: (-hit.score, hit.place, hit.id))
+    return hits
+
+
+def _hit(row: asyncpg.Record, unit: Unit, store: Store, exact: int = 0) -> StreamHit:
+    """A fetched stream row (id, score, the store's place columns, code's span) as a hit."""
+    return StreamHit(
+        unit,
+        int(row["id"]),
+        float(row["score"]),
+        exact,
+        _span(row, store),
+        store,
+        _place_of(row, store),
     )
-    return [
-        StreamHit(
-            unit,
-            int(row["id"]),
-            float(row["score"]),
-            0,
-            _span(row, store),
-            store,
-            _place_of(row, store),
-        )
-        for row in rows
-    ]
 
 
 def _span(row: asyncpg.Record, store: Store) -> Span | None:
@@ -348,18 +349,7 @@ async def run_lexical(
 ) -> list[StreamHit]:
     sql, args = lexical_sql(store, unit, scope, tsquery, cap, scoring=scoring)
     rows = await conn.fetch(sql, *args)
-    return [
-        StreamHit(
-            unit,
-            int(row["id"]),
-            float(row["score"]),
-            0,
-            _span(row, store),
-            store,
-            _place_of(row, store),
-        )
-        for row in rows
-    ]
+    return [_hit(row, unit, store) for row in rows]
 
 
 async def run_symbol(
@@ -369,18 +359,7 @@ async def run_symbol(
     async with conn.transaction():
         await conn.execute(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}")
         rows = await conn.fetch(sql, *args)
-    return [
-        StreamHit(
-            unit,
-            int(row["id"]),
-            float(row["score"]),
-            int(row["exact"]),
-            _span(row, "code"),
-            "code",
-            _place_of(row, "code"),
-        )
-        for row in rows
-    ]
+    return [_hit(row, unit, "code", int(row["exact"])) for row in rows]
 
 
 async def hydrate(
