@@ -30,9 +30,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 # decided on it without another query).
 _SPAN_COLUMNS = ", t.repository_id, t.path, t.start_line, t.end_line, t.kind, t.qualified_name"
 
-# Where a row lies, per store: what breaks a tie in score after the score itself. Not the
-# id: ids follow the order in which an index run's workers happen to write, so two runs over
-# the same text would order tied rows differently (and cut a different row at the cap).
+# Where a row lies, per store (for code, columns of its span): what breaks a tie in score
+# after the score itself. Not the id: ids follow the order in which an index run's workers
+# happen to write, so two runs over the same text would order tied rows differently (and
+# cut a different row at the cap).
 _PLACE_COLUMNS: dict[Store, tuple[str, ...]] = {
     "code": ("repository_id", "path", "start_line", "end_line", "qualified_name"),
     "repo_docs": ("repository_id", "path", "start_line", "end_line"),
@@ -41,22 +42,21 @@ _PLACE_COLUMNS: dict[Store, tuple[str, ...]] = {
 
 
 def _place_select(store: Store, alias: str = "t") -> str:
-    """`, <alias>.<column> AS place_<n>` for each place column of `store` (another alias: a
-    CTE that selected them already)."""
-    columns = _PLACE_COLUMNS[store]
-    if alias == "t":
-        return "".join(f", t.{c} AS place_{i}" for i, c in enumerate(columns))
-    return "".join(f", {alias}.place_{i}" for i in range(len(columns)))
+    """`, <alias>.<column>` for each place column a stream query must add, under the
+    column's own name: none for code, whose span columns (_SPAN_COLUMNS) hold them all."""
+    if store == "code":
+        return ""
+    return "".join(f", {alias}.{column}" for column in _PLACE_COLUMNS[store])
 
 
 def _place_order(store: Store) -> str:
     """ORDER BY keys after the score: the selected place columns, then the (unique) id."""
-    return ", ".join([*(f"place_{i}" for i in range(len(_PLACE_COLUMNS[store]))), "id"])
+    return ", ".join([*_PLACE_COLUMNS[store], "id"])
 
 
 def _place_of(row: asyncpg.Record, store: Store) -> Place:
-    """A fetched row's place (selected by `_place_select`)."""
-    return tuple(row[f"place_{i}"] for i in range(len(_PLACE_COLUMNS[store])))
+    """A fetched row's place."""
+    return tuple(row[column] for column in _PLACE_COLUMNS[store])
 
 
 # Per unit: the vector column (the tsvector column is the lexical field's, term_statistics).
@@ -280,7 +280,7 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     )
     sql = (
         f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact"
-        f"{_SPAN_COLUMNS}{_place_select('code')} FROM {source} "
+        f"{_SPAN_COLUMNS} FROM {source} "
         f"WHERE (t.qualified_name % {query} OR lower(t.name) = {last}::text) "
         f"AND {' AND '.join(where)} "
         f"ORDER BY exact DESC, score DESC, {_place_order('code')} LIMIT {params.add(cap)}"
