@@ -516,6 +516,12 @@ META: dict[str, Meta] = {
         "and the stores interleaved on the fused score, which gives every store's first hit "
         "the same score."
     ),
+    "RETRIEVAL_NAME_WORDS": Meta(
+        "On prose and mixed questions whose symbol stream matches no name written as code, "
+        "fill that stream from the question's words: the members the other streams found, "
+        "ranked by how many words of their name the question uses (`isAsciiControl` for "
+        '"is ASCII 7 bit control"); `false` leaves it empty.'
+    ),
     "RETRIEVAL_CODE_QUERY_DOC_WEIGHT": Meta(
         "Multiplier on repository documents' fused scores for identifier and signature "
         "questions (they ask for code); `layers` still asks for documents alone."

@@ -163,7 +163,10 @@ def test_layer_weights_parse_and_fail_clearly() -> None:
 def test_fusion_choices_come_from_the_environment_and_fail_clearly() -> None:
     fusion = SearchSettings.from_env(Env({})).fusion
     assert fusion.order_overloads_by_code and fusion.share_overload_summaries
-    assert fusion.joint_stores
+    assert fusion.joint_stores and fusion.name_words
+    assert not SearchSettings.from_env(Env({"RETRIEVAL_NAME_WORDS": "false"})).fusion.name_words
+    with pytest.raises(ConfigError, match="RETRIEVAL_NAME_WORDS"):
+        SearchSettings.from_env(Env({"RETRIEVAL_NAME_WORDS": "sometimes"}))
     chosen = SearchSettings.from_env(
         Env(
             {

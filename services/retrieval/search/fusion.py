@@ -54,6 +54,11 @@ class Span:
     kind: str = ""  # module, class, function, ...
     qualified_name: str = ""  # `#N` marks a repeated name in one file (overloads)
 
+    @property
+    def is_container(self) -> bool:
+        """A module, class or other kind that holds members."""
+        return self.kind in _CONTAINER_RANK
+
     def covers(self, other: Span) -> bool:
         """A wider range in the same file; on the same range, a container kind over a
         member kind (a module that is one function, a class that is one method)."""

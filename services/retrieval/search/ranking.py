@@ -6,7 +6,9 @@ ranking by raw score, overloads' summaries handed to the member the code ranks b
 (overloads.py), weighted RRF (stream weights of the class), containment and layer folding
 of code (containment.py), then the layer weights, test code weighed down, and documents
 weighed down on code-shaped questions (identifier, signature); last, on prose questions,
-the overloads of one name ordered among their places by their code (overloads.py). The
+the overloads of one name ordered among their places by their code (overloads.py). A prose
+or mixed question whose symbol stream found no name written as code gets that stream from
+the words it uses (name_words.py) before anything else. The
 engine and the offline replay (bench/quality) both call `rank`, so what the harness sweeps
 is what the service does.
 
@@ -31,6 +33,7 @@ from retrieval.search.fusion import (
     merge_lists,
     merge_stores,
 )
+from retrieval.search.name_words import name_word_hits, question_words
 from retrieval.search.overloads import order_by_code, share_summaries
 from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
 from retrieval.search.query_text import subject_names, type_names
@@ -87,6 +90,8 @@ class FusionPlan:
     doc_weight: float = 1.0  # multiplies documents' scores (code-shaped questions only)
     share_overload_summaries: bool = True  # overloads.py
     order_overloads_by_code: bool = False  # overloads.order_by_code (prose and mixed)
+    # The question's words (name_words.py): an empty symbol stream is filled from them.
+    name_words: frozenset[str] = frozenset()
     joint_stores: bool = True  # one ranking per stream across stores (else RRF per store)
 
 
@@ -110,6 +115,7 @@ class FusionSettings:
     share_overload_summaries: bool = True
     order_overloads_by_code: bool = True
     joint_stores: bool = True
+    name_words: bool = True  # name_words.py, on prose and mixed questions
 
 
 def plan_fusion(
@@ -143,6 +149,11 @@ def plan_fusion(
         # overloads apart); prose names the group.
         order_overloads_by_code=settings.order_overloads_by_code and query_class not in CODE_SHAPED,
         joint_stores=settings.joint_stores,
+        # Identifier and signature questions write the name; the symbol stream's trigram
+        # match is theirs.
+        name_words=question_words(text)
+        if settings.name_words and query_class not in CODE_SHAPED
+        else frozenset(),
     )
 
 
@@ -158,6 +169,11 @@ def rank(
     batches = [joined] if plan.joint_stores else list(lists.values())
     per_batch: list[list[Fused]] = []
     for streams in batches:
+        if plan.name_words and "symbol" in streams and not streams["symbol"]:
+            # The symbol stream ran and matched no name written as code.
+            named = name_word_hits(streams, plan.name_words)
+            if named:
+                streams = {**streams, "symbol": named}  # noqa: PLW2901 - filled, not replaced
         if plan.share_overload_summaries:
             # The symbol stream ranks names, not summaries: nothing to share there.
             streams = {  # noqa: PLW2901 - the same lists, overloads' summaries moved

@@ -169,6 +169,9 @@ def _fusion(env: Env) -> FusionSettings:
         # earlier order, kept for comparison); `joint`: one ranking per stream (fusion.py).
         joint_stores=env.choice("RETRIEVAL_STORE_FUSION", "joint", ("joint", "per_store"))
         == "joint",
+        # false: a prose question's symbol stream stays empty when no name is written as
+        # code (the earlier behaviour, kept for comparison); true: name_words.py.
+        name_words=env.bool("RETRIEVAL_NAME_WORDS", True),
     )
 
 

@@ -1187,7 +1187,10 @@ class Provenance(_message.Message):
     documents ranked together on the raw score).
     """
     score: _builtins.float
-    """The stream's raw score (cosine similarity, ts_rank_cd or trigram similarity)."""
+    """The stream's raw score (cosine similarity, BM25 or ts_rank_cd, trigram similarity; for
+    a question in words whose symbol stream matched no name, the name-words score: words
+    of the name the question uses times the share of the name they cover).
+    """
     def __init__(
         self,
         *,
@@ -1260,7 +1263,10 @@ class SearchResult(_message.Message):
     bm25_score: _builtins.float
     """ts_rank_cd from the lexical stream; unset when that stream did not find it."""
     symbol_score: _builtins.float
-    """Trigram similarity from the symbol stream; unset when that stream did not find it."""
+    """The symbol stream's score: trigram similarity, or for a question in words that writes
+    no name, the name-words score (see Provenance.score); unset when that stream did not
+    find it.
+    """
     rerank_score: _builtins.float
     """The reranker's relevance score; unset when the request was not reranked."""
     collection: _builtins.str
