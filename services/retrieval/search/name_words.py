@@ -26,7 +26,7 @@ MRR@10; members alone cost nothing there (bench/RESULTS.md, "Names said in words
 
 Only where the symbol stream ran and found nothing: when a trigram match exists the
 question writes a name, and the words of other names are noise beside it (appending them
-after the trigram hits cost Go 0.04: flag constructors whose docs open with the name).
+after the trigram hits cost Go 0.03: flag constructors whose docs open with the name).
 
 Pure: no I/O.
 """
