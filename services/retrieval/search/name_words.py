@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from retrieval.search.fusion import StreamHit, StreamName
 from retrieval.search.lexemes import identifier_parts
@@ -64,9 +65,16 @@ def question_words(text: str) -> frozenset[str]:
     return frozenset(word_forms(text))
 
 
+@lru_cache(maxsize=65_536)
+def name_parts(qualified_name: str) -> tuple[str, ...]:
+    """The compared words of the last name of `qualified_name` (`#N` dropped). Cached: the
+    same candidates come back query after query, and splitting is most of the cost."""
+    return tuple(word_forms(unnumbered(qualified_name).rsplit(".", 1)[-1]))
+
+
 def name_score(qualified_name: str, words: frozenset[str]) -> float:
     """matched * matched / parts for the last name of `qualified_name` (0: no word)."""
-    parts = word_forms(unnumbered(qualified_name).rsplit(".", 1)[-1])
+    parts = name_parts(qualified_name)
     if not parts:
         return 0.0
     matched = sum(1 for part in parts if part in words)
