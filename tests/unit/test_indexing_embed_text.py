@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from retrieval.indexing.prepare import (
@@ -42,6 +44,15 @@ def test_each_variant_says_what_it_embeds() -> None:
         f"billing.ParseConfig.load_file\n{NODE.signature}\nReads it."
     )
     assert code_embedding_text(NODE, "body") == NODE.body
+
+
+def test_a_repeated_names_marker_is_not_embedded() -> None:
+    # `#2` marks the second definition of a name in one file (overloads); it is the index's
+    # key, not text of the source, and embedding it moved overloads' vectors.
+    second = replace(NODE, qualified_name="billing.ParseConfig.load_file#2")
+    for variant in ("name_signature_body", "words_signature_body", "name_signature_docstring"):
+        assert code_embedding_text(second, variant) == code_embedding_text(NODE, variant)
+    assert "#" not in code_embedding_text(second)
 
 
 def test_the_setting_accepts_only_known_variants() -> None:

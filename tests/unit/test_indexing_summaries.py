@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -39,6 +40,9 @@ async def test_extractive_summary() -> None:
     )
     module = SummaryInput("billing", "module", "python", "billing.py", None, "", (), ("A", "b"))
     assert extractive_summary(module) == "python module billing. Defines: A, b."
+    # The second definition of a name is summarised under the name the source writes.
+    second = replace(ITEM, qualified_name="billing.retry.retry_charge#2")
+    assert extractive_summary(second) == extractive_summary(ITEM)
 
 
 async def test_extractive_summarizer_keeps_order() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from retrieval.indexing.blame import LineTimes, blame_file
 from retrieval.indexing.markdown import chunk_markdown, is_markdown
 from retrieval.indexing.parsing import CodeParser, chunk_plain_text
+from retrieval.indexing.parsing.nodes import unnumbered
 from retrieval.indexing.pipeline import WorkUnit
 from retrieval.indexing.records import DocRecord, EdgeRecord, FilePayload, NodeRecord
 from retrieval.indexing.sources import SourceFile
@@ -62,20 +63,23 @@ def text_language(path: str) -> str:
 
 def _name_signature_body(node: NodeRecord) -> str:
     # Qualified name and signature first: they name what the body does, and the model
-    # reads only the first ~256 word pieces.
-    return f"{node.qualified_name}\n{node.signature}\n{node.body}"
+    # reads only the first ~256 word pieces. The name as written (no `#2`: the index's
+    # marker for a repeated name is not in the source, and it moved overloads' vectors
+    # apart from the question, bench/RESULTS.md "Names said in words").
+    return f"{unnumbered(node.qualified_name)}\n{node.signature}\n{node.body}"
 
 
 def _words_signature_body(node: NodeRecord) -> str:
     # The name as words (`billing.ParseConfig` -> `billing parse config`), closer to how a
     # question would say it.
-    words = " ".join(p for part in node.qualified_name.split(".") for p in identifier_parts(part))
+    name = unnumbered(node.qualified_name)
+    words = " ".join(p for part in name.split(".") for p in identifier_parts(part))
     return f"{words}\n{node.signature}\n{node.body}"
 
 
 def _name_signature_docstring(node: NodeRecord) -> str:
     # The header alone: what a reader sees before the implementation.
-    return f"{node.qualified_name}\n{node.signature}\n{node.docstring or ''}".rstrip()
+    return f"{unnumbered(node.qualified_name)}\n{node.signature}\n{node.docstring or ''}".rstrip()
 
 
 def _body(node: NodeRecord) -> str:

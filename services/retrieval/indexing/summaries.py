@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from retrieval.indexing.parsing.nodes import unnumbered
+
 log = logging.getLogger(__name__)
 
 _MAX_NAMES = 12
@@ -64,7 +66,7 @@ def _names(values: Sequence[str]) -> str:
 
 def extractive_summary(item: SummaryInput) -> str:
     """`<kind> <qualified name>`: first docstring sentence, signature, members, calls."""
-    parts = [f"{item.language} {item.kind} {item.qualified_name}."]
+    parts = [f"{item.language} {item.kind} {unnumbered(item.qualified_name)}."]
     if item.docstring:
         parts.append(_first_sentence(item.docstring))
     if item.signature and item.kind not in ("module",):
@@ -98,7 +100,7 @@ _SYSTEM = (
 def chat_request(model: str, item: SummaryInput, max_tokens: int) -> dict[str, Any]:
     """The documented chat-completions request body for one node."""
     user = (
-        f"Language: {item.language}\nKind: {item.kind}\nName: {item.qualified_name}\n"
+        f"Language: {item.language}\nKind: {item.kind}\nName: {unnumbered(item.qualified_name)}\n"
         f"Signature: {item.signature}\n"
         + (f"Docstring: {item.docstring}\n" if item.docstring else "")
         + f"Code:\n{item.body[:_PROMPT_BODY_CHARS]}"

@@ -45,9 +45,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
+from retrieval.indexing.parsing.nodes import unnumbered
 from retrieval.layers import Unit
 from retrieval.search.fusion import Fused, Provenance, StreamName, fused_order, rrf_score
-from retrieval.search.overloads import unnumbered
 
 _ORDER = ("vector", "lexical", "symbol")
 # Containers whose nested definitions are their implementation (bench/RESULTS.md, "Nested

@@ -37,9 +37,9 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+from retrieval.indexing.parsing.nodes import unnumbered
 from retrieval.search.fusion import StreamHit, StreamName
 from retrieval.search.lexemes import identifier_parts
-from retrieval.search.overloads import unnumbered
 
 _WORD = re.compile(r"\w+")
 

@@ -25,17 +25,10 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from retrieval.indexing.parsing.nodes import unnumbered
 from retrieval.search.fusion import Fused, Span, StreamHit
-
-_REPEAT = re.compile(r"#\d+$")  # extract.py numbers the 2nd, 3rd... definition of a name
-
-
-def unnumbered(qualified_name: str) -> str:
-    """The name without the `#N` that marks a repeated definition (`X.f#2` -> `X.f`)."""
-    return _REPEAT.sub("", qualified_name)
 
 
 def overload_key(span: Span) -> tuple[int, str, str] | None:

@@ -9,7 +9,7 @@ from tree_sitter import Node, QueryCursor, Tree
 
 from .comments import CommentIndex
 from .languages import Grammars
-from .nodes import CodeNode, Edge, NodeKind, ParsedFile
+from .nodes import CodeNode, Edge, NodeKind, ParsedFile, numbered
 from .rules import Definition, LanguageRules, Scope, node_text
 from .text import dotted_target, normalise_ws
 
@@ -129,8 +129,7 @@ class Extractor:
             qname = found.qualified_override or _join(scope.prefix, *found.qualifier, found.name)
             count = used.get(qname, 0) + 1
             used[qname] = count
-            if count > 1:
-                qname = f"{qname}#{count}"
+            qname = numbered(qname, count)
             if found.qualifier:
                 hinted.append((len(nodes), _join(scope.prefix, *found.qualifier)))
             nodes.append(

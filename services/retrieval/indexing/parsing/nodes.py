@@ -8,6 +8,7 @@ definitions, several ``init`` functions) gets ``#2``, ``#3``... in source order.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,19 @@ EDGE_KINDS: frozenset[str] = frozenset(("calls", "imports", "inherits", "impleme
 # Kinds a call can land on: constructors are calls to the type in most languages.
 CALLABLE_KINDS: frozenset[str] = frozenset(("function", "method", "class", "struct", "enum"))
 TYPE_KINDS: frozenset[str] = frozenset(("class", "struct", "interface", "trait", "enum"))
+
+_REPEAT = re.compile(r"#\d+$")
+
+
+def numbered(qualified_name: str, count: int) -> str:
+    """The `count`-th definition of a name in one file: `X.f`, then `X.f#2`, `X.f#3`..."""
+    return qualified_name if count < 2 else f"{qualified_name}#{count}"
+
+
+def unnumbered(qualified_name: str) -> str:
+    """The name without the `#N` that marks a repeated definition (`X.f#2` -> `X.f`): the
+    name as the source writes it, for what is embedded or shown as text."""
+    return _REPEAT.sub("", qualified_name)
 
 
 @dataclass(frozen=True, slots=True)
