@@ -46,7 +46,9 @@ _WORD = re.compile(r"\w+")
 
 def singular(part: str) -> str:
     """A word part without a plural or third-person `s` (`gets` -> `get`, `entries` ->
-    `entry`, `matches` -> `match`); `class`, `is` and `status`-like short words kept."""
+    `entry`, `matches` -> `match`); a double `s` (`class`) and words of three letters or
+    fewer (`is`, `bus`) kept. Crude on purpose (`status` -> `statu`): both sides of a
+    comparison go through it, so only agreement matters."""
     if len(part) > 4 and part.endswith("ies"):
         return part[:-3] + "y"
     if len(part) > 3 and part.endswith(("ses", "xes", "ches", "shes")):
