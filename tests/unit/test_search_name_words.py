@@ -42,6 +42,10 @@ def test_words_are_identifier_parts_without_a_plural_or_third_person_s() -> None
         "is", "class", "statu", "bus", "boolean"
     ]  # fmt: skip
     assert word_forms("") == []
+    # A question is only ever a set of words to compare names with: quoting, SQL and other
+    # scripts stay words (nothing of it reaches a query or a path).
+    assert question_words("x'; DROP TABLE code_nodes; --") == {"x", "drop", "table", "code", "node"}
+    assert question_words("Größe ändern 数据") == {"größe", "ändern", "数据"}
 
 
 def test_a_name_scores_its_matched_words_times_the_share_of_the_name_they_cover() -> None:

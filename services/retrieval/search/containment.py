@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from retrieval.indexing.parsing.nodes import unnumbered
+from retrieval.indexing.parsing.nodes import short_name
 from retrieval.layers import Unit
 from retrieval.search.fusion import Fused, Provenance, StreamName, fused_order, rrf_score
 
@@ -266,8 +266,7 @@ def _class_stays(container: Fused, member: Fused, class_lines: int) -> bool:
 
 def _short_name(item: Fused) -> str:
     """The last part of the node's name, without the `#N` of a repeated definition."""
-    name = item.span.qualified_name if item.span is not None else ""
-    return unnumbered(name).rsplit(".", 1)[-1]
+    return short_name(item.span.qualified_name if item.span is not None else "")
 
 
 def _is_constructor(container: Fused, member: Fused) -> bool:

@@ -37,7 +37,7 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from retrieval.indexing.parsing.nodes import unnumbered
+from retrieval.indexing.parsing.nodes import short_name
 from retrieval.search.fusion import StreamHit, StreamName
 from retrieval.search.lexemes import identifier_parts
 
@@ -71,7 +71,7 @@ def question_words(text: str) -> frozenset[str]:
 def name_parts(qualified_name: str) -> tuple[str, ...]:
     """The compared words of the last name of `qualified_name` (`#N` dropped). Cached: the
     same candidates come back query after query, and splitting is most of the cost."""
-    return tuple(word_forms(unnumbered(qualified_name).rsplit(".", 1)[-1]))
+    return tuple(word_forms(short_name(qualified_name)))
 
 
 def name_score(qualified_name: str, words: frozenset[str]) -> float:

@@ -39,6 +39,11 @@ def unnumbered(qualified_name: str) -> str:
     return _REPEAT.sub("", qualified_name)
 
 
+def short_name(qualified_name: str) -> str:
+    """The last part of a qualified name, as written (`pkg.X.f#2` -> `f`)."""
+    return unnumbered(qualified_name).rsplit(".", 1)[-1]
+
+
 @dataclass(frozen=True, slots=True)
 class CodeNode:
     """One symbol: the file's module or a definition inside it."""
