@@ -130,6 +130,7 @@ def _record_services(recorder: Recorder) -> None:
 
 
 def _record_commands(recorder: Recorder) -> None:
+    from cograph_api.git_credentials import credentials_directory
     from cograph_cli.identity import DEFAULT_ADDRS, OperatorIdentity, service_address
     from cograph_cli.supervisor import RestartPolicy
     from svckit.config import data_dir, internal_secret, operator_internal_secret
@@ -146,6 +147,7 @@ def _record_commands(recorder: Recorder) -> None:
     for service in DEFAULT_ADDRS:
         service_address(service, cli)
     operator_internal_secret(cli)
+    credentials_directory(cli)
 
 
 # Read outside an Env (os.environ or a mapping of their own); declared here, and
@@ -394,6 +396,15 @@ META: dict[str, Meta] = {
         "sources), or `none`. Checked on the request and again when the job starts; other "
         "callers' https fetches are pinned to the addresses checked. Freshness lookups "
         "follow the rule for a key that is not an admin."
+    ),
+    "RETRIEVAL_CREDENTIALS_DIR": Meta(
+        "The directory of git credentials for private repositories (`credentials.json` and "
+        "the token and ssh key files it names; docs/credentials.md). Retrieval reads it at "
+        "each clone, fetch and freshness lookup, so changes need no restart; "
+        "`cograph credentials add|list|remove` edits it. On Kubernetes, the optional "
+        "`cograph-git-credentials` Secret mounted there.",
+        default="`$COGRAPH_DATA_DIR/credentials`",
+        allowed="a directory",
     ),
     "RETRIEVAL_GIT_TIMEOUT_S": Meta(
         "Deadline of a clone or fetch, in seconds (other git commands have short fixed ones); "

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "notes": "cograph_cli.notes_cmd",
     "keys": "cograph_cli.keys_cmd",
     "access": "cograph_cli.access_cmd",
+    "credentials": "cograph_cli.credentials_cmd",
     "mcp": "cograph_cli.mcp_cmd",
 }
 

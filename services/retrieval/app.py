@@ -152,7 +152,10 @@ async def start_retrieval(
     )
     # Freshness lookups reach sources too: they obey the same host policy.
     heads = HeadProbe(
-        settings.head_check_timeout_s, settings.head_cache_s, hosts=indexer.host_policy
+        settings.head_check_timeout_s,
+        settings.head_cache_s,
+        hosts=indexer.host_policy,
+        credentials=indexer.credentials,
     )
     servicer = RetrievalServicer(
         pool,

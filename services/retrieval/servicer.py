@@ -28,6 +28,7 @@ from retrieval.indexing.indexer import (
     request_to_json,
 )
 from retrieval.indexing.jobs import Job, JobManager
+from retrieval.indexing.redaction import scrub, strip_secrets, view
 from retrieval.indexing.source_policy import (
     MAX_SLUG_CHARS,
     MAX_SOURCE_CHARS,
@@ -77,7 +78,9 @@ def _timestamp(value: datetime | None) -> Timestamp | None:
     return stamp
 
 
-def job_to_proto(job: Job) -> retrieval_pb2.Job:
+def job_to_proto(job: Job, viewer: Viewer) -> retrieval_pb2.Job:
+    """A job as `viewer` sees it: its error scrubbed of the source's secrets and, for a key
+    that is not an admin, of server paths (redaction.scrub)."""
     p = job.progress
     progress = retrieval_pb2.JobProgress(
         phase=p.phase,
@@ -101,7 +104,7 @@ def job_to_proto(job: Job) -> retrieval_pb2.Job:
         kind=_JOB_KINDS[job.kind],
         target=job.target,
         state=_JOB_STATES[job.state],
-        error=job.error,
+        error=scrub(job.error, str(job.request.get("source") or ""), admin=viewer.admin),
         progress=progress,
         created_at=_timestamp(job.created_at),
         finished_at=_timestamp(job.finished_at),
@@ -119,14 +122,20 @@ def indexed_source(row: Mapping[str, Any]) -> IndexedSource:
     return IndexedSource(row["source"], row["source_kind"], row["branch"], row["commit_sha"])
 
 
-def repository_to_proto(row: Mapping[str, Any], head: HeadCheck) -> retrieval_pb2.Repository:
+def repository_to_proto(
+    row: Mapping[str, Any], head: HeadCheck, viewer: Viewer
+) -> retrieval_pb2.Repository:
+    """A repository as `viewer` sees it: an admin gets the source without any secret, any
+    other key without userinfo and without server paths (redaction); the freshness detail
+    is scrubbed the same way."""
+    source = row["source"]
     languages = row["files_by_language"]
     if isinstance(languages, str):
         languages = json.loads(languages)
     return retrieval_pb2.Repository(
         slug=row["slug"],
         branch=row["branch"],
-        source=row["source"],
+        source=view(source, admin=viewer.admin),
         commit=row["commit_sha"],
         indexed_at=_timestamp(row["indexed_at"]),
         public=row["public"],
@@ -137,7 +146,7 @@ def repository_to_proto(row: Mapping[str, Any], head: HeadCheck) -> retrieval_pb
         files_by_language={str(k): int(v) for k, v in languages.items()},
         head_commit=head.head_commit,
         freshness=_FRESHNESS[head.freshness],
-        freshness_detail=head.detail,
+        freshness_detail=scrub(head.detail, source, admin=viewer.admin),
     )
 
 
@@ -228,10 +237,10 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self, request: retrieval_pb2.IndexRepositoryRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.IndexRepositoryResponse:
         viewer = Viewer.current()
-        # Syntax first, the same answer whoever asks: nothing here reaches git or a path.
-        source = parse_source(request.source)
-        branch = await asyncio.to_thread(check_branch, request.branch)
         slug = check_slug(request.slug) if request.slug.strip() else ""
+        # Syntax first, the same answer whoever asks: nothing here reaches git or a path.
+        source = parse_source(await self._stored_source(slug, request.source, viewer))
+        branch = await asyncio.to_thread(check_branch, request.branch)
         permissions.require_admin_fields(viewer, request.public, request.grant_principal_ids)
         if source.is_local:
             self._local.require_allowed(viewer.admin)  # before the file system is touched
@@ -259,7 +268,21 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         )
 
         job = await self._jobs.submit("repository", slug, request_to_json(job_request), viewer)
-        return retrieval_pb2.IndexRepositoryResponse(job=job_to_proto(job))
+        return retrieval_pb2.IndexRepositoryResponse(job=job_to_proto(job, viewer))
+
+    async def _stored_source(self, slug: str, given: str, viewer: Viewer) -> str:
+        """The source to index: `given`, unless it is the repository's stored source as
+        this viewer was shown it (`local`, a URL without its user; what cograph_index
+        sends back), which stands for the stored source, without any secret. Only for a
+        repository the viewer reads; whether it may write it is checked after."""
+        shown = given.strip()
+        if not slug or not shown:
+            return given
+        async with self._pool.acquire() as conn:
+            row = await catalog.get_repository(conn, slug, viewer)
+        if row is None or shown != view(row["source"], admin=viewer.admin):
+            return given
+        return strip_secrets(row["source"])
 
     async def _authorize_index(self, kind: permissions.Kind, name: str, viewer: Viewer) -> bool:
         """Raises unless `viewer` may index the target; True for a non-admin's creation."""
@@ -309,7 +332,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         )
 
         job = await self._jobs.submit("collection", name, request_to_json(job_request), viewer)
-        return retrieval_pb2.IndexCollectionResponse(job=job_to_proto(job))
+        return retrieval_pb2.IndexCollectionResponse(job=job_to_proto(job, viewer))
 
     async def GetJob(
         self, request: retrieval_pb2.GetJobRequest, context: grpc.aio.ServicerContext
@@ -326,27 +349,33 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 job = None  # someone else's job on a target this viewer cannot read
         if job is None:
             raise NotFound(f"no job {job_id}")
-        return retrieval_pb2.GetJobResponse(job=job_to_proto(job))
+        return retrieval_pb2.GetJobResponse(job=job_to_proto(job, viewer))
 
     async def ListRepositories(
         self, request: retrieval_pb2.ListRepositoriesRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.ListRepositoriesResponse:
+        viewer = Viewer.current()
         async with self._pool.acquire() as conn:
-            rows = await catalog.list_repositories(conn, Viewer.current())
+            rows = await catalog.list_repositories(conn, viewer)
         heads = await self._heads.check_all([indexed_source(row) for row in rows])
         return retrieval_pb2.ListRepositoriesResponse(
-            repositories=[repository_to_proto(r, h) for r, h in zip(rows, heads, strict=True)]
+            repositories=[
+                repository_to_proto(r, h, viewer) for r, h in zip(rows, heads, strict=True)
+            ]
         )
 
     async def GetRepository(
         self, request: retrieval_pb2.GetRepositoryRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.GetRepositoryResponse:
+        viewer = Viewer.current()
         async with self._pool.acquire() as conn:
-            row = await catalog.get_repository(conn, request.slug.strip().lower(), Viewer.current())
+            row = await catalog.get_repository(conn, request.slug.strip().lower(), viewer)
         if row is None:  # unreadable and absent look the same: nothing leaks
             raise NotFound(f"no repository {request.slug}")
         head = await self._heads.check(indexed_source(row))
-        return retrieval_pb2.GetRepositoryResponse(repository=repository_to_proto(row, head))
+        return retrieval_pb2.GetRepositoryResponse(
+            repository=repository_to_proto(row, head, viewer)
+        )
 
     async def DeleteRepository(
         self, request: retrieval_pb2.DeleteRepositoryRequest, context: grpc.aio.ServicerContext

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cograph_api.git_credentials import credentials_directory
 from retrieval.indexing.prepare import CODE_EMBED_TEXTS, DEFAULT_CODE_EMBED_TEXT
 from retrieval.indexing.source_policy import (
     PRIVATE_SOURCES_POLICIES,
@@ -102,6 +103,8 @@ class IndexSettings:
     private_sources: str = "admin"
     # Deadline of a clone or fetch; a source that stops answering fails its job at this.
     git_timeout_s: float = 300.0
+    # Where the operator's git credentials are (cograph_api.git_credentials); None: none.
+    credentials_dir: Path | None = None
     # What a code node's vector is computed from (prepare.CODE_EMBED_TEXTS). Files already
     # indexed keep their vectors until they change; re-index from scratch to apply it.
     code_embed_text: str = DEFAULT_CODE_EMBED_TEXT
@@ -144,6 +147,7 @@ class IndexSettings:
                 "RETRIEVAL_PRIVATE_SOURCES", "admin", PRIVATE_SOURCES_POLICIES
             ),
             git_timeout_s=env.float("RETRIEVAL_GIT_TIMEOUT_S", 300.0, min=1.0, max=3600.0),
+            credentials_dir=credentials_directory(env),
             code_embed_text=env.choice(
                 "RETRIEVAL_CODE_EMBED_TEXT", DEFAULT_CODE_EMBED_TEXT, tuple(CODE_EMBED_TEXTS)
             ),

@@ -137,7 +137,7 @@ def test_ambiguous_hosts_are_refused(raw: str) -> None:
         ("git://127.0.0.1/x", "git", "127.0.0.1", 9418),
         # What the URL connects to, not what its user name says.
         ("https://github.com@127.0.0.1/acme/billing", "https", "127.0.0.1", 443),
-        ("https://github.com:pw@169.254.169.254/a/b", "https", "169.254.169.254", 443),
+        ("https://github.com@169.254.169.254/a/b", "https", "169.254.169.254", 443),
     ],
 )
 def test_remote_hosts(source: str, scheme: str, host: str, port: int) -> None:

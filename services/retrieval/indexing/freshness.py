@@ -9,7 +9,9 @@ so listing many repositories does not reach out to every remote on every call.
 A lookup reaches the source's host as an index run does, so it obeys the same host policy
 (source_policy.HostPolicy) on the service's own authority, which is that of a key that is
 not an admin (no one asked for the lookup): a source the policy refuses is not looked up
-and its freshness is `unknown`, with the refusal as the detail.
+and its freshness is `unknown`, with the refusal as the detail. A remote lookup uses the
+source's registered credential (indexing/credentials.py), as a fetch would. Details are
+raw here; the servicer shows them through redaction.scrub.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from retrieval.indexing.credentials import GitAuth, GitCredentials
 from retrieval.indexing.git import GitError, GitTimeout, run_git_async
+from retrieval.indexing.redaction import strip_secrets
 from retrieval.indexing.source_policy import HostPolicy, check_branch, parse_source
-from svckit.errors import InvalidArgument, PermissionDenied
+from svckit.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 
 # A head lookup prints one line per matching ref; more than this is not an answer.
 _MAX_LS_REMOTE_BYTES = 1024 * 1024
@@ -61,7 +65,11 @@ def _ref(branch: str) -> str:
 
 
 async def ls_remote(
-    source: str, branch: str, timeout_s: float, hosts: HostPolicy | None = None
+    source: str,
+    branch: str,
+    timeout_s: float,
+    hosts: HostPolicy | None = None,
+    credentials: GitCredentials | None = None,
 ) -> str:
     """The commit `branch` points at in `source` (a path or URL).
 
@@ -70,10 +78,11 @@ async def ls_remote(
     `hosts` as a non-admin caller (the policy a stored source was accepted under may have
     changed, and so may its host's addresses), and the lookup goes through the service's
     guarded git runner: `file` transport only for a local source, https pinned to the
-    addresses checked.
+    addresses checked, with the source's credential. A secret an older release stored in
+    the source is stripped before use.
     """
     try:
-        checked = parse_source(source)
+        checked = parse_source(strip_secrets(source))
         ref = _ref(check_branch(branch) if branch != "HEAD" else branch)
     except InvalidArgument as err:
         raise HeadLookupError(err.message) from None
@@ -83,13 +92,20 @@ async def ls_remote(
             config = await hosts.check(checked, admin=False)
         except (InvalidArgument, PermissionDenied) as err:
             raise HeadLookupError(f"not looked up: {err.message}") from None
+    auth = GitAuth(())
+    if not checked.is_local:
+        try:
+            auth = await asyncio.to_thread((credentials or GitCredentials()).auth_for, checked.text)
+        except FailedPrecondition as err:
+            raise HeadLookupError(f"not looked up: {err.message}") from None
     try:
         out = await run_git_async(
             ["ls-remote", "--", checked.text, ref],
             timeout_s=timeout_s,
             allow_file=checked.is_local,
             max_output=_MAX_LS_REMOTE_BYTES,
-            config=config,
+            config=(*config, *auth.config),
+            env=auth.env,
         )
     except GitTimeout:
         raise HeadLookupError(f"the source did not answer within {timeout_s:g}s") from None
@@ -113,6 +129,7 @@ class HeadProbe:
 
     `hosts`: the host policy remote lookups obey (see the module docstring), the service's
     configured one. None: lookups are not restricted (tests of local sources).
+    `credentials`: the operator's registered credentials (None: none).
     """
 
     def __init__(
@@ -121,9 +138,12 @@ class HeadProbe:
         ttl_s: float,
         concurrency: int = 8,
         clock: Callable[[], float] = time.monotonic,
+        *,
         hosts: HostPolicy | None = None,
+        credentials: GitCredentials | None = None,
     ) -> None:
         self._hosts = hosts
+        self._credentials = credentials
         self._timeout_s = timeout_s
         self._ttl_s = ttl_s
         self._clock = clock
@@ -149,7 +169,11 @@ class HeadProbe:
     async def _lookup(self, key: tuple[str, str]) -> tuple[float, str, bool]:
         async with self._gate:
             try:
-                entry = (self._clock(), await ls_remote(*key, self._timeout_s, self._hosts), True)
+                entry = (
+                    self._clock(),
+                    await ls_remote(*key, self._timeout_s, self._hosts, self._credentials),
+                    True,
+                )
             except (HeadLookupError, OSError) as err:
                 entry = (self._clock(), f"cannot read the source's head: {err}", False)
         now = self._clock()

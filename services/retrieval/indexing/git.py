@@ -16,7 +16,10 @@ Sources come from API callers, so every git process is started the same guarded 
   source policy never checked;
 - the network configuration the source policy returned for a source (its https fetches
   pinned to the addresses it checked, no proxy), given to the calls that reach the
-  network (`config`).
+  network (`config`), with the source's credential, when the operator registered one
+  (indexing/credentials.py: configuration plus variables set for that process only,
+  `env`);
+- error messages without the userinfo of any URL git quotes in them.
 
 Callers put `--` before positional arguments that come from a request; this module only
 builds the command line around them.
@@ -32,6 +35,8 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from retrieval.indexing.redaction import without_userinfo
 
 NETWORK_PROTOCOLS = ("https", "ssh", "git")
 # Commands that read the local repository (rev-parse, ls-files, remote get-url): seconds.
@@ -145,16 +150,20 @@ def run_git(
     ceiling: Path | None = None,
     max_output: int = MAX_OUTPUT_BYTES,
     config: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> bytes:
     """Runs git with the guards above; its stdout, or GitError. Blocking: call it from a
-    worker thread (run_git_async does). `config`: `key=value` entries given with -c."""
+    worker thread (run_git_async does). `config`: `key=value` entries given with -c;
+    `env`: variables set for this process on top of the guarded environment."""
     what = _describe(args)
+    environment = git_environment(allow_file=allow_file, ceiling=ceiling)
+    environment.update(env or {})
     process = subprocess.Popen(
         git_command(args, cwd, config),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=git_environment(allow_file=allow_file, ceiling=ceiling),
+        env=environment,
         start_new_session=True,  # its own process group, killed as a whole
         close_fds=True,
     )
@@ -198,7 +207,7 @@ def run_git(
         raise failure
     if process.returncode != 0:
         lines = err.decode(errors="replace").strip().splitlines()
-        detail = lines[-1][:500] if lines else f"exit status {process.returncode}"
+        detail = without_userinfo(lines[-1])[:500] if lines else f"exit status {process.returncode}"
         raise GitError(f"{what} failed: {detail}")
     return bytes(out)
 
@@ -211,10 +220,17 @@ def run_git_text(
     allow_file: bool = False,
     ceiling: Path | None = None,
     config: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> str:
     """run_git's stdout as stripped text."""
     out = run_git(
-        args, cwd, timeout_s=timeout_s, allow_file=allow_file, ceiling=ceiling, config=config
+        args,
+        cwd,
+        timeout_s=timeout_s,
+        allow_file=allow_file,
+        ceiling=ceiling,
+        config=config,
+        env=env,
     )
     return out.decode(errors="replace").strip()
 
@@ -227,6 +243,7 @@ async def run_git_async(
     allow_file: bool = False,
     max_output: int = MAX_OUTPUT_BYTES,
     config: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> bytes:
     """run_git on a worker thread, so the event loop never waits on git."""
     return await asyncio.to_thread(
@@ -237,4 +254,5 @@ async def run_git_async(
         allow_file=allow_file,
         max_output=max_output,
         config=config,
+        env=env,
     )

@@ -28,14 +28,21 @@ from cograph_api.embedder_client import EmbedderUnavailable
 from cograph_api.embedding_space import EmbeddingSpace, SpaceMismatch
 from retrieval.indexing import generations
 from retrieval.indexing import index_store as store
+from retrieval.indexing.credentials import GitCredentials
 from retrieval.indexing.jobs import Job, Progress
 from retrieval.indexing.linking import compute_links
 from retrieval.indexing.markdown import heading_tree, is_markdown
 from retrieval.indexing.parsing import detect_language
 from retrieval.indexing.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
 from retrieval.indexing.prepare import FilePreparer, prepare_document, text_language
+from retrieval.indexing.redaction import strip_secrets
 from retrieval.indexing.router_corpus import README_CHARS, collection_corpus, repository_corpus
-from retrieval.indexing.source_policy import HostPolicy, LocalPolicy, private_sources_policy
+from retrieval.indexing.source_policy import (
+    HostPolicy,
+    LocalPolicy,
+    parse_source,
+    private_sources_policy,
+)
 from retrieval.indexing.sources import (
     Checkout,
     GitLimits,
@@ -154,6 +161,8 @@ class Indexer:
         self._hosts = HostPolicy(
             private_sources_policy(settings.private_sources), settings.source_hosts
         )
+        # The operator's git credentials (RETRIEVAL_CREDENTIALS_DIR), read at each use.
+        self._credentials = GitCredentials(settings.credentials_dir)
 
     @property
     def settings(self) -> IndexSettings:
@@ -166,6 +175,10 @@ class Indexer:
     @property
     def host_policy(self) -> HostPolicy:
         return self._hosts
+
+    @property
+    def credentials(self) -> GitCredentials:
+        return self._credentials
 
     def _pipeline(self, progress: Progress) -> EmbedPipeline:
         def on_embedded(count: int) -> None:
@@ -232,19 +245,27 @@ class Indexer:
         # The source is checked again against the host policy as the job's requester: the
         # policy may have changed since the request, and so may the host's addresses. The
         # clone or fetch then runs with the configuration the check returned (https pinned
-        # to the addresses checked).
-        pinned = await self._hosts.check(request.source, admin=job.requester.admin)
+        # to the addresses checked) and the source's registered credential. A secret that
+        # an older release let into a source is stripped first: never used, never stored.
+        source = strip_secrets(request.source)
+        pinned = await self._hosts.check(source, admin=job.requester.admin)
+        auth = (
+            await asyncio.to_thread(self._credentials.auth_for, source)
+            if not parse_source(source).is_local
+            else None
+        )
         progress.phase = "fetching"
         checkout = await asyncio.to_thread(
             functools.partial(
                 materialize,
-                request.source,
+                source,
                 request.slug,
                 request.branch,
                 self._data_dir,
                 local=self._local,
                 limits=self._git,
                 network=pinned,
+                auth=auth,
             )
         )
         progress.phase = "listing"
@@ -257,7 +278,7 @@ class Indexer:
 
         async with self._pool.acquire() as conn, conn.transaction():
             repository_id, created = await store.upsert_repository(
-                conn, request.slug, request.source, checkout.kind, request.public
+                conn, request.slug, source, checkout.kind, request.public
             )
             if request.creator and not created:  # taken meanwhile: not the creator's
                 raise not_writable("repository", request.slug)

@@ -29,6 +29,7 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from retrieval.indexing.git import GitError, run_git
+from retrieval.indexing.redaction import has_secret, looks_like_token
 from svckit.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 
 MAX_SOURCE_CHARS = 4096
@@ -99,11 +100,23 @@ def _remote_url(raw: str) -> Source:
     return Source(raw, "remote")
 
 
+# The refusal of a source holding a secret; it never quotes the source.
+SECRET_IN_SOURCE = (
+    "source holds a password or token in its user part; a source is shown to every key "
+    "that may read the repository, so it must hold no secret: register the credential "
+    "with the operator (`cograph credentials add`, see docs/credentials.md) and give the "
+    "URL without it"
+)
+
+
 def parse_source(raw: str) -> Source:
     """Classifies and checks a source's syntax; touches nothing on disk."""
     value = check_text(raw, "source", MAX_SOURCE_CHARS)
     if not value:
         raise InvalidArgument("source is required (a git URL or a path on the server)")
+    if has_secret(value):
+        # Before any message below could quote it.
+        raise InvalidArgument(SECRET_IN_SOURCE)
     if _REMOTE_HELPER.match(value):
         raise InvalidArgument(
             f"source {value!r} uses git's transport::address syntax, which is not allowed; "
@@ -124,6 +137,8 @@ def parse_source(raw: str) -> Source:
     scp = _SCP_LIKE.match(value)
     if scp and not value.startswith(("/", "~", ".")):
         user, host, path = scp.group("user"), scp.group("host"), scp.group("path")
+        if user is not None and looks_like_token(user):
+            raise InvalidArgument(SECRET_IN_SOURCE)
         if not _HOST.match(host) or (user is not None and not _USER.match(user)):
             raise InvalidArgument(f"source {value!r}: not a valid user@host:path ssh address")
         if not path or path.startswith("-") or any(c.isspace() for c in value):

@@ -12,13 +12,14 @@ import os
 import re
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pathspec
 
+from retrieval.indexing.credentials import GitAuth
 from retrieval.indexing.git import QUICK_TIMEOUT_S, GitError, run_git_text
 from retrieval.indexing.source_policy import (
     LocalPolicy,
@@ -83,10 +84,17 @@ def git(
     allow_file: bool = False,
     ceiling: Path | None = None,
     config: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> str:
     """Runs git through the service's one guarded runner (retrieval.indexing.git)."""
     return run_git_text(
-        args, root, timeout_s=timeout, allow_file=allow_file, ceiling=ceiling, config=config
+        args,
+        root,
+        timeout_s=timeout,
+        allow_file=allow_file,
+        ceiling=ceiling,
+        config=config,
+        env=env,
     )
 
 
@@ -219,11 +227,15 @@ def _clone_or_update(
     allow_file: bool,
     limits: GitLimits,
     network: Sequence[str] = (),
+    auth: GitAuth | None = None,
 ) -> None:
     """Clones `url` into `dest`, or fetches it there; `network` is the git configuration
-    the source policy returned for it (given to the calls that reach the remote)."""
+    the source policy returned for it and `auth` its credential (both given to the calls
+    that reach the remote only)."""
     ceiling = dest.parent
     timeout = limits.network_timeout_s
+    auth = auth or GitAuth()
+    remote_config = (*network, *auth.config)
     if dest.exists() and _is_our_clone(dest):
         origin = git(dest, "config", "--get", "remote.origin.url", ceiling=ceiling)
         if origin != url:
@@ -238,7 +250,8 @@ def _clone_or_update(
             timeout=timeout,
             allow_file=allow_file,
             ceiling=ceiling,
-            config=network,
+            config=remote_config,
+            env=auth.env,
         )
         target = branch or _default_branch(dest, ceiling)
         git(dest, "checkout", "-q", "-B", target, f"origin/{target}", "--", ceiling=ceiling)
@@ -257,7 +270,8 @@ def _clone_or_update(
             str(dest),
             timeout=timeout,
             allow_file=allow_file,
-            config=network,
+            config=remote_config,
+            env=auth.env,
         )
     except GitError:
         shutil.rmtree(dest, ignore_errors=True)  # a half-made clone is never reused
@@ -273,6 +287,7 @@ def materialize(
     local: LocalPolicy | None = None,
     limits: GitLimits | None = None,
     network: Sequence[str] = (),
+    auth: GitAuth | None = None,
 ) -> Checkout:
     """Resolves a source to a readable tree, cloning or fetching URLs into the data dir.
 
@@ -281,15 +296,24 @@ def materialize(
     local git repository whose checked-out branch differs from the requested one is cloned
     too, so the index never switches branches under the user's working tree. `network`:
     the git configuration the source policy returned for a remote source (its https
-    fetches pinned to the addresses it checked, no proxy).
+    fetches pinned to the addresses it checked, no proxy); `auth`: the remote's credential
+    (indexing/credentials.py). Clones live under `<data_dir>/repos`, made private to the
+    service's user (mode 0700): they may hold private code.
     """
     limits = limits or GitLimits()
     checked = parse_source(source)
     branch = check_branch(branch)
+    _private_clones(data_dir)
     if checked.kind == "remote":
         dest = clone_dir(data_dir, slug)
         _clone_or_update(
-            checked.text, dest, branch, allow_file=False, limits=limits, network=network
+            checked.text,
+            dest,
+            branch,
+            allow_file=False,
+            limits=limits,
+            network=network,
+            auth=auth,
         )
         return _git_checkout(dest, "url", ceiling=dest.parent)
     assert checked.path is not None
@@ -308,6 +332,13 @@ def materialize(
         _clone_or_update(path.as_uri(), dest, branch, allow_file=True, limits=limits)
         return _git_checkout(dest, "url", ceiling=dest.parent)
     return _git_checkout(path, "git")
+
+
+def _private_clones(data_dir: Path) -> None:
+    root = repos_root(data_dir)
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if root.stat().st_mode & 0o077:
+        root.chmod(0o700)  # made by an older release with the umask's mode
 
 
 def _local_directory(path: Path, local: LocalPolicy | None) -> Path:
