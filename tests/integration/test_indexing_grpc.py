@@ -174,7 +174,10 @@ async def test_git_url_is_cloned_with_a_derived_slug(
     # Public: anyone reads it; blame works in the clone.
     listed = await stub.ListRepositories(pb.ListRepositoriesRequest(), metadata=BOB, timeout=5)
     assert [r.slug for r in listed.repositories] == ["local/team/demo"]
-    assert listed.repositories[0].source == root.as_uri()
+    # A server path is the operator's: other keys see `local`, an admin the URL.
+    assert listed.repositories[0].source == "local"
+    as_admin = await stub.ListRepositories(pb.ListRepositoriesRequest(), metadata=ADMIN, timeout=5)
+    assert as_admin.repositories[0].source == root.as_uri()
     stamp = await retrieval_app.pool.fetchval(
         "SELECT last_changed_at FROM code_nodes WHERE qualified_name = 'pkg.config.ParseConfig'"
     )
