@@ -1034,6 +1034,31 @@ def test_every_service_reads_the_internal_secret_from_a_file(name: str) -> None:
         assert config.INTERNAL_SECRET_FILE_VAR not in _env(init), init["name"]
 
 
+GIT_CREDENTIALS_SECRET = "cograph-git-credentials"
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_only_retrieval_mounts_the_git_credentials(name: str) -> None:
+    workload = _objects("Deployment")[name]
+    volumes = {v["name"]: v for v in _pod(workload).get("volumes", [])}
+    mounted = {
+        m["mountPath"]: (m, volumes[m["name"]])
+        for container in _containers(workload)
+        for m in container.get("volumeMounts", [])
+        if volumes[m["name"]].get("secret", {}).get("secretName") == GIT_CREDENTIALS_SECRET
+    }
+    if name != "retrieval":
+        assert not mounted, f"{name}: only retrieval reaches git hosts"
+        return
+    directory = _env(_main(workload))["RETRIEVAL_CREDENTIALS_DIR"]["value"]
+    ((path, (mount, volume)),) = mounted.items()
+    assert path == directory and mount["readOnly"] is True
+    assert volume["secret"]["optional"] is True, "retrieval starts without it"
+    assert volume["secret"]["defaultMode"] & 0o007 == 0, "not world-readable"
+    for init in _init_containers(name):
+        assert all(m["mountPath"] != path for m in init.get("volumeMounts", [])), init["name"]
+
+
 def test_overlays_provide_the_internal_secret() -> None:
     minimum = importlib.import_module("svckit.internal_auth").MIN_SECRET_BYTES
     local = _generated_secret("local", INTERNAL_SECRET)
