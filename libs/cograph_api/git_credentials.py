@@ -164,10 +164,13 @@ def credential(
     where = f"credential {name!r}"
     authority = url.split("://", 1)[1].split("/", 1)[0] if "://" in url else url.split(":", 1)[0]
     user, at, _ = authority.rpartition("@")
-    if any(c.isspace() or ord(c) < 32 for c in url) or (at and user != "git"):
-        # Only ssh's conventional `git@` may stand before the host: no other user, and
-        # never a password, lives in the URL.
-        raise CredentialError(f"{where}: its url must hold no user name but git@ (ssh)")
+    ssh = not url.lower().startswith("https:")
+    if any(c.isspace() or ord(c) < 32 for c in url) or (at and (not ssh or ":" in user)):
+        # An ssh URL may name its user (git@); an https one none (the entry's username
+        # says it), and no URL ever holds a password.
+        raise CredentialError(
+            f"{where}: its url must hold no password, and an https url no user name"
+        )
     prefix = url_prefix(url)
     if prefix is None or not _HOST.match(prefix.host):
         raise CredentialError(

@@ -181,6 +181,7 @@ def test_entries_match_by_scheme_host_port_and_path_prefix(tmp_path: Path) -> No
         },
         {"name": "ssh", "url": "git@gitlab.com:infra", "ssh_key_file": "k"},
         {"name": "port", "url": "ssh://git@git.example:2222/", "ssh_key_file": "k2"},
+        {"name": "gerrit", "url": "ssh://deploy@gerrit.example:29418/p", "ssh_key_file": "k3"},
     )
     entries = gc.load(tmp_path)
 
@@ -199,6 +200,7 @@ def test_entries_match_by_scheme_host_port_and_path_prefix(tmp_path: Path) -> No
     assert match("ssh://git@git.example:2222/x/y") == "port"
     assert match("ssh://git@git.example/x/y") is None
     assert match("git://github.com/acme/app") is None
+    assert match("ssh://deploy@gerrit.example:29418/p/q") == "gerrit"  # ssh names its user
     assert match("/srv/acme/app") is None
 
 
@@ -211,8 +213,13 @@ def test_entries_match_by_scheme_host_port_and_path_prefix(tmp_path: Path) -> No
         ),
         (
             {"name": "a", "url": "https://u:p@h.example/", "username": "u", "token_file": "t"},
-            "user",
+            "password",
         ),
+        (
+            {"name": "a", "url": "https://u@h.example/", "username": "u", "token_file": "t"},
+            "no user name",
+        ),
+        ({"name": "a", "url": "ssh://git:p@h.example/", "ssh_key_file": "k"}, "password"),
         ({"name": "a", "url": "ftp://h.example/", "username": "u", "token_file": "t"}, "https"),
         ({"name": "a", "url": "https://h.example/", "token_file": "t"}, "username"),
         ({"name": "a", "url": "ssh://git@h.example/", "username": "u", "token_file": "t"}, "https"),
