@@ -214,6 +214,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             "any" if settings.local_sources == "any" else "admin",
             indexer.data_dir,
             settings.local_roots,
+            settings.protected_dirs,
         )
         # Where remote sources may point (the HeadProbe got the same policy at start).
         self._hosts = indexer.host_policy

@@ -121,6 +121,12 @@ class IndexSettings:
     # How long indexing waits for an embedder that is loading or down before the job fails.
     embedder_wait_s: float = 120.0
 
+    @property
+    def protected_dirs(self) -> tuple[Path, ...]:
+        """Directories no local source may be, lie in or contain, besides the data
+        directory: the git credentials."""
+        return (self.credentials_dir,) if self.credentials_dir is not None else ()
+
     @classmethod
     def from_env(cls, env: Env) -> IndexSettings:
         lease = env.float("RETRIEVAL_JOB_LEASE_S", 30.0, min=1.0, max=3600.0)

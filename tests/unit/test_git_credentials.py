@@ -33,8 +33,9 @@ from retrieval.indexing.redaction import (
     strip_secrets,
     without_userinfo,
 )
-from retrieval.indexing.source_policy import parse_source
-from svckit.errors import FailedPrecondition, InvalidArgument
+from retrieval.indexing.source_policy import LocalPolicy, parse_source
+from retrieval.settings import IndexSettings
+from svckit.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 
 SECRET = "s3cr3t-Pa55"
 TOKEN = "ghp_" + "A1b2" * 9
@@ -369,6 +370,20 @@ def test_the_file_is_read_again_at_each_use(tmp_path: Path) -> None:
     (tmp_path / gc.INDEX_FILE).write_text("{not json")
     with pytest.raises(FailedPrecondition, match="not valid JSON"):
         credentials.auth_for("https://h.example/a/b")
+
+
+def test_the_credentials_directory_is_never_a_source(tmp_path: Path) -> None:
+    credentials = tmp_path / "etc" / "git-credentials"
+    (credentials / "sub").mkdir(parents=True)
+    settings = IndexSettings(1, 1, 1, 1.0, 64, 1, 1, 1, credentials_dir=credentials)
+    policy = LocalPolicy("any", tmp_path / "data", protected=settings.protected_dirs)
+    link = tmp_path / "innocent"
+    link.symlink_to(credentials)
+    for raw in (credentials, credentials / "sub", tmp_path / "etc", link):
+        with pytest.raises(PermissionDenied, match="credentials directory"):
+            policy.check_directory(raw, admin=True)
+    (tmp_path / "src").mkdir()
+    assert policy.check_directory(tmp_path / "src", admin=False) == tmp_path / "src"
 
 
 # ------------------------------------------------------------------ cograph credentials

@@ -155,7 +155,7 @@ class Indexer:
         self._data_dir = data_dir
         # Requests were checked against the local-source policy already; paths are checked
         # again right before they are read (mode "any": the caller's right was settled).
-        self._local = LocalPolicy("any", data_dir, settings.local_roots)
+        self._local = LocalPolicy("any", data_dir, settings.local_roots, settings.protected_dirs)
         self._git = GitLimits(network_timeout_s=settings.git_timeout_s)
         # Where remote sources may point (RETRIEVAL_SOURCE_HOSTS, RETRIEVAL_PRIVATE_SOURCES).
         self._hosts = HostPolicy(

@@ -199,12 +199,14 @@ class LocalPolicy:
     "any": every key may (a single-user laptop). `roots`, when set, are the directories
     such paths must lie under. Whatever the mode, the data directory (clones, the admin
     key, the embedded database) is never a source: not itself, nothing in it, nothing
-    above it.
+    above it; nor is any directory in `protected` (the git credentials directory, which
+    may lie elsewhere).
     """
 
     mode: LocalSourcesPolicy
     data_dir: Path
     roots: tuple[Path, ...] = ()
+    protected: tuple[Path, ...] = ()
 
     def require_allowed(self, admin: bool) -> None:
         if self.mode == "admin" and not admin:
@@ -232,6 +234,12 @@ class LocalPolicy:
                 f"{what} {str(raw)!r} is the service's data directory, lies inside it or "
                 "contains it; it cannot be indexed"
             )
+        for kept in (p.resolve() for p in self.protected):
+            if resolved.is_relative_to(kept) or kept.is_relative_to(resolved):
+                raise PermissionDenied(
+                    f"{what} {str(raw)!r} is the service's credentials directory, lies inside "
+                    "it or contains it; it cannot be indexed"
+                )
         if self.roots and not any(resolved.is_relative_to(r.resolve()) for r in self.roots):
             raise PermissionDenied(
                 f"{what} {str(raw)!r} is outside the directories allowed for local sources "
