@@ -1,9 +1,10 @@
 """The internal secret every test service and test client shares, in one place.
 
 Services read it from their environment (`with_secret` adds it to a settings dict); clients
-sign with `SIGNER`, through `signed_channel` for grpc.aio or `signed_metadata` for a plain
-synchronous call. Metadata tuples such as `(("x-cograph-principal", "root"),
-("x-cograph-admin", "1"))` passed to a signed channel are signed as they are.
+sign with `SIGNER`, through `signed_channel` for grpc.aio (each call signed for its own
+method) or `signed_metadata` for one plain synchronous call of a named method. Metadata
+tuples such as `(("x-cograph-principal", "root"), ("x-cograph-admin", "1"))` passed to a
+signed channel are signed as they are.
 """
 
 from __future__ import annotations
@@ -43,13 +44,14 @@ def signed_channel(target: str, options: Sequence[tuple[str, Any]] = ()) -> grpc
     """A plain channel whose calls are signed. Not svckit's dial: its tracing interceptor
     waits for each call to end inside the interceptor, so cancelling a call there would not
     reach the server, and tests of cancellation need it to."""
-    interceptors: list[Any] = [clients.ContextClientInterceptor(SIGNER, _DEFAULT_TIMEOUT_S)]
+    interceptors = clients.signing_interceptors(SIGNER, _DEFAULT_TIMEOUT_S)
     return grpc.aio.insecure_channel(target, interceptors=interceptors, options=list(options))
 
 
 def signed_metadata(
-    principal: str = "", admin: bool = False, signer: TokenSigner = SIGNER
+    method: str, principal: str = "", admin: bool = False, signer: TokenSigner = SIGNER
 ) -> tuple[tuple[str, str], ...]:
-    """Metadata for one call made without a signed channel (a synchronous channel, grpcurl)."""
+    """Metadata for one call of `method` (`/package.Service/Method`) made without a signed
+    channel (a synchronous channel, grpcurl); the token is refused on any other method."""
     claims = Claims(principal, admin and bool(principal), requestctx.new_request_id())
-    return tuple(clients.signed_metadata(signer, claims))
+    return tuple(clients.signed_metadata(signer, claims, method))

@@ -54,26 +54,52 @@ def call_claims(metadata: Sequence[tuple[str, Any]]) -> Claims:
     return Claims(principal, admin and bool(principal), request_id)
 
 
+def call_method(method: str | bytes) -> str:
+    """The full method name of a call; grpc.aio hands client interceptors bytes."""
+    return method.decode() if isinstance(method, bytes) else method
+
+
 def signed_metadata(
-    signer: TokenSigner, claims: Claims, others: Iterable[tuple[str, Any]] = ()
+    signer: TokenSigner, claims: Claims, method: str, others: Iterable[tuple[str, Any]] = ()
 ) -> list[tuple[str, Any]]:
-    """`others` plus the request id, principal, admin flag and a token covering them."""
+    """`others` plus the request id, principal, admin flag and a token covering them, good
+    for one call of `method` (`/package.Service/Method`) and no other."""
     metadata = [kv for kv in others if kv[0] not in _SIGNED_HEADERS]
     metadata.append((requestctx.REQUEST_ID_HEADER, claims.request_id))
     if claims.principal:
         metadata.append((requestctx.PRINCIPAL_HEADER, claims.principal))
         metadata.append((requestctx.ADMIN_HEADER, "1" if claims.admin else "0"))
-    metadata.append((AUTH_HEADER, signer.sign(claims)))
+    metadata.append((AUTH_HEADER, signer.sign(claims, method)))
     return metadata
 
 
-class ContextClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
-    """Signs each call with its principal and request id, and sets a deadline when the
-    caller set none (a hung peer must not hang every caller)."""
+class _Signing:
+    """What every kind of call's interceptor does to the call before it leaves."""
 
     def __init__(self, signer: TokenSigner, default_timeout_s: float) -> None:
         self._signer = signer
         self._default_timeout_s = default_timeout_s
+
+    def _signed(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        given = list(details.metadata or ())
+        method = call_method(details.method)
+        metadata = signed_metadata(self._signer, call_claims(given), method, given)
+        timeout = details.timeout
+        if timeout is None:
+            timeout = self._default_timeout_s
+        return grpc.aio.ClientCallDetails(
+            method=details.method,
+            timeout=timeout,
+            metadata=grpc.aio.Metadata(*metadata),
+            credentials=details.credentials,
+            wait_for_ready=details.wait_for_ready,
+        )
+
+
+class ContextClientInterceptor(_Signing, grpc.aio.UnaryUnaryClientInterceptor):
+    """Signs each call with its method, principal and request id (a token per call: one
+    made for a call is refused on any other method), and sets a deadline when the caller
+    set none (a hung peer must not hang every caller)."""
 
     async def intercept_unary_unary(
         self,
@@ -81,19 +107,50 @@ class ContextClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
         client_call_details: grpc.aio.ClientCallDetails,
         request: Any,
     ) -> Any:
-        given = list(client_call_details.metadata or ())
-        metadata = signed_metadata(self._signer, call_claims(given), given)
-        timeout = client_call_details.timeout
-        if timeout is None:
-            timeout = self._default_timeout_s
-        details = grpc.aio.ClientCallDetails(
-            method=client_call_details.method,
-            timeout=timeout,
-            metadata=grpc.aio.Metadata(*metadata),
-            credentials=client_call_details.credentials,
-            wait_for_ready=client_call_details.wait_for_ready,
-        )
-        return await continuation(details, request)
+        return await continuation(self._signed(client_call_details), request)
+
+
+# grpc.aio files each interceptor under the first call kind it implements, so each kind of
+# streaming call needs an interceptor object of its own.
+class _UnaryStreamSigning(_Signing, grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Any], Any],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        return await continuation(self._signed(client_call_details), request)
+
+
+class _StreamUnarySigning(_Signing, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Any], Any],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request_iterator: Any,
+    ) -> Any:
+        return await continuation(self._signed(client_call_details), request_iterator)
+
+
+class _StreamStreamSigning(_Signing, grpc.aio.StreamStreamClientInterceptor):
+    async def intercept_stream_stream(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Any], Any],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request_iterator: Any,
+    ) -> Any:
+        return await continuation(self._signed(client_call_details), request_iterator)
+
+
+def signing_interceptors(signer: TokenSigner, default_timeout_s: float) -> list[Any]:
+    """Interceptors that sign every call of a channel, unary or streaming, each with a token
+    of its own for its own method (the health watch stream included)."""
+    return [
+        ContextClientInterceptor(signer, default_timeout_s),
+        _UnaryStreamSigning(signer, default_timeout_s),
+        _StreamUnarySigning(signer, default_timeout_s),
+        _StreamStreamSigning(signer, default_timeout_s),
+    ]
 
 
 def dial(
@@ -110,7 +167,7 @@ def dial(
     sent a call, not that nobody read it. `options` add to or override the defaults below.
     """
     interceptors: list[Any] = [
-        ContextClientInterceptor(signer, default_timeout_s),
+        *signing_interceptors(signer, default_timeout_s),
         *client_interceptors(tracer_provider),
     ]
     defaults: dict[str, Any] = {

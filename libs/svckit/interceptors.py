@@ -44,8 +44,12 @@ def _claim_values(metadata: Sequence[tuple[str, Any]]) -> dict[str, str]:
     return values
 
 
-def verified_claims(verifier: TokenVerifier, metadata: Sequence[tuple[str, Any]]) -> Claims:
-    """The claims a call's metadata makes, once its token has been checked against them."""
+def verified_claims(
+    verifier: TokenVerifier, metadata: Sequence[tuple[str, Any]], method: str
+) -> Claims:
+    """The claims a call's metadata makes, once its token has been checked against them and
+    against `method`, the method this server is asked to run (a token made for another
+    method, of this service or another, is refused)."""
     values = _claim_values(metadata)
     principal = values.get(requestctx.PRINCIPAL_HEADER, "")
     claims = Claims(
@@ -54,7 +58,7 @@ def verified_claims(verifier: TokenVerifier, metadata: Sequence[tuple[str, Any]]
         admin=values.get(requestctx.ADMIN_HEADER) == "1" and bool(principal),
         request_id=values.get(requestctx.REQUEST_ID_HEADER, ""),
     )
-    verifier.verify(values.get(AUTH_HEADER), claims)
+    verifier.verify(values.get(AUTH_HEADER), claims, method)
     return claims
 
 
@@ -124,7 +128,7 @@ class ContextInterceptor(grpc.aio.ServerInterceptor):
         request_id: str | None = None
         if not quiet:
             try:
-                claims = verified_claims(self._verifier, metadata)
+                claims = verified_claims(self._verifier, metadata, method)
             except InvalidToken as err:
                 given = next(
                     (v for k, v in metadata if k == requestctx.REQUEST_ID_HEADER and v), None

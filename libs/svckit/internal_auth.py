@@ -5,11 +5,15 @@ every gRPC call with a secret shared by the deployment; every service verifies t
 before a handler runs, so a process that can merely reach a service's port cannot claim to
 be someone else, or admin.
 
-A token is `v1.<expiry unix seconds>.<hex HMAC-SHA256>`, sent in `x-cograph-auth`. The MAC
-covers the version, the principal id, the admin flag, the expiry and the request id; the
-principal, admin flag and request id travel in their own headers as before, so changing any
-of them after signing breaks the MAC. The expiry is short: a token copied from a log or a
-packet capture is useless within a minute.
+A token is `v2.<expiry unix seconds>.<hex HMAC-SHA256>`, sent in `x-cograph-auth`. The MAC
+covers the version, the full gRPC method the call is for (`/package.Service/Method`, which
+names the service too), the principal id, the admin flag, the expiry and the request id.
+The principal, admin flag and request id travel in their own headers; the method is the
+one the server is asked to run, so a token is good for one method only: changing any claim
+after signing, or replaying a captured token on another method or another service, breaks
+the MAC. The expiry is short: a token copied from a log or a packet capture is useless
+within a minute, and meanwhile repeats only the call it was made for. `v1` tokens, which
+named no method, are refused.
 """
 
 from __future__ import annotations
@@ -22,13 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 AUTH_HEADER = "x-cograph-auth"
-VERSION = "v1"
+VERSION = "v2"
 MIN_SECRET_BYTES = 32
 DEFAULT_TTL_S = 60
 # Services run on different machines; their clocks may disagree by a few seconds.
 DEFAULT_SKEW_S = 10
 
 _TOKEN = re.compile(r"^(?P<version>v[0-9]{1,3})\.(?P<expiry>[0-9]{1,12})\.(?P<mac>[0-9a-f]{64})$")
+
+# A full gRPC method name as grpc passes it to interceptors: /package.Service/Method.
+_METHOD = re.compile(r"^/[A-Za-z_][A-Za-z0-9_.]*/[A-Za-z_][A-Za-z0-9_]*$")
 
 Clock = Callable[[], float]
 
@@ -60,11 +67,17 @@ def _check_secret(secret: bytes) -> bytes:
     return secret
 
 
-def _mac(secret: bytes, version: str, claims: Claims, expiry: int) -> bytes:
+def is_method(method: str) -> bool:
+    """Whether `method` is a full gRPC method name, `/package.Service/Method`."""
+    return _METHOD.match(method) is not None
+
+
+def _mac(secret: bytes, version: str, method: str, claims: Claims, expiry: int) -> bytes:
     # Each field is length-prefixed, so no choice of principal or request id can make two
     # different claim sets produce the same signed bytes.
     fields = (
         version,
+        method,
         claims.principal,
         "1" if claims.admin else "0",
         str(expiry),
@@ -75,20 +88,25 @@ def _mac(secret: bytes, version: str, claims: Claims, expiry: int) -> bytes:
 
 
 class TokenSigner:
-    """Makes a token for each outgoing call."""
+    """Makes a token for each outgoing call, for the method that call invokes."""
 
     def __init__(self, secret: bytes, ttl_s: int = DEFAULT_TTL_S, clock: Clock = time.time):
         self._secret = _check_secret(secret)
         self._ttl_s = ttl_s
         self._clock = clock
 
-    def sign(self, claims: Claims) -> str:
+    def sign(self, claims: Claims, method: str) -> str:
+        """A token good for `claims` on `method` (`/package.Service/Method`) only."""
+        if not is_method(method):
+            raise ValueError(f"not a full gRPC method name: {method!r}")
         expiry = int(self._clock()) + self._ttl_s
-        return f"{VERSION}.{expiry}.{_mac(self._secret, VERSION, claims, expiry).hex()}"
+        mac = _mac(self._secret, VERSION, method, claims, expiry)
+        return f"{VERSION}.{expiry}.{mac.hex()}"
 
 
 class TokenVerifier:
-    """Checks a token against the claims its call carries; raises InvalidToken if it fails.
+    """Checks a token against the claims its call carries and the method it calls; raises
+    InvalidToken if it fails.
 
     A token is accepted until `skew_s` after its expiry, and refused when its expiry lies
     further ahead than `ttl_s + skew_s`: no signer in the deployment mints longer-lived ones.
@@ -106,7 +124,8 @@ class TokenVerifier:
         self._skew_s = skew_s
         self._clock = clock
 
-    def verify(self, token: str | None, claims: Claims) -> None:
+    def verify(self, token: str | None, claims: Claims, method: str) -> None:
+        """`method` is the one the server is about to run, never a value the caller sent."""
         if not token:
             raise InvalidToken(f"missing {AUTH_HEADER} token")
         match = _TOKEN.match(token)
@@ -116,13 +135,15 @@ class TokenVerifier:
             raise InvalidToken(f"unsupported token version {match['version']!r}")
         if not claims.request_id:
             raise InvalidToken("a signed call must carry a request id")
+        if not is_method(method):
+            raise InvalidToken(f"not a full gRPC method name: {method!r}")
         expiry = int(match["expiry"])
         # The MAC is checked before the expiry, so a forger learns nothing from the order.
-        expected = _mac(self._secret, VERSION, claims, expiry)
+        expected = _mac(self._secret, VERSION, method, claims, expiry)
         if not hmac.compare_digest(expected, bytes.fromhex(match["mac"])):
             raise InvalidToken(
-                "bad token signature (another secret, or principal, admin flag or request id "
-                "changed after signing)"
+                f"bad token signature (another secret, a token made for a method other than "
+                f"{method}, or principal, admin flag or request id changed after signing)"
             )
         now = self._clock()
         if now > expiry + self._skew_s:

@@ -19,6 +19,7 @@ from retrieval.indexing.indexer import Indexer
 from retrieval.indexing.jobs import JobManager
 from retrieval.indexing.pipeline import TextEmbedder
 from retrieval.indexing.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
+from retrieval.search.cursors import CursorCodec
 from retrieval.search.engine import SearchEngine
 from retrieval.search.rerank import CrossEncoderReranker, Reranker, build_reranker
 from retrieval.servicer import RetrievalServicer
@@ -164,6 +165,7 @@ async def start_retrieval(
         engine=engine,
         search_settings=settings.search,
         heads=heads,
+        cursors=CursorCodec.from_secret(settings.internal_secret),
         maintenance_pool=index_pool,
     )
 

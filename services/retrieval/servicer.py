@@ -40,6 +40,7 @@ from retrieval.indexing.source_policy import (
 )
 from retrieval.indexing.sources import derive_slug
 from retrieval.search.budget import fit_answer
+from retrieval.search.cursors import CursorCodec
 from retrieval.search.engine import SearchEngine
 from retrieval.search.graph import expand
 from retrieval.search.messages import (
@@ -198,9 +199,12 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         engine: SearchEngine,
         search_settings: SearchSettings,
         heads: HeadProbe,
+        cursors: CursorCodec,
         maintenance_pool: asyncpg.Pool | None = None,
     ) -> None:
         self._pool = pool
+        # Signs and checks the paging cursors of files and references.
+        self._cursors = cursors
         # Deleting a large repository can outlast a request's statement budget: it runs on
         # the indexer's pool (COGRAPH_DB_INDEX_STATEMENT_TIMEOUT_S).
         self._maintenance_pool = maintenance_pool or pool
@@ -481,6 +485,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 repo=repo,
                 symbol=symbol,
                 cursor=request.cursor,
+                cursors=self._cursors,
                 limit=request.limit if request.HasField("limit") else None,
             )
         return retrieval_pb2.ReferencesResponse(
@@ -544,6 +549,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 repo=repo,
                 prefix=request.prefix,
                 cursor=request.cursor,
+                cursors=self._cursors,
                 limit=request.limit if request.HasField("limit") else None,
             )
         return retrieval_pb2.ListFilesResponse(

@@ -13,6 +13,7 @@ import pytest_asyncio
 
 from cograph_api.mcp_tools import OUTPUT_SCHEMAS
 from cograph_api.tokens import default_counter
+from tests.integration.support import forged_cursors
 from tests.integration.support.git_repos import JAN, commit_all, git, write
 from tests.integration.support.mcp_client import call
 from tests.integration.support.mcp_client import http_client as mcp
@@ -141,6 +142,22 @@ async def test_rest_refuses_hostile_input(stack: Stack) -> None:
             "/api/references", json={"repo": SLUG, "symbol": "add_item", "cursor": "AAAA"}
         )
         assert tampered.status_code == 400
+        # Forged cursors (unsigned old format, or signed with the secret) with a line
+        # beyond PostgreSQL's integer or a NUL in the path: 400 naming the cursor, not 502.
+        scope = forged_cursors.refs_scope(SLUG, "add_item")
+        for cursor in forged_cursors.forgeries(
+            "refs", scope, forged_cursors.HOSTILE_REFS_POSITIONS
+        ):
+            forged = await rest.post(
+                "/api/references", json={"repo": SLUG, "symbol": "add_item", "cursor": cursor}
+            )
+            assert forged.status_code == 400, (cursor, forged.text)
+            assert "cursor" in forged.text, forged.text
+        for cursor in forged_cursors.forgeries(
+            "files", forged_cursors.files_scope(SLUG), forged_cursors.HOSTILE_FILES_POSITIONS
+        ):
+            forged = await rest.get("/api/files", params={"repo": SLUG, "cursor": cursor})
+            assert forged.status_code == 400, (cursor, forged.text)
 
 
 async def test_a_key_without_access_gets_404_everywhere(stack: Stack) -> None:

@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
+from tests.integration.support import forged_cursors
 from tests.integration.support.retrieval import ADMIN, ALICE, SearchEnv
 from tests.integration.support.search_corpus import (
     BILLING,
@@ -330,6 +331,49 @@ async def test_references_refuse_and_hide(search_env: SearchEnv) -> None:
         assert await _code(stub.References(bad, metadata=ALICE)) == (
             grpc.StatusCode.INVALID_ARGUMENT
         ), bad
+
+
+async def test_forged_cursors_are_invalid_argument_never_an_internal_error(
+    search_env: SearchEnv,
+) -> None:
+    """A forged cursor (the old unsigned format, whose checksum anyone could compute, or
+    one signed with the secret) holding a line beyond PostgreSQL's integer or a NUL in its
+    path once failed in the statement; now it is refused before any statement runs."""
+    stub = search_env.stub
+    await _index_overloads(search_env)
+    symbol = "Context.invoke"
+    scope = forged_cursors.refs_scope(OVERLOADS_REPO, symbol)
+    for cursor in forged_cursors.forgeries("refs", scope, forged_cursors.HOSTILE_REFS_POSITIONS):
+        request = pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol=symbol, cursor=cursor)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.References(request, metadata=ALICE, timeout=10)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, cursor
+        assert "cursor" in (caught.value.details() or ""), cursor
+    # The unsigned format with a position that is fine otherwise: refused all the same.
+    plain = forged_cursors.unsigned("refs", scope, ["ctx/context.py", 1, 1])
+    request = pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol=symbol, cursor=plain)
+    assert await _code(stub.References(request, metadata=ALICE)) == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )
+    files_scope = forged_cursors.files_scope(DEMO)
+    for cursor in forged_cursors.forgeries(
+        "files", files_scope, forged_cursors.HOSTILE_FILES_POSITIONS
+    ):
+        listing = pb.ListFilesRequest(repo=DEMO, cursor=cursor)
+        assert await _code(stub.ListFiles(listing, metadata=ALICE)) == (
+            grpc.StatusCode.INVALID_ARGUMENT
+        ), cursor
+    # A cursor the service issued still pages.
+    first = await stub.References(
+        pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol=symbol, limit=5), metadata=ALICE
+    )
+    second = await stub.References(
+        pb.ReferencesRequest(repo=OVERLOADS_REPO, symbol=symbol, limit=5, cursor=first.next_cursor),
+        metadata=ALICE,
+    )
+    assert second.references and {r.symbol for r in second.references}.isdisjoint(
+        {r.symbol for r in first.references}
+    )
 
 
 async def test_search_within_a_token_budget(search_env: SearchEnv) -> None:

@@ -104,7 +104,7 @@ def test_up_serves_and_stops_cleanly_on_sigterm(
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
         reply = stub.Embed(
             embedder_pb2.EmbedRequest(texts=["is it up?"]),
-            metadata=signed_metadata(signer=signer),
+            metadata=signed_metadata("/cograph.embedder.v1.EmbedderService/Embed", signer=signer),
             timeout=10,
         )
     assert reply.dimension == 384

@@ -40,7 +40,8 @@ async def test_grpcurl_describes_and_calls_embed(embedder_address: str) -> None:
     described = await _grpcurl(embedder_address, "describe", "cograph.embedder.v1.EmbedderService")
     assert "rpc Embed" in described and "rpc Info" in described
     # Reflection needs no token; a call does, passed as headers like any other client's.
-    headers = [arg for key, value in signed_metadata() for arg in ("-H", f"{key}: {value}")]
+    signed = signed_metadata("/cograph.embedder.v1.EmbedderService/Embed")
+    headers = [arg for key, value in signed for arg in ("-H", f"{key}: {value}")]
     reply = json.loads(
         await _grpcurl(
             *headers,

@@ -151,7 +151,7 @@ async def test_a_synchronous_client_reads_the_error_info(failing_host: str) -> N
         with grpc.insecure_channel(failing_host) as channel:
             fail = channel.unary_unary("/test.Errors/Fail", none, none)
             try:
-                fail(b"reason", metadata=signed_metadata(), timeout=10)
+                fail(b"reason", metadata=signed_metadata("/test.Errors/Fail"), timeout=10)
             except grpc.RpcError as err:
                 return err
         raise AssertionError("the call succeeded")

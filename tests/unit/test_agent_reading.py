@@ -1,9 +1,7 @@
-"""The pure parts of read, files and grep: path checks, line slicing, cursors, globs."""
+"""The pure parts of read, files and grep: path checks, line slicing, globs (cursors:
+test_cursors.py)."""
 
 from __future__ import annotations
-
-import base64
-import json
 
 import pytest
 
@@ -12,8 +10,6 @@ from retrieval.indexing.index_store import content_line_count
 from retrieval.search.reading import (
     check_path,
     check_pattern,
-    decode_cursor,
-    encode_cursor,
     glob_to_like,
     like_escape,
     slice_lines,
@@ -102,23 +98,6 @@ def test_bad_ranges_are_refused(start: int, end: int | None) -> None:
 def test_an_empty_file_reads_as_nothing() -> None:
     cut = slice_lines("", None, None)
     assert (cut.start_line, cut.end_line, cut.total_lines, cut.content) == (1, 0, 0, "")
-
-
-def test_cursors_round_trip_and_refuse_tampering() -> None:
-    cursor = encode_cursor("files", "scope-a", ["src/x.py"])
-    assert decode_cursor(cursor, "files", "scope-a") == ["src/x.py"]
-    assert decode_cursor("", "files", "scope-a") is None
-    with pytest.raises(InvalidArgument):
-        decode_cursor(cursor, "files", "scope-b")  # another question's cursor
-    with pytest.raises(InvalidArgument):
-        decode_cursor(cursor, "refs", "scope-a")
-    raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    forged = json.dumps([raw[0].replace("src/x.py", "src/z.py"), raw[1]]).encode()
-    with pytest.raises(InvalidArgument):
-        decode_cursor(base64.urlsafe_b64encode(forged).decode(), "files", "scope-a")
-    for junk in ("!!!", "AAAA", "x" * (limits.CURSOR_MAX_CHARS + 1), "bnVsbA"):
-        with pytest.raises(InvalidArgument):
-            decode_cursor(junk, "files", "scope-a")
 
 
 def test_globs_become_like_patterns() -> None:

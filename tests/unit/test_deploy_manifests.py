@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import ipaddress
 import re
 import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -777,10 +779,51 @@ def test_overlays_set_the_image() -> None:
 # --- network policies: who may talk to whom -------------------------------------------------
 
 OUTSIDE = "outside"  # a client outside the namespace (Ingress controller, port-forward, ...)
-INTERNET = "internet"  # an address outside the cluster
-# Ports a pod might try to reach outside the cluster (DNS, git, HTTPS, a database, HTTP).
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Somewhere outside Cograph's namespace a pod might send packets to: an address, and for
+    a pod of another namespace the labels of that namespace and of the pod."""
+
+    name: str
+    ip: str
+    namespace: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+def _pod_in(namespace: str) -> tuple[tuple[str, str], ...]:
+    """The labels of a namespace as Kubernetes sets them (1.21 and later)."""
+    return (("kubernetes.io/metadata.name", namespace),)
+
+
+INTERNET = "internet"  # a public address (a git host, an HTTPS provider)
+INTERNET_V6 = "internet-v6"
+# The cluster's DNS pods: what every Cograph pod but PostgreSQL may ask for names.
+KUBE_DNS = "kube-dns"
+# Addresses outside the namespace, public and inside the cluster.
+ENDPOINTS = [
+    Endpoint(INTERNET, "140.82.112.3"),
+    Endpoint(INTERNET_V6, "2606:50c0:8000::154"),
+    Endpoint(KUBE_DNS, "10.244.0.3", _pod_in("kube-system"), (("k8s-app", "kube-dns"),)),
+    # Never reachable from a Cograph pod except as the policies name them.
+    Endpoint("metadata", "169.254.169.254"),  # cloud instance metadata (credentials)
+    Endpoint("metadata-v6", "fd00:ec2::254"),
+    Endpoint("api-server", "10.0.0.1"),  # the control plane's in-cluster address
+    Endpoint("service-ip", "10.96.0.1"),  # a ClusterIP (kubernetes.default)
+    Endpoint("node", "192.168.1.10"),  # a node's kubelet
+    Endpoint("pod-172", "172.17.0.5", _pod_in("default"), (("app", "web"),)),
+    Endpoint("pod-cgnat", "100.64.0.5", _pod_in("default"), (("app", "web"),)),
+    Endpoint("pod-v6", "fd00:10:244::5", _pod_in("default"), (("app", "web"),)),
+    # Another namespace's pod that answers on 53 is not the cluster's DNS.
+    Endpoint("pod-other-dns", "10.244.2.7", _pod_in("default"), (("app", "dnsmasq"),)),
+    Endpoint("ipv4-mapped", "::ffff:169.254.169.254"),
+]
+INSIDE_CLUSTER = [e for e in ENDPOINTS if e.name not in (INTERNET, INTERNET_V6)]
+# Ports a pod might try to reach outside the namespace (DNS, git, HTTPS, a database, HTTP,
+# the kubelet, OTLP).
 EXTERNAL_PORTS = [("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 22), ("TCP", 9418)]
-EXTERNAL_PORTS += [("TCP", 5432), ("TCP", 80), ("TCP", 4317)]
+EXTERNAL_PORTS += [("TCP", 5432), ("TCP", 80), ("TCP", 10250), ("TCP", 4317)]
 Edge = tuple[str, str, str, int]  # (from, to, protocol, port)
 
 
@@ -805,14 +848,52 @@ def _subset_or_empty(small: dict[str, str], big: dict[str, str]) -> bool:
     return all(big.get(key) == value for key, value in small.items())
 
 
-def _peer_matches(peers: list[Obj] | None, other: str, labels: dict[str, str]) -> bool:
-    """Whether a rule's from/to admits `other` (a pod of this namespace, OUTSIDE or INTERNET)."""
+def _in_block(block: Obj, ip: str) -> bool:
+    """Whether an ipBlock admits `ip`: inside its CIDR and outside every `except`. An
+    IPv4-mapped IPv6 address is admitted if either of its forms is (a dual-stack socket
+    sends it as IPv4; a CNI may judge it as either)."""
+    address = ipaddress.ip_address(ip)
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    forms = [address] if mapped is None else [address, mapped]
+
+    def admits(form: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        def inside(cidr: str) -> bool:
+            network = ipaddress.ip_network(cidr)
+            return network.version == form.version and form in network
+
+        return inside(block["cidr"]) and not any(inside(e) for e in block.get("except", []))
+
+    return any(admits(form) for form in forms)
+
+
+def _endpoint_matches(peer: Obj, endpoint: Endpoint) -> bool:
+    """Whether one from/to peer admits an endpoint outside the namespace. An ipBlock is
+    judged by address whatever is behind it (Calico and Cilium apply it to pod addresses
+    too); a podSelector alone names this namespace's pods only."""
+    if "ipBlock" in peer:
+        return _in_block(peer["ipBlock"], endpoint.ip)
+    if "namespaceSelector" in peer:
+        if not endpoint.namespace or not _selects(
+            peer["namespaceSelector"], dict(endpoint.namespace)
+        ):
+            return False
+        return "podSelector" not in peer or _selects(peer["podSelector"], dict(endpoint.labels))
+    return False
+
+
+def _peer_matches(peers: list[Obj] | None, other: str | Endpoint, labels: dict[str, str]) -> bool:
+    """Whether a rule's from/to admits `other`: a pod of this namespace, OUTSIDE or an
+    Endpoint."""
     if not peers:
         return True  # no from/to: every source or destination
     for peer in peers:
-        if "ipBlock" in peer and other in (OUTSIDE, INTERNET):
+        if isinstance(other, Endpoint):
+            if _endpoint_matches(peer, other):
+                return True
+            continue
+        if "ipBlock" in peer and other == OUTSIDE:
             return True
-        in_namespace = other not in (OUTSIDE, INTERNET) and "namespaceSelector" not in peer
+        in_namespace = other != OUTSIDE and "namespaceSelector" not in peer
         if in_namespace and "podSelector" in peer and _selects(peer["podSelector"], labels):
             return True
     return False
@@ -825,7 +906,11 @@ def _port_matches(ports: list[Obj] | None, protocol: str, port: int) -> bool:
 
 
 def _allowed(
-    policies: list[Obj], direction: str, pod_labels: dict[str, str], other: str, other_labels: Obj
+    policies: list[Obj],
+    direction: str,
+    pod_labels: dict[str, str],
+    other: str | Endpoint,
+    other_labels: Obj,
 ) -> Any:
     """(protocol, port) -> allowed, for traffic of `direction` at a pod, as a predicate."""
     kind = "Ingress" if direction == "ingress" else "Egress"
@@ -852,7 +937,8 @@ def _allowed(
 
 def _policy_graph(objects: list[Obj]) -> set[Edge]:
     """Every (from, to, protocol, port) the NetworkPolicies among `objects` allow, between the
-    workloads' pods, a client outside and the internet (to the ports the pods listen on)."""
+    workloads' pods (to the ports they listen on), a client outside, and the ENDPOINTS
+    outside the namespace (to EXTERNAL_PORTS)."""
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
     pods = {o["metadata"]["name"]: o for o in objects if o["kind"] in {"Deployment", "StatefulSet"}}
     labels = {name: w["spec"]["template"]["metadata"]["labels"] for name, w in pods.items()}
@@ -875,14 +961,21 @@ def _policy_graph(objects: list[Obj]) -> set[Edge]:
                     edges.add((source, target, protocol, port))
         if source == OUTSIDE:
             continue
-        out = _allowed(policies, "egress", source_labels, INTERNET, {})
-        edges |= {(source, INTERNET, pr, po) for pr, po in EXTERNAL_PORTS if out(pr, po)}
+        for endpoint in ENDPOINTS:
+            out = _allowed(policies, "egress", source_labels, endpoint, {})
+            edges |= {(source, endpoint.name, pr, po) for pr, po in EXTERNAL_PORTS if out(pr, po)}
     return edges
+
+
+# The pods that resolve names: the services find their peers (and a trace collector) by
+# name; the bundled PostgreSQL resolves nothing.
+DNS_CLIENTS = set(SERVICES)
 
 
 def _expected_graph(database: str | None) -> set[Edge]:
     """Who must reach whom, from the code: the gateway's backends (gateway.settings), the
-    peers each service's settings read (`<PEER>_ADDR`), the database users, DNS for all."""
+    peers each service's settings read (`<PEER>_ADDR`), the database users, the cluster's
+    DNS for the services."""
     backends = importlib.import_module("gateway.settings").BACKEND_NAMES
     edges: set[Edge] = {(OUTSIDE, "gateway", "TCP", HTTP_SERVICES["gateway"])}
     for caller in SERVICES:
@@ -891,13 +984,22 @@ def _expected_graph(database: str | None) -> set[Edge]:
             reads = f'"{peer.upper()}_ADDR"' in source
             if peer != caller and (reads or (caller == "gateway" and peer in backends)):
                 edges.add((caller, peer, "TCP", port))
-        edges |= {(caller, INTERNET, protocol, 53) for protocol in ("UDP", "TCP")}
+        if caller in DNS_CLIENTS:
+            edges |= {(caller, KUBE_DNS, protocol, 53) for protocol in ("UDP", "TCP")}
         if caller in DB_SERVICES:
-            edges.add((caller, database or INTERNET, "TCP", 5432))
-    # Git over https, ssh and git://, and the HTTPS rerank / summary providers.
-    edges |= {("retrieval", INTERNET, "TCP", port) for port in (443, 22, 9418)}
-    if database:
-        edges |= {(database, INTERNET, protocol, 53) for protocol in ("UDP", "TCP")}
+            if database:
+                edges.add((caller, database, "TCP", 5432))
+            else:
+                # components/external-postgres: the managed database's address is the
+                # operator's to narrow (deploy/README.md), so 5432 is open to any address.
+                edges |= {(caller, e.name, "TCP", 5432) for e in ENDPOINTS}
+    # Git over https, ssh and git://, and the HTTPS rerank / summary providers: the
+    # internet, over IPv4 and IPv6, and nothing inside the cluster.
+    edges |= {
+        ("retrieval", internet, "TCP", port)
+        for internet in (INTERNET, INTERNET_V6)
+        for port in (443, 22, 9418)
+    }
     return edges
 
 
@@ -920,7 +1022,62 @@ def test_network_policies_allow_exactly_the_calls_the_code_makes() -> None:
     }
     assert {s for s, t, _, _ in graph if t == "postgres"} == DB_SERVICES
     assert {t for s, t, _, _ in graph if s == OUTSIDE} == {"gateway"}
-    assert {(t, p) for s, t, _, p in graph if s in {"embedder", "postgres"}} == {(INTERNET, 53)}
+    assert {(t, p) for s, t, _, p in graph if s == "embedder"} == {(KUBE_DNS, 53)}
+    assert {t for s, t, _, _ in graph if s == "postgres"} == set(), "PostgreSQL: no egress"
+
+
+def test_retrieval_reaches_the_internet_and_nothing_inside_the_cluster() -> None:
+    """Retrieval's egress to git hosts is an ipBlock: it must leave out the cluster's pods
+    and Services (the API server's address among them), the nodes and the metadata
+    address, over IPv4, IPv6 and IPv4-mapped IPv6."""
+    graph = _policy_graph(list(_base_objects()))
+    reached = {(t, p) for s, t, _, p in graph if s == "retrieval" and t not in SERVICES}
+    for endpoint in INSIDE_CLUSTER:
+        ports = {p for t, p in reached if t == endpoint.name}
+        allowed = {53} if endpoint.name == KUBE_DNS else set()
+        assert ports == allowed, f"retrieval reaches {endpoint.name} ({endpoint.ip}) on {ports}"
+    for internet in (INTERNET, INTERNET_V6):
+        assert {p for t, p in reached if t == internet} == {443, 22, 9418}
+
+
+def test_no_ip_block_admits_a_cluster_or_metadata_address() -> None:
+    """Whatever a future rule is for, an ipBlock in the base never covers the cluster's
+    ranges or the metadata address; they are the `except` defaults deploy/README.md
+    tells an operator to extend."""
+    for name, policy in _objects("NetworkPolicy").items():
+        for direction, key in (("egress", "to"), ("ingress", "from")):
+            for rule in policy["spec"].get(direction, []):
+                for peer in rule.get(key, []):
+                    if "ipBlock" not in peer:
+                        continue
+                    for endpoint in INSIDE_CLUSTER:
+                        assert not _in_block(peer["ipBlock"], endpoint.ip), (
+                            f"NetworkPolicy {name}: an ipBlock admits {endpoint.name} "
+                            f"({endpoint.ip})"
+                        )
+
+
+def test_the_rules_deploy_readme_patches_are_where_it_says() -> None:
+    """deploy/README.md tells operators to extend retrieval's `except` lists and the DNS
+    rule with JSON patches by index; moving a rule must move the README's paths too."""
+    readme = (ROOT / "deploy" / "README.md").read_text()
+    policies = _objects("NetworkPolicy")
+    internet = policies["retrieval"]["spec"]["egress"][2]["to"]
+    assert [p["ipBlock"]["cidr"] for p in internet] == ["0.0.0.0/0", "::/0"]
+    for index in (0, 1):
+        assert f"path: /spec/egress/2/to/{index}/ipBlock/except/-" in readme
+        for cidr in internet[index]["ipBlock"]["except"]:
+            assert cidr in readme, f"{cidr}: the README's table of defaults"
+    dns = policies["cograph-allow-dns"]["spec"]["egress"][0]
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert "path: /spec/egress/0/to/-" in readme
+
+
+def test_dns_goes_to_the_cluster_dns_pods_only() -> None:
+    graph = _policy_graph(list(_base_objects()))
+    on_53 = {(s, t) for s, t, _, p in graph if p == 53}
+    assert on_53 == {(s, KUBE_DNS) for s in DNS_CLIENTS}, "port 53 to kube-dns, nothing else"
+    assert "postgres" not in {s for s, _ in on_53}
 
 
 def test_network_policies_deny_by_default_every_cograph_pod() -> None:

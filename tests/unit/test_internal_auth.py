@@ -35,6 +35,7 @@ SECRET = b"k" * 32
 OTHER = b"o" * 32
 NOW = 1_800_000_000.0
 CLAIMS = Claims("alice", False, "req-1")
+METHOD = "/cograph.retrieval.v1.RetrievalService/Search"
 
 
 def signer(secret: bytes = SECRET, at: float = NOW) -> TokenSigner:
@@ -46,13 +47,13 @@ def verifier(at: float = NOW) -> TokenVerifier:
 
 
 def test_a_token_verifies_for_the_claims_it_was_made_for() -> None:
-    token = signer().sign(CLAIMS)
+    token = signer().sign(CLAIMS, METHOD)
     version, expiry, mac = token.split(".")
-    assert (version, int(expiry), len(mac)) == ("v1", int(NOW) + 60, 64)
-    verifier().verify(token, CLAIMS)
+    assert (version, int(expiry), len(mac)) == ("v2", int(NOW) + 60, 64)
+    verifier().verify(token, CLAIMS, METHOD)
     # Anonymous calls are signed too.
     anonymous = Claims("", False, "req-2")
-    verifier().verify(signer().sign(anonymous), anonymous)
+    verifier().verify(signer().sign(anonymous, METHOD), anonymous, METHOD)
 
 
 @pytest.mark.parametrize(
@@ -65,29 +66,62 @@ def test_a_token_verifies_for_the_claims_it_was_made_for() -> None:
     ],
 )
 def test_changing_any_claim_after_signing_is_refused(changed: Claims) -> None:
-    token = signer().sign(CLAIMS)
+    token = signer().sign(CLAIMS, METHOD)
     with pytest.raises(InvalidToken, match="bad token signature"):
-        verifier().verify(token, changed)
+        verifier().verify(token, changed, METHOD)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "/cograph.retrieval.v1.RetrievalService/DeleteRepository",  # same service
+        "/cograph.router.v1.RouterService/Search",  # same method name, another service
+        "/cograph.retrieval.v1.RetrievalService/search",  # names are case-sensitive
+        "/grpc.health.v1.Health/Check",
+    ],
+)
+def test_a_token_is_good_for_the_method_it_was_made_for_only(other: str) -> None:
+    token = signer().sign(CLAIMS, METHOD)
+    verifier().verify(token, CLAIMS, METHOD)
+    with pytest.raises(InvalidToken, match=f"made for a method other than {other}"):
+        verifier().verify(token, CLAIMS, other)
+
+
+def test_method_and_claims_cannot_trade_bytes() -> None:
+    # Length prefixes again: a method's tail cannot pass for the principal's head.
+    token = signer().sign(Claims("Xalice", False, "req-1"), "/a.B/C")
+    with pytest.raises(InvalidToken):
+        verifier().verify(token, Claims("alice", False, "req-1"), "/a.B/CX")
+
+
+@pytest.mark.parametrize(
+    "method", ["", "Search", "/Search", "a.B/C", "/a.B/C/D", "/a.B/", "/a b/C"]
+)
+def test_only_full_method_names_are_signed_or_checked(method: str) -> None:
+    with pytest.raises(ValueError, match="full gRPC method name"):
+        signer().sign(CLAIMS, method)
+    with pytest.raises(InvalidToken, match="full gRPC method name"):
+        verifier().verify(signer().sign(CLAIMS, METHOD), CLAIMS, method)
 
 
 def test_another_secret_is_refused() -> None:
     with pytest.raises(InvalidToken, match="bad token signature"):
-        verifier().verify(signer(OTHER).sign(CLAIMS), CLAIMS)
+        verifier().verify(signer(OTHER).sign(CLAIMS, METHOD), CLAIMS, METHOD)
 
 
 def test_expiry_allows_the_skew_and_no_more() -> None:
-    token = signer(at=NOW).sign(CLAIMS)  # expires at NOW + 60
-    verifier(at=NOW + 60 + 10).verify(token, CLAIMS)
+    token = signer(at=NOW).sign(CLAIMS, METHOD)  # expires at NOW + 60
+    verifier(at=NOW + 60 + 10).verify(token, CLAIMS, METHOD)
     with pytest.raises(InvalidToken, match="expired"):
-        verifier(at=NOW + 60 + 11).verify(token, CLAIMS)
+        verifier(at=NOW + 60 + 11).verify(token, CLAIMS, METHOD)
 
 
 def test_a_token_that_lives_longer_than_any_signer_makes_is_refused() -> None:
-    long_lived = TokenSigner(SECRET, ttl_s=3600, clock=lambda: NOW).sign(CLAIMS)
+    long_lived = TokenSigner(SECRET, ttl_s=3600, clock=lambda: NOW).sign(CLAIMS, METHOD)
     with pytest.raises(InvalidToken, match="too far in the future"):
-        verifier().verify(long_lived, CLAIMS)
+        verifier().verify(long_lived, CLAIMS, METHOD)
     # A signer whose clock runs a few seconds ahead is still accepted.
-    verifier().verify(signer(at=NOW + 9).sign(CLAIMS), CLAIMS)
+    verifier().verify(signer(at=NOW + 9).sign(CLAIMS, METHOD), CLAIMS, METHOD)
 
 
 @pytest.mark.parametrize(
@@ -100,18 +134,20 @@ def test_a_token_that_lives_longer_than_any_signer_makes_is_refused() -> None:
         ("v1.-5." + "0" * 64, "malformed"),
         ("v1.123." + "A" * 64, "malformed"),
         ("v1.123." + "0" * 64 + ".extra", "malformed"),
-        ("v2.123." + "0" * 64, "unsupported token version"),
+        ("v3.123." + "0" * 64, "unsupported token version"),
+        # The format before tokens named their method: refused, however well signed.
+        ("v1.123." + "0" * 64, "unsupported token version 'v1'"),
     ],
 )
 def test_missing_and_malformed_tokens_are_refused(token: str | None, reason: str) -> None:
     with pytest.raises(InvalidToken, match=reason):
-        verifier().verify(token, CLAIMS)
+        verifier().verify(token, CLAIMS, METHOD)
 
 
 def test_a_signed_call_must_carry_a_request_id() -> None:
     claims = Claims("alice", False, "")
     with pytest.raises(InvalidToken, match="request id"):
-        verifier().verify(signer().sign(claims), claims)
+        verifier().verify(signer().sign(claims, METHOD), claims, METHOD)
 
 
 def test_field_boundaries_cannot_be_shifted() -> None:
@@ -119,7 +155,7 @@ def test_field_boundaries_cannot_be_shifted() -> None:
     first = Claims("ab", False, "cd")
     second = Claims("a", False, "bcd")
     with pytest.raises(InvalidToken):
-        verifier().verify(signer().sign(first), second)
+        verifier().verify(signer().sign(first, METHOD), second, METHOD)
 
 
 def test_short_secrets_are_refused() -> None:
@@ -152,26 +188,28 @@ def test_explicit_metadata_wins_over_the_request_context() -> None:
 
 def test_signed_metadata_round_trips_through_the_server_reading() -> None:
     claims = Claims("root", True, "req-9")
-    metadata = signed_metadata(signer(), claims, [("x-cograph-auth", "stale"), ("other", "kept")])
+    metadata = signed_metadata(
+        signer(), claims, METHOD, [("x-cograph-auth", "stale"), ("other", "kept")]
+    )
     keys = [key for key, _ in metadata]
     assert keys.count(AUTH_HEADER) == 1 and ("other", "kept") in metadata
-    assert verified_claims(verifier(), metadata) == claims
+    assert verified_claims(verifier(), metadata, METHOD) == claims
 
 
 def test_the_server_refuses_headers_sent_twice() -> None:
-    metadata = signed_metadata(signer(), CLAIMS)
+    metadata = signed_metadata(signer(), CLAIMS, METHOD)
     doubled = [*metadata, ("x-cograph-principal", "root")]
     with pytest.raises(InvalidToken, match="more than once"):
-        verified_claims(verifier(), doubled)
+        verified_claims(verifier(), doubled, METHOD)
 
 
 def test_an_anonymous_token_cannot_be_reused_to_claim_admin() -> None:
     claims = Claims("", False, "req-3")
-    metadata = signed_metadata(signer(), claims)
+    metadata = signed_metadata(signer(), claims, METHOD)
     # Adding an admin flag to an anonymous call changes nothing: no principal, no admin.
-    assert verified_claims(verifier(), [*metadata, ("x-cograph-admin", "1")]).admin is False
+    assert verified_claims(verifier(), [*metadata, ("x-cograph-admin", "1")], METHOD).admin is False
     with pytest.raises(InvalidToken):
-        verified_claims(verifier(), [*metadata, ("x-cograph-principal", "root")])
+        verified_claims(verifier(), [*metadata, ("x-cograph-principal", "root")], METHOD)
 
 
 # --- configuration ------------------------------------------------------------------------

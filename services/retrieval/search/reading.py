@@ -9,9 +9,6 @@ exist (NOT_FOUND).
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +17,7 @@ import asyncpg
 
 from cograph_api import limits
 from cograph_api.access_rules import Viewer, collection_readable, repository_readable
+from retrieval.search.cursors import PATH_FIELD, CursorCodec
 from svckit.errors import DeadlineExceeded, InvalidArgument, NotFound
 
 # Grep gives up after this long (the statement's own timeout, under the pool's deadline).
@@ -60,40 +58,6 @@ def check_limit(value: int | None, low: int, high: int, default: int, what: str)
     if not low <= value <= high:
         raise InvalidArgument(f"{what} must be between {low} and {high}")
     return value
-
-
-# ---------------------------------------------------------------- cursors
-
-
-def encode_cursor(kind: str, scope: str, position: list[Any]) -> str:
-    """An opaque cursor: the position of the last row returned, bound to what was asked
-    (`kind`, `scope`) by a checksum, so a cursor from another question is refused. The
-    position only ever moves a page within what the viewer may read: access is checked by
-    every statement, not by the cursor."""
-    body = json.dumps([kind, position], separators=(",", ":"))
-    tag = hashlib.sha256(f"{scope}\x00{body}".encode()).hexdigest()[:16]
-    raw = json.dumps([body, tag], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, kind: str, scope: str) -> list[Any] | None:
-    """The position in `cursor`, None for an empty cursor, INVALID_ARGUMENT otherwise."""
-    if not cursor:
-        return None
-    if len(cursor) > limits.CURSOR_MAX_CHARS:
-        raise InvalidArgument("cursor is not one this service returned")
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        body, tag = json.loads(raw)
-        expected = hashlib.sha256(f"{scope}\x00{body}".encode()).hexdigest()[:16]
-        if not isinstance(body, str) or tag != expected:
-            raise ValueError("checksum")
-        found_kind, position = json.loads(body)
-        if found_kind != kind or not isinstance(position, list):
-            raise ValueError("kind")
-    except (ValueError, TypeError, UnicodeDecodeError):
-        raise InvalidArgument("cursor is not one this service returned for this request") from None
-    return position
 
 
 # ---------------------------------------------------------------- read
@@ -272,6 +236,7 @@ async def list_files(
     repo: str,
     prefix: str,
     cursor: str,
+    cursors: CursorCodec,
     limit: int | None,
 ) -> FilePage:
     prefix = check_path(prefix, "prefix", prefix=True)
@@ -279,18 +244,14 @@ async def list_files(
         limit, limits.FILES_LIMIT_MIN, limits.FILES_LIMIT_MAX, limits.FILES_LIMIT_DEFAULT, "limit"
     )
     scope = f"files\x00{repo}\x00{prefix}"
-    position = decode_cursor(cursor, "files", scope)
-    after: str | None = None
-    if position is not None:
-        if len(position) != 1 or not isinstance(position[0], str):
-            raise InvalidArgument("cursor is not one this service returned for this request")
-        after = position[0]
+    position = cursors.decode(cursor, "files", scope, (PATH_FIELD,))
+    after: str | None = None if position is None else position[0]
     await require_repository(conn, repo, viewer)
     rows = await conn.fetch(
         _FILES_SQL, viewer.principal_id, viewer.admin, repo, prefix, after, size + 1
     )
     files = [FileEntry(r["path"], r["language"], int(r["size_bytes"])) for r in rows[:size]]
-    next_cursor = encode_cursor("files", scope, [files[-1].path]) if len(rows) > size else ""
+    next_cursor = cursors.encode("files", scope, [files[-1].path]) if len(rows) > size else ""
     return FilePage(files, next_cursor)
 
 

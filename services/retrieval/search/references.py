@@ -17,14 +17,9 @@ import asyncpg
 from cograph_api import limits
 from cograph_api.access_rules import Viewer, repository_readable
 from retrieval.indexing.parsing.overloads import is_overload_stub
+from retrieval.search.cursors import LINE, PATH_FIELD, ROW_ID, CursorCodec
 from retrieval.search.graph import GraphNode, node_id
-from retrieval.search.reading import (
-    check_limit,
-    decode_cursor,
-    encode_cursor,
-    require_repository,
-)
-from svckit.errors import InvalidArgument
+from retrieval.search.reading import check_limit, require_repository
 
 DEFINITIONS_MAX = 20
 
@@ -148,15 +143,8 @@ LIMIT $8
 """
 
 
-def _position(position: list[object] | None) -> tuple[str | None, int, int]:
-    if position is None:
-        return None, 0, 0
-    match position:
-        case [str(path), int(line), int(edge)] if not isinstance(line, bool) and not isinstance(
-            edge, bool
-        ):
-            return path, line, edge
-    raise InvalidArgument("cursor is not one this service returned for this request")
+# The last reference a page returned: (path, start_line, edge id), the statement's order.
+_POSITION = (PATH_FIELD, LINE, ROW_ID)
 
 
 async def references(
@@ -166,6 +154,7 @@ async def references(
     repo: str,
     symbol: str,
     cursor: str,
+    cursors: CursorCodec,
     limit: int | None,
 ) -> ReferencesPage:
     """One page of references; NOT_FOUND when `repo` is unknown or not readable."""
@@ -177,7 +166,8 @@ async def references(
         "limit",
     )
     scope = f"refs\x00{repo}\x00{symbol}"
-    after_path, after_line, after_id = _position(decode_cursor(cursor, "refs", scope))
+    position = cursors.decode(cursor, "refs", scope, _POSITION)
+    after_path, after_line, after_id = position if position is not None else (None, 0, 0)
     await require_repository(conn, repo, viewer)
     definitions = await find_definitions(conn, repo, symbol, viewer)
     ids = [int(d.node.id.split(":", 1)[1]) for d in definitions]
@@ -208,7 +198,7 @@ async def references(
     next_cursor = ""
     if len(rows) > size:
         last = rows[size - 1]
-        next_cursor = encode_cursor(
+        next_cursor = cursors.encode(
             "refs", scope, [last["path"], int(last["start_line"]), int(last["id"])]
         )
     return ReferencesPage([d.node for d in definitions], page, next_cursor)
