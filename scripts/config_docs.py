@@ -646,6 +646,48 @@ META: dict[str, Meta] = {
         "How stale a key's `last_used_at` may get before it is written again, in seconds."
     ),
     "GATEWAY_MCP_ENABLED": Meta("Serves MCP over streamable HTTP at `/mcp`."),
+    "GATEWAY_QUOTAS": Meta(
+        "Per-key rate and concurrency limits on REST and MCP alike (`GATEWAY_QUOTA_*`); "
+        "`false` admits every request."
+    ),
+    "GATEWAY_QUOTA_ADMINS": Meta(
+        "`true`: admin keys are limited like any other key (each its own allowance); "
+        "`false`: admin keys are never limited."
+    ),
+    "GATEWAY_QUOTA_MAX_BUCKETS": Meta(
+        "How many (key, class) allowances the gateway remembers; past it the least recently "
+        "used idle ones are forgotten (a forgotten key starts again with a full allowance)."
+    ),
+    **{
+        f"GATEWAY_QUOTA_{work}_{what}": Meta(meaning.format(work=classes))
+        for work, classes in (
+            ("SEARCH", "searches, routes, graph and references calls and commons searches"),
+            (
+                "READ",
+                "file reads, file lists, repository, collection, job and note lookups "
+                "and access changes",
+            ),
+            ("GREP", "greps"),
+            ("INDEX", "index, re-index and delete calls for repositories and collections"),
+            ("NOTES", "notes posted, comments, votes and note deletions"),
+        )
+        for what, meaning in (
+            (
+                "RATE",
+                "Sustained {work} a key may start, per second; past it 429 `rate_limited` "
+                "with `Retry-After`.",
+            ),
+            (
+                "BURST",
+                "How many {work} a key may start at once after a pause (the token bucket's size).",
+            ),
+            (
+                "CONCURRENT",
+                "How many {work} a key may have in flight at once; one more gets "
+                "429 `rate_limited` with `Retry-After: 1`.",
+            ),
+        )
+    },
     # ---- database (svckit.db) ----
     "COGRAPH_DB_CONNECT_TIMEOUT_S": Meta(
         "Opening a database connection (TLS and start-up included), in seconds."

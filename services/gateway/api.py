@@ -3,13 +3,16 @@ tools both call this, so the two surfaces cannot drift apart.
 
 Each method maps a validated request to protobuf, calls one backend with the caller's
 principal in the metadata (set by the auth middleware), and maps the reply back. A failed
-call raises ApiError with the HTTP status the gRPC status maps to.
+call raises ApiError with the HTTP status the gRPC status maps to. Each method first takes
+the caller's allowance for its class of work (gateway.quotas), so REST and MCP are limited
+alike: a principal over its allowance gets RateLimited (429) before any backend is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -24,8 +27,12 @@ from cograph_api.search_forms import answer_form
 from gateway.backends import Backends
 from gateway.errors import from_grpc, invalid
 from gateway.metrics import Metrics
+from gateway.quotas import Held, Quotas, Work
+from svckit import requestctx
 
 M = TypeVar("M", bound=Message)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _ROLES = {
     "read": retrieval_pb2.ACCESS_ROLE_READ,
@@ -45,12 +52,42 @@ def _build(cls: type[M], data: Json) -> M:
         raise invalid(str(err)) from None
 
 
+def limited(
+    work: Work,
+) -> Callable[
+    [Callable[Concatenate[GatewayApi, P], Coroutine[Any, Any, R]]],
+    Callable[Concatenate[GatewayApi, P], Coroutine[Any, Any, R]],
+]:
+    """The method runs within the caller's allowance for `work` (see gateway.quotas)."""
+
+    def wrap(
+        method: Callable[Concatenate[GatewayApi, P], Coroutine[Any, Any, R]],
+    ) -> Callable[Concatenate[GatewayApi, P], Coroutine[Any, Any, R]]:
+        @functools.wraps(method)
+        async def run(self: GatewayApi, *args: P.args, **kwargs: P.kwargs) -> R:
+            with self._start(work):
+                return await method(self, *args, **kwargs)
+
+        return run
+
+    return wrap
+
+
 class GatewayApi:
     """CographApi (and the rest of the REST surface) over the gRPC backends."""
 
-    def __init__(self, backends: Backends, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, backends: Backends, metrics: Metrics | None = None, quotas: Quotas | None = None
+    ) -> None:
         self._backends = backends
         self._metrics = metrics
+        self._quotas = quotas
+
+    def _start(self, work: Work) -> Held:
+        # The principal is the one the auth middleware (REST) or the MCP tool handler set.
+        if self._quotas is None:
+            return Held(None)
+        return self._quotas.start(requestctx.current_principal(), work)
 
     @staticmethod
     async def _call(method: Callable[[Any], Awaitable[Any]], request: Message) -> Any:
@@ -61,6 +98,7 @@ class GatewayApi:
 
     # ---- code search and routing ----
 
+    @limited(Work.SEARCH)
     async def search(self, request: models.SearchRequest) -> Json:
         # JSON names equal proto field names, so from_json maps the request fields as
         # they are (layer names onto the Layer enum, times onto Timestamps).
@@ -72,31 +110,37 @@ class GatewayApi:
             self._metrics.count_degraded_search(answer.get("streams") or {})
         return answer_form(answer, bool(request.verbose))
 
+    @limited(Work.SEARCH)
     async def graph(self, request: models.GraphRequest) -> Json:
         message = _build(retrieval_pb2.GraphRequest, request.model_dump())
         reply = await self._call(self._backends.retrieval().Graph, message)
         return dict(to_json(reply))
 
+    @limited(Work.READ)
     async def read(self, request: models.ReadRequest) -> Json:
         message = _build(retrieval_pb2.ReadFileRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.retrieval().ReadFile, message)
         return dict(to_json(reply))
 
+    @limited(Work.READ)
     async def list_files(self, request: models.FilesRequest) -> Json:
         message = _build(retrieval_pb2.ListFilesRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.retrieval().ListFiles, message)
         return dict(to_json(reply))
 
+    @limited(Work.GREP)
     async def grep(self, request: models.GrepRequest) -> Json:
         message = _build(retrieval_pb2.GrepRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.retrieval().Grep, message)
         return dict(to_json(reply))
 
+    @limited(Work.SEARCH)
     async def references(self, request: models.ReferencesRequest) -> Json:
         message = _build(retrieval_pb2.ReferencesRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.retrieval().References, message)
         return dict(to_json(reply))
 
+    @limited(Work.SEARCH)
     async def route(self, request: models.RouteRequest) -> Json:
         message = _build(router_pb2.RouteRequest, request.model_dump(exclude_none=True))
         reply = await self._call(self._backends.router().Route, message)
@@ -104,46 +148,54 @@ class GatewayApi:
 
     # ---- repositories, collections, jobs ----
 
+    @limited(Work.INDEX)
     async def index_repository(self, request: models.IndexRepositoryRequest) -> Json:
         message = from_json(retrieval_pb2.IndexRepositoryRequest, request.model_dump())
         reply = await self._call(self._backends.retrieval().IndexRepository, message)
         return {"job": to_json(reply.job)}
 
+    @limited(Work.READ)
     async def list_repositories(self) -> Json:
         reply = await self._call(
             self._backends.retrieval().ListRepositories, retrieval_pb2.ListRepositoriesRequest()
         )
         return {"repositories": [to_json(r) for r in reply.repositories]}
 
+    @limited(Work.READ)
     async def get_repository(self, slug: str) -> Json:
         reply = await self._call(
             self._backends.retrieval().GetRepository, retrieval_pb2.GetRepositoryRequest(slug=slug)
         )
         return dict(to_json(reply.repository))
 
+    @limited(Work.INDEX)
     async def delete_repository(self, slug: str) -> None:
         await self._call(
             self._backends.retrieval().DeleteRepository,
             retrieval_pb2.DeleteRepositoryRequest(slug=slug),
         )
 
+    @limited(Work.INDEX)
     async def index_collection(self, request: models.IndexCollectionRequest) -> Json:
         message = from_json(retrieval_pb2.IndexCollectionRequest, request.model_dump())
         reply = await self._call(self._backends.retrieval().IndexCollection, message)
         return {"job": to_json(reply.job)}
 
+    @limited(Work.READ)
     async def list_collections(self) -> Json:
         reply = await self._call(
             self._backends.retrieval().ListCollections, retrieval_pb2.ListCollectionsRequest()
         )
         return {"collections": [to_json(c) for c in reply.collections]}
 
+    @limited(Work.READ)
     async def get_job(self, job_id: str) -> Json:
         reply = await self._call(
             self._backends.retrieval().GetJob, retrieval_pb2.GetJobRequest(job_id=job_id)
         )
         return dict(to_json(reply.job))
 
+    @limited(Work.READ)
     async def grant(self, request: models.AccessGrant) -> Json:
         message = retrieval_pb2.GrantAccessRequest(
             principal_id=request.principal_id, role=_ROLES[request.role], **request.target()
@@ -151,6 +203,7 @@ class GatewayApi:
         reply = await self._call(self._backends.retrieval().GrantAccess, message)
         return {"changed": reply.changed}
 
+    @limited(Work.READ)
     async def revoke(self, request: models.AccessGrant) -> Json:
         message = retrieval_pb2.RevokeAccessRequest(
             principal_id=request.principal_id, role=_ROLES[request.role], **request.target()
@@ -158,6 +211,7 @@ class GatewayApi:
         reply = await self._call(self._backends.retrieval().RevokeAccess, message)
         return {"changed": reply.changed}
 
+    @limited(Work.READ)
     async def set_visibility(self, request: models.Visibility) -> Json:
         message = retrieval_pb2.SetVisibilityRequest(public=request.public, **request.target())
         reply = await self._call(self._backends.retrieval().SetVisibility, message)
@@ -165,6 +219,7 @@ class GatewayApi:
 
     # ---- commons ----
 
+    @limited(Work.NOTES)
     async def create_post(self, request: models.NewPost) -> Json:
         reply = await self._call(
             self._backends.commons().CreatePost,
@@ -174,17 +229,20 @@ class GatewayApi:
         )
         return dict(to_json(reply.post))
 
+    @limited(Work.READ)
     async def get_post(self, post_id: str) -> Json:
         reply = await self._call(
             self._backends.commons().GetPost, commons_pb2.GetPostRequest(post_id=post_id)
         )
         return dict(to_json(reply.post))
 
+    @limited(Work.NOTES)
     async def delete_post(self, post_id: str) -> None:
         await self._call(
             self._backends.commons().DeletePost, commons_pb2.DeletePostRequest(post_id=post_id)
         )
 
+    @limited(Work.NOTES)
     async def vote(self, post_id: str, request: models.Vote) -> Json:
         reply = await self._call(
             self._backends.commons().VotePost,
@@ -195,6 +253,7 @@ class GatewayApi:
         )
         return dict(to_json(reply))
 
+    @limited(Work.NOTES)
     async def create_comment(self, post_id: str, request: models.NewComment) -> Json:
         reply = await self._call(
             self._backends.commons().CreateComment,
@@ -202,12 +261,14 @@ class GatewayApi:
         )
         return dict(to_json(reply))
 
+    @limited(Work.READ)
     async def list_comments(self, post_id: str) -> Json:
         reply = await self._call(
             self._backends.commons().ListComments, commons_pb2.ListCommentsRequest(post_id=post_id)
         )
         return dict(to_json(reply))
 
+    @limited(Work.SEARCH)
     async def search_posts(self, query: str) -> Json:
         reply = await self._call(
             self._backends.commons().SearchPosts, commons_pb2.SearchPostsRequest(query=query)

@@ -24,6 +24,7 @@ from gateway.body_limit import BodyLimitMiddleware
 from gateway.errors import install_error_handlers
 from gateway.keys_store import MIGRATIONS, KeysStore
 from gateway.metrics import Metrics, MetricsMiddleware
+from gateway.quotas import Quotas
 from gateway.routes_access import access_router
 from gateway.routes_commons import commons_router
 from gateway.routes_console import console_router
@@ -72,7 +73,8 @@ def build_app(
 ) -> FastAPI:
     """The ASGI app; owns nothing it did not create (the pool and channels are passed in)."""
     metrics = metrics or Metrics()
-    api = GatewayApi(backends, metrics)
+    quotas = Quotas(settings.quotas) if settings.quotas is not None else None
+    api = GatewayApi(backends, metrics, quotas)
     mcp = mcp_http(build_mcp_server(api, principal_of)) if settings.mcp_enabled else None
 
     @contextlib.asynccontextmanager

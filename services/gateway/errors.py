@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cograph_api.rest_errors import ApiError, invalid, not_deployed
+from gateway.quotas import RateLimited
 from svckit.errors import database_outage, reason_of
 
 # ApiError, invalid and not_deployed are defined once in cograph_api.rest_errors (the REST
@@ -99,7 +100,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return JSONResponse(exc.body(), status_code=exc.status)
+        headers = exc.headers() if isinstance(exc, RateLimited) else None
+        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
     async def validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

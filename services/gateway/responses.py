@@ -15,6 +15,7 @@ class ErrorBody(BaseModel):
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` entries for the given error statuses (401 is always possible)."""
-    wanted = sorted({400, 401, 503, *statuses})
+    """OpenAPI `responses` entries for the given error statuses (401, and 429 from the
+    per-key limits of gateway.quotas, are always possible)."""
+    wanted = sorted({400, 401, 429, 503, *statuses})
     return {status: {"model": ErrorBody} for status in wanted}

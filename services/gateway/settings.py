@@ -6,12 +6,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cograph_api.limits import REQUEST_BODY_MAX_BYTES
+from gateway.quotas import Allowance, QuotaSettings, Work
 from svckit.config import Env, internal_secret
 
 # The gRPC services the gateway fronts, by env prefix. A backend whose <NAME>_ADDR is unset
 # is "not deployed": its routes answer 503 and /readyz does not wait for it, so a checkout
 # that has no router yet still comes up (cograph up sets ADDR only for services it runs).
 BACKEND_NAMES: tuple[str, ...] = ("retrieval", "router", "commons")
+
+# Per principal and class of work (gateway.quotas): requests a second sustained, the burst
+# after a pause, and how many at once. An agent waits for a model between calls, so it
+# makes a few calls a second at most; these leave it far more room than that, while a
+# flood from one key is held to a small share of a two-core machine (bench/abuse.py).
+DEFAULT_ALLOWANCES: dict[Work, Allowance] = {
+    Work.SEARCH: Allowance(rate_per_s=5.0, burst=30, concurrent=4),
+    Work.READ: Allowance(rate_per_s=20.0, burst=120, concurrent=8),
+    Work.GREP: Allowance(rate_per_s=1.0, burst=10, concurrent=2),
+    Work.INDEX: Allowance(rate_per_s=0.1, burst=10, concurrent=2),
+    Work.NOTES: Allowance(rate_per_s=0.2, burst=20, concurrent=2),
+}
+
+
+def quota_settings(env: Env) -> QuotaSettings | None:
+    """The per-key limits, or None when GATEWAY_QUOTAS is off (every request admitted)."""
+    if not env.bool("GATEWAY_QUOTAS", True):
+        return None
+    allowances: dict[Work, Allowance] = {}
+    for work, default in DEFAULT_ALLOWANCES.items():
+        prefix = f"GATEWAY_QUOTA_{work.name}"
+        allowances[work] = Allowance(
+            rate_per_s=env.float(f"{prefix}_RATE", default.rate_per_s, min=0.001, max=100_000.0),
+            burst=env.int(f"{prefix}_BURST", default.burst, min=1, max=1_000_000),
+            concurrent=env.int(f"{prefix}_CONCURRENT", default.concurrent, min=1, max=10_000),
+        )
+    return QuotaSettings(
+        allowances,
+        limit_admins=env.bool("GATEWAY_QUOTA_ADMINS", True),
+        max_buckets=env.int("GATEWAY_QUOTA_MAX_BUCKETS", 100_000, min=100, max=10_000_000),
+    )
 
 
 @dataclass(frozen=True)
@@ -35,6 +67,8 @@ class GatewaySettings:
     # Probed by /readyz only: without the embedder search answers without its vector stream
     # (degraded), so the gateway reports it but does not stop being ready for it.
     embedder_addr: str | None = None
+    # Per-key rate and concurrency limits (gateway.quotas); None admits every request.
+    quotas: QuotaSettings | None = None
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -63,6 +97,7 @@ class GatewaySettings:
             internal_secret=internal_secret(env),
             key_lookup_timeout_s=env.float("GATEWAY_KEY_LOOKUP_TIMEOUT_S", 2.5, min=0.05, max=60.0),
             embedder_addr=env.optional_str("EMBEDDER_ADDR"),
+            quotas=quota_settings(env),
         )
 
     @property

@@ -227,6 +227,28 @@ async def test_grep_refuses_and_bounds(search_env: SearchEnv) -> None:
     assert time.monotonic() - started < 25
 
 
+async def test_grep_refuses_patterns_whose_cost_is_unbounded(search_env: SearchEnv) -> None:
+    # The penetration test's patterns: the first slowed every other search, the second ran
+    # 12.5 s past the statement timeout, the third made PostgreSQL ask for 1.6 GB (502).
+    stub = search_env.stub
+    started = time.monotonic()
+    for pattern in ("(a{1,100}){1,100}$", "(a{1,140}){1,140}b", "(a{1,200}){1,200}b", r"(a)\1"):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.Grep(
+                pb.GrepRequest(repo=DEMO, pattern=pattern, regex=True), metadata=ALICE, timeout=30
+            )
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, pattern
+        assert "pattern" in (refused.value.details() or "")
+    assert time.monotonic() - started < 2  # refused before any statement runs
+    # Counted repetitions within the bound still run.
+    bounded = await stub.Grep(
+        pb.GrepRequest(repo=DEMO, pattern=r"(char){1,3}ge{1,10}", regex=True, limit=1),
+        metadata=ALICE,
+        timeout=10,
+    )
+    assert bounded.matches
+
+
 OVERLOADS = '''from typing import overload
 
 

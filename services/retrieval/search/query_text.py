@@ -48,6 +48,44 @@ def _content_words(query: str, code: bool = False) -> str:
 
 MAX_TERMS = 10  # 45 pairs at most: the tsquery stays small
 
+# What the symbol stream's trigram similarity reads of a query (which may be
+# limits.SEARCH_QUERY_MAX_CHARS, 4,000, long). Its cost grows with the query's trigrams (each
+# one is a posting list of the trigram index to merge): a random 4,000-character query took
+# the stream past the 8 s statement timeout (503) where a normal one takes milliseconds
+# (bench/RESULTS.md, "Abuse"). And a long text cannot be similar to a name: similarity is
+# shared trigrams over all trigrams of both, so at the 0.3 threshold a query with more than
+# about 3.3 times a name's trigrams never matches it. 256 characters keeps every query
+# naming a symbol, a signature or a sentence whole.
+SYMBOL_QUERY_MAX_CHARS = 256
+# What a snippet looks for in a result (snippets.first_match): a pattern per query word,
+# searched in every result. A random 4,000-character query has some 600 words, which took
+# hydrating ten results from 4 to 99 ms; 256 characters (about 40 words) still find the
+# first match of a real question's words.
+SNIPPET_QUERY_MAX_CHARS = 256
+
+
+def cut_text(text: str, most: int) -> str:
+    """`text` cut to at most `most` characters, at a space when the cut would split a word
+    (unless the first word alone is longer)."""
+    if len(text) <= most:
+        return text
+    head = text[:most]
+    if not text[most].isspace():
+        space = max(head.rfind(" "), head.rfind("\t"), head.rfind("\n"))
+        if space > 0:
+            head = head[:space]
+    return head.rstrip()
+
+
+def symbol_text(query: str) -> str:
+    """The part of the query the symbol stream matches names against."""
+    return cut_text(query.strip(), SYMBOL_QUERY_MAX_CHARS)
+
+
+def snippet_text(query: str) -> str:
+    """The part of the query whose words a snippet is centred on."""
+    return cut_text(query.strip(), SNIPPET_QUERY_MAX_CHARS)
+
 
 def any_two(terms: list[str]) -> str:
     """A tsquery matching text that holds at least two of `terms` (any one when there is

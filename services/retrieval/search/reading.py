@@ -18,10 +18,15 @@ import asyncpg
 from cograph_api import limits
 from cograph_api.access_rules import Viewer, collection_readable, repository_readable
 from retrieval.search.cursors import PATH_FIELD, CursorCodec
+from retrieval.search.regex_cost import REGEX_STATES_MAX, regex_cost
 from svckit.errors import DeadlineExceeded, InvalidArgument, NotFound
 
 # Grep gives up after this long (the statement's own timeout, under the pool's deadline).
 GREP_TIMEOUT_MS = 5000
+# The client stops waiting this much later (and asks the server to cancel): the server's
+# timeout, a clear error, wins on a healthy server; the client's holds on one that does not
+# answer a cancel in time.
+GREP_CLIENT_MARGIN_S = 1.0
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -307,6 +312,18 @@ def check_pattern(pattern: str, regex: bool) -> str:
         # Director prefixes and embedded options would change how every line is matched
         # (the statement adds its own newline-sensitive option).
         raise InvalidArgument("pattern must not start with *** or an embedded option (?...)")
+    if regex:
+        cost = regex_cost(pattern)
+        if cost.backreference:
+            raise InvalidArgument(
+                "pattern must not use back-references (\\1 ...): their matching time is unbounded"
+            )
+        if cost.states > REGEX_STATES_MAX:
+            raise InvalidArgument(
+                f"pattern is too complex: its counted repetitions ({{m,n}}) expand to about "
+                f"{cost.states} states, at most {REGEX_STATES_MAX} are allowed; use smaller "
+                "bounds or fewer nested repetitions"
+            )
     return pattern
 
 
@@ -399,12 +416,20 @@ async def grep(
             # takes the trigram index, which for a pattern without trigrams (or a common
             # one) reads every file and outlasts the deadline (bench/RESULTS.md, "Grep").
             await conn.execute(f"SET LOCAL statement_timeout = {GREP_TIMEOUT_MS}; {GREP_PLANNING}")
-            rows = await conn.fetch(sql, *args)
+            rows = await conn.fetch(
+                sql, *args, timeout=GREP_TIMEOUT_MS / 1000 + GREP_CLIENT_MARGIN_S
+            )
     except asyncpg.InvalidRegularExpressionError as err:
         raise InvalidArgument(f"pattern is not a valid regular expression: {err}") from None
-    except asyncpg.ProgramLimitExceededError as err:
+    except (asyncpg.ProgramLimitExceededError, asyncpg.OutOfMemoryError) as err:
         raise InvalidArgument(f"pattern is too complex: {err}") from None
-    except asyncpg.QueryCanceledError:
+    except asyncpg.InternalServerError as err:
+        # PostgreSQL's regex compiler asks for memory in proportion to the pattern and says
+        # so with an internal error; the cost check above keeps patterns far from it.
+        if "invalid memory alloc request size" not in str(err):
+            raise
+        raise InvalidArgument("pattern is too complex: it needs too much memory") from None
+    except (asyncpg.QueryCanceledError, TimeoutError):
         raise DeadlineExceeded(
             f"grep gave up after {GREP_TIMEOUT_MS // 1000} s; narrow the pattern or path_glob"
         ) from None

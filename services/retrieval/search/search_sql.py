@@ -22,6 +22,7 @@ from cograph_api.access_rules import Viewer, collection_readable, repository_rea
 from retrieval import term_statistics
 from retrieval.layers import Store, Unit
 from retrieval.search.fusion import Place, Span, StreamHit
+from retrieval.search.query_text import symbol_text
 
 SYMBOL_THRESHOLD = 0.3  # a symbol hit needs pg_trgm similarity on qualified_name >= 0.3
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
@@ -263,6 +264,7 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
     (`Color` the class over `color` the method).
     Those are candidates whatever their similarity (a short bare name is far, in trigrams,
     from a long qualified name), found through the lower(name) index, and lead the stream."""
+    text = symbol_text(text)  # the stream's cost grows with the query's trigrams
     params = _Params()
     source, where = _source("code", scope, params)
     query = params.add(text)

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from retrieval.search.lexemes import identifier_parts
-from retrieval.search.query_text import STOPWORDS
+from retrieval.search.query_text import STOPWORDS, snippet_text
 
 _WORD = re.compile(r"\w+")
 _JOIN = r"[_\-\s.]?"  # how identifier parts may be glued in text
@@ -59,8 +59,9 @@ def term_patterns(query: str) -> tuple[list[re.Pattern[str]], list[re.Pattern[st
 
 
 def first_match(text: str, query: str) -> tuple[int, int] | None:
-    """(start, end) of the earliest whole-word match, else the earliest part match."""
-    whole, parts = term_patterns(query)
+    """(start, end) of the earliest whole-word match, else the earliest part match, for
+    the words of the query's first SNIPPET_QUERY_MAX_CHARS characters."""
+    whole, parts = term_patterns(snippet_text(query))
     for group in (whole, parts):
         best: tuple[int, int] | None = None
         for pattern in group:
