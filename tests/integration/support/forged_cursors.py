@@ -13,12 +13,12 @@ from retrieval.search.cursors import CursorCodec
 from tests.internal_auth import TEST_SECRET
 
 # Positions that made the statement fail (a 502) when a forged cursor carried them.
-HOSTILE_REFS_POSITIONS = [
+HOSTILE_REFS_POSITIONS: list[list[object]] = [
     ["shop/cart.py", 2**70, 1],
     ["shop/cart\x00.py", 1, 1],
     ["shop/cart.py", 1, 2**64],
 ]
-HOSTILE_FILES_POSITIONS = [["shop/cart\x00.py"], ["\ud800"], [2**70]]
+HOSTILE_FILES_POSITIONS: list[list[object]] = [["shop/cart\x00.py"], ["\ud800"], [2**70]]
 
 
 def refs_scope(repo: str, symbol: str) -> str:
