@@ -100,6 +100,15 @@ COMMONS_QUERY_MAX_CHARS: Final = 1_000
 
 KEY_NAME_MAX_CHARS: Final = 100
 KEY_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@:\-]*$"
+# Names no key created through the API may have, as its name or its principal (compared
+# case-insensitively): `admin` is the principal of the keys `cograph up` and `cograph keys
+# bootstrap` store and of the operator commands (cograph_cli.identity), and the others read
+# as the system itself in an audit log or a note's authorship. Admin keys with the `admin`
+# principal are written only by those two operator paths (cograph_api.admin_keys); the
+# gateway's migration 0002 refuses these principals for non-admin keys in the database too.
+RESERVED_PRINCIPALS: Final = frozenset(
+    {"admin", "administrator", "root", "system", "operator", "anonymous", "public", "cograph"}
+)
 
 # ---- HTTP ------------------------------------------------------------------------------
 

@@ -259,8 +259,31 @@ class NewKey(Body):
         None, description="Who the key acts for; defaults to the name."
     )
     admin: StrictBool = Field(False, description="Admins read everything and manage keys.")
+    existing_principal: StrictBool = Field(
+        False,
+        description="Add a key for a principal that already has one (rotation). Without it a "
+        "principal another key has is refused (409 principal_exists); with it the principal "
+        "must exist and the new key must have its admin flag (409 principal_admin_mismatch).",
+    )
     grant_repositories: list[Slug] = Field(default_factory=list, max_length=L.GRANTS_MAX)
     grant_collections: list[Name] = Field(default_factory=list, max_length=L.GRANTS_MAX)
+
+    @model_validator(mode="after")
+    def _not_reserved(self) -> NewKey:
+        # A key named `admin` would act for the principal `admin` (the name is the default
+        # principal), and so author, and delete, as the operator in the commons.
+        for field, value in (("name", self.name), ("principal_id", self.principal_id)):
+            if value is not None and value.lower() in L.RESERVED_PRINCIPALS:
+                raise ValueError(
+                    f"{field}: {value!r} is reserved (reserved: "
+                    f"{', '.join(sorted(L.RESERVED_PRINCIPALS))})"
+                )
+        return self
+
+    @property
+    def principal(self) -> str:
+        """Who the key acts for: principal_id, else the name."""
+        return self.principal_id or self.name
 
 
 class AccessTarget(Body):
