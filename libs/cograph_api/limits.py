@@ -95,6 +95,13 @@ POST_TAGS_MAX: Final = 10
 TAG_MAX_CHARS: Final = 32
 COMMENT_MAX_CHARS: Final = 5_000
 COMMONS_QUERY_MAX_CHARS: Final = 1_000
+# Moderation (admins): the reason given for hiding, unhiding or deleting another author's
+# note or comment, kept in the moderation log; and that log's page size. Moderation has no
+# MCP tool (docs/agents.md says why), so these bind the REST routes and the service.
+MODERATION_REASON_MAX_CHARS: Final = 500
+MODERATION_LOG_LIMIT_MIN: Final = 1
+MODERATION_LOG_LIMIT_MAX: Final = 500
+MODERATION_LOG_LIMIT_DEFAULT: Final = 100
 
 # ---- API keys (gateway /api/keys) -------------------------------------------------------
 

@@ -245,6 +245,17 @@ class NewComment(Body):
     body: Annotated[str, _len(L.COMMENT_MAX_CHARS), _CLEAN]
 
 
+ModerationReason = Annotated[str, _len(L.MODERATION_REASON_MAX_CHARS), _CLEAN]
+
+
+class Moderation(Body):
+    """Why an admin hides or unhides a note or comment; kept in the moderation log."""
+
+    reason: Annotated[ModerationReason, AfterValidator(_not_blank)] = Field(
+        description="Why, for the moderation log (e.g. spam, prompt injection)."
+    )
+
+
 KeyName = Annotated[
     str,
     StringConstraints(min_length=1, max_length=L.KEY_NAME_MAX_CHARS, pattern=L.KEY_NAME_PATTERN),
