@@ -95,11 +95,27 @@ POST_TAGS_MAX: Final = 10
 TAG_MAX_CHARS: Final = 32
 COMMENT_MAX_CHARS: Final = 5_000
 COMMONS_QUERY_MAX_CHARS: Final = 1_000
+# Moderation (admins): the reason given for hiding, unhiding or deleting another author's
+# note or comment, kept in the moderation log; and that log's page size. Moderation has no
+# MCP tool (docs/agents.md says why), so these bind the REST routes and the service.
+MODERATION_REASON_MAX_CHARS: Final = 500
+MODERATION_LOG_LIMIT_MIN: Final = 1
+MODERATION_LOG_LIMIT_MAX: Final = 500
+MODERATION_LOG_LIMIT_DEFAULT: Final = 100
 
 # ---- API keys (gateway /api/keys) -------------------------------------------------------
 
 KEY_NAME_MAX_CHARS: Final = 100
 KEY_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@:\-]*$"
+# Names no key created through the API may have, as its name or its principal (compared
+# case-insensitively): `admin` is the principal of the keys `cograph up` and `cograph keys
+# bootstrap` store and of the operator commands (cograph_cli.identity), and the others read
+# as the system itself in an audit log or a note's authorship. Admin keys with the `admin`
+# principal are written only by those two operator paths (cograph_api.admin_keys); the
+# gateway's migration 0002 refuses these principals for non-admin keys in the database too.
+RESERVED_PRINCIPALS: Final = frozenset(
+    {"admin", "administrator", "root", "system", "operator", "anonymous", "public", "cograph"}
+)
 
 # ---- HTTP ------------------------------------------------------------------------------
 

@@ -245,6 +245,17 @@ class NewComment(Body):
     body: Annotated[str, _len(L.COMMENT_MAX_CHARS), _CLEAN]
 
 
+ModerationReason = Annotated[str, _len(L.MODERATION_REASON_MAX_CHARS), _CLEAN]
+
+
+class Moderation(Body):
+    """Why an admin hides or unhides a note or comment; kept in the moderation log."""
+
+    reason: Annotated[ModerationReason, AfterValidator(_not_blank)] = Field(
+        description="Why, for the moderation log (e.g. spam, prompt injection)."
+    )
+
+
 KeyName = Annotated[
     str,
     StringConstraints(min_length=1, max_length=L.KEY_NAME_MAX_CHARS, pattern=L.KEY_NAME_PATTERN),
@@ -259,8 +270,31 @@ class NewKey(Body):
         None, description="Who the key acts for; defaults to the name."
     )
     admin: StrictBool = Field(False, description="Admins read everything and manage keys.")
+    existing_principal: StrictBool = Field(
+        False,
+        description="Add a key for a principal that already has one (rotation). Without it a "
+        "principal another key has is refused (409 principal_exists); with it the principal "
+        "must exist and the new key must have its admin flag (409 principal_admin_mismatch).",
+    )
     grant_repositories: list[Slug] = Field(default_factory=list, max_length=L.GRANTS_MAX)
     grant_collections: list[Name] = Field(default_factory=list, max_length=L.GRANTS_MAX)
+
+    @model_validator(mode="after")
+    def _not_reserved(self) -> NewKey:
+        # A key named `admin` would act for the principal `admin` (the name is the default
+        # principal), and so author, and delete, as the operator in the commons.
+        for field, value in (("name", self.name), ("principal_id", self.principal_id)):
+            if value is not None and value.lower() in L.RESERVED_PRINCIPALS:
+                raise ValueError(
+                    f"{field}: {value!r} is reserved (reserved: "
+                    f"{', '.join(sorted(L.RESERVED_PRINCIPALS))})"
+                )
+        return self
+
+    @property
+    def principal(self) -> str:
+        """Who the key acts for: principal_id, else the name."""
+        return self.principal_id or self.name
 
 
 class AccessTarget(Body):

@@ -1,6 +1,9 @@
 """`cograph keys create|list|revoke`: API key administration through the gateway.
 
-Needs an admin key (see cograph_cli.rest_calls for where it is found).
+Needs an admin key (see cograph_cli.rest_calls for where it is found). A principal is one
+identity: a reserved name (cograph_api.limits.RESERVED_PRINCIPALS) is refused, and so is a
+principal that another key has, unless `--existing-principal` asks for a second key for it
+with the same admin flag (rotation).
 
 `cograph keys bootstrap` is the exception: it writes the first admin key straight into the
 gateway's key table (COGRAPH_DATABASE_URL), for a deployment where nobody holds a key yet.
@@ -37,6 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     create.add_argument("--name", required=True, help="a label, e.g. ci-bot")
     create.add_argument("--principal", default=None, help="who the key acts for (default: name)")
     create.add_argument("--admin", action="store_true", help="an admin key (reads everything)")
+    create.add_argument(
+        "--existing-principal",
+        action="store_true",
+        help="add another key for a principal that has one (rotation; same --admin as its keys)",
+    )
     create.add_argument(
         "--grant",
         action="append",
@@ -86,6 +94,7 @@ def _create(args: argparse.Namespace) -> int:
             name=args.name,
             principal_id=args.principal,
             admin=args.admin,
+            existing_principal=args.existing_principal,
             grant_repositories=repositories,
             grant_collections=collections,
         )

@@ -1,10 +1,13 @@
-"""`cograph notes post|search|show|vote|comment|delete`: the commons over gRPC.
+"""`cograph notes post|search|show|vote|comment|delete|hide|unhide|audit`: the commons over
+gRPC.
 
 The commons service is addressed by COMMONS_ADDR (default 127.0.0.1:50054). Like every
 operator command, calls act as the local operator (cograph_cli.identity: principal
 `admin`, an admin), signed with the internal secret, so notes are authored by the same
 principal that indexes and searches. `--as NAME` (or COGRAPH_PRINCIPAL) acts for another
-principal, e.g. to vote on a note the operator wrote.
+principal, e.g. to vote on a note the operator wrote. Operator commands always carry the
+admin flag, so `hide`, `unhide`, `delete` of another's note and `audit` work whoever they act
+for, and the moderation log names that principal.
 """
 
 from __future__ import annotations
@@ -79,10 +82,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     comment.add_argument("--json", action="store_true")
     comment.set_defaults(handler=_comment)
 
-    delete = actions.add_parser("delete", parents=[who], help="delete a note (author only)")
-    delete.add_argument("post_id")
-    delete.add_argument("--json", action="store_true")
+    # --comment: the id is a comment's; --reason: logged, required for another's content.
+    target = argparse.ArgumentParser(add_help=False)
+    target.add_argument("--comment", action="store_true", help="the id is a comment's")
+    target.add_argument("--json", action="store_true")
+
+    delete = actions.add_parser(
+        "delete",
+        parents=[who, target],
+        help="delete a note or comment (its author; an admin's needs --reason for others')",
+    )
+    delete.add_argument("post_id", metavar="ID")
+    delete.add_argument("--reason", default="", help="why (kept in the moderation log)")
     delete.set_defaults(handler=_delete)
+
+    for name, hidden in (("hide", True), ("unhide", False)):
+        moderate = actions.add_parser(
+            name,
+            parents=[who, target],
+            help=f"{name} a note or comment (admin; logged)",
+        )
+        moderate.add_argument("post_id", metavar="ID")
+        moderate.add_argument("--reason", required=True, help="why (kept in the moderation log)")
+        moderate.set_defaults(handler=_set_hidden, hidden=hidden)
+
+    audit = actions.add_parser("audit", parents=[who], help="the moderation log, newest first")
+    audit.add_argument("--limit", type=int, default=0, help="entries (default: the service's)")
+    audit.add_argument("--before", type=int, default=0, help="entries older than this id")
+    audit.add_argument("--json", action="store_true")
+    audit.set_defaults(handler=_audit)
 
 
 def _run(args: argparse.Namespace, call: Call) -> Any:
@@ -206,7 +234,60 @@ def _comment(args: argparse.Namespace) -> int:
 
 @_guarded
 def _delete(args: argparse.Namespace) -> int:
-    request = commons_pb2.DeletePostRequest(post_id=args.post_id)
-    _run(args, lambda stub, md: stub.DeletePost(request, metadata=md, timeout=TIMEOUT_S))
+    if args.comment:
+        comment = commons_pb2.DeleteCommentRequest(comment_id=args.post_id, reason=args.reason)
+        _run(args, lambda stub, md: stub.DeleteComment(comment, metadata=md, timeout=TIMEOUT_S))
+    else:
+        post = commons_pb2.DeletePostRequest(post_id=args.post_id, reason=args.reason)
+        _run(args, lambda stub, md: stub.DeletePost(post, metadata=md, timeout=TIMEOUT_S))
     print(json.dumps({"deleted": args.post_id}) if args.json else f"deleted {args.post_id}")
+    return 0
+
+
+@_guarded
+def _set_hidden(args: argparse.Namespace) -> int:
+    if args.comment:
+        comment = commons_pb2.SetCommentHiddenRequest(
+            comment_id=args.post_id, hidden=args.hidden, reason=args.reason
+        )
+        reply = _run(
+            args, lambda stub, md: stub.SetCommentHidden(comment, metadata=md, timeout=TIMEOUT_S)
+        )
+    else:
+        post = commons_pb2.SetPostHiddenRequest(
+            post_id=args.post_id, hidden=args.hidden, reason=args.reason
+        )
+        reply = _run(
+            args, lambda stub, md: stub.SetPostHidden(post, metadata=md, timeout=TIMEOUT_S)
+        )
+    body = _dict(reply)
+    if args.json:
+        print(json.dumps(body))
+        return 0
+    state = "hidden" if body["hidden"] else "visible"
+    print(f"{args.post_id} {state}" + ("" if body["changed"] else " (unchanged)"))
+    return 0
+
+
+@_guarded
+def _audit(args: argparse.Namespace) -> int:
+    request = commons_pb2.ListModerationLogRequest(limit=args.limit, before_id=args.before)
+    reply = _run(
+        args, lambda stub, md: stub.ListModerationLog(request, metadata=md, timeout=TIMEOUT_S)
+    )
+    body = _dict(reply)
+    if args.json:
+        print(json.dumps(body))
+        return 0
+    if not body["entries"]:
+        print("no moderation actions")
+    for entry in body["entries"]:
+        print(
+            f"{entry['id']}  {entry['created_at']}  {entry['principal_id']} {entry['action']} "
+            f"{entry['target']} {entry['target_id']} (by {entry['target_author']}): "
+            f"{entry['reason']}"
+        )
+        print(f"  {entry['target_excerpt']!r}")
+    if body["next_before_id"]:
+        print(f"more: cograph notes audit --before {body['next_before_id']}")
     return 0

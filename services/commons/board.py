@@ -11,19 +11,21 @@ from dataclasses import dataclass, replace
 from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
 from cograph_api.embedding_space import MISMATCH_REASON, CheckedEmbedder, SpaceMismatch
 from commons.embedding import MAX_EMBED_CHARS, DetachedTasks, NoteEmbedder
-from commons.models import Comment, Post, SearchHit, VoteOutcome
+from commons.models import Comment, ModerationEntry, Post, SearchHit, VoteOutcome
 from commons.query import like_pattern, parse_query
 from commons.ranking import RankingWeights, Strategy, choose_strategy
-from commons.store import CommonsStore, DeleteOutcome, SearchParams, VoteRefusal
+from commons.store import Actor, CommonsStore, DeleteOutcome, SearchParams, VoteRefusal
 from commons.validation import (
     Limits,
     parse_post_id,
     validate_comment,
+    validate_log_page,
     validate_post,
     validate_query,
+    validate_reason,
 )
 from svckit.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated, Unavailable
-from svckit.requestctx import current_principal
+from svckit.requestctx import Principal, current_principal
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +47,30 @@ class SearchConfig:
 
 
 def _writer() -> str:
+    return _signed_in().id
+
+
+def _signed_in() -> Principal:
     principal = current_principal()
     if principal is None:
         raise Unauthenticated("writing to the commons needs an authenticated principal")
+    return principal
+
+
+def _moderator() -> str:
+    """The admin principal moderating; checked before the target is looked up, so a
+    non-admin learns nothing about which notes or comments exist."""
+    principal = _signed_in()
+    if not principal.admin:
+        raise PermissionDenied("moderation needs an admin")
     return principal.id
+
+
+def _viewer() -> tuple[str | None, bool]:
+    """Who reads (None: anonymous) and whether they are an admin: hidden notes and comments
+    exist only for their author and admins."""
+    principal = current_principal()
+    return (principal.id, principal.admin) if principal is not None else (None, False)
 
 
 async def run_search(
@@ -73,6 +95,16 @@ async def run_search(
         strategy = Strategy.FILTERED
         hits = await store.search(replace(params, strategy=strategy))
     return strategy, hits
+
+
+def _deleted(outcome: DeleteOutcome, kind: str, target_id: str) -> None:
+    """Raises what a refused deletion means to the caller."""
+    if outcome is DeleteOutcome.NOT_FOUND:
+        raise NotFound(f"{kind} {target_id} not found")
+    if outcome is DeleteOutcome.NOT_AUTHOR:
+        raise PermissionDenied(f"only its author or an admin may delete a {kind}")
+    if outcome is DeleteOutcome.NEEDS_REASON:
+        raise InvalidArgument(f"reason: required to delete another author's {kind}")
 
 
 class NotesBoard:
@@ -101,24 +133,65 @@ class NotesBoard:
         return post
 
     async def get_post(self, post_id: str) -> Post:
-        post = await self._store.get_post(parse_post_id(post_id))
+        post = await self._store.get_post(parse_post_id(post_id), *_viewer())
         if post is None:
             raise NotFound(f"post {post_id} not found")
         return post
 
-    async def delete_post(self, post_id: str) -> None:
-        principal = _writer()
-        outcome = await self._store.delete_post(parse_post_id(post_id), principal)
-        if outcome is DeleteOutcome.NOT_FOUND:
+    def _actor(self, reason: str) -> Actor:
+        """The deleting principal; a reason, when given, is checked whoever gives it."""
+        principal = _signed_in()
+        given = validate_reason(reason, self._limits) if reason.strip() else None
+        return Actor(principal.id, principal.admin, given)
+
+    async def delete_post(self, post_id: str, reason: str = "") -> None:
+        """Its author deletes a note; an admin deletes anyone's, with a reason (logged)."""
+        actor = self._actor(reason)
+        outcome = await self._store.delete_post(parse_post_id(post_id), actor)
+        _deleted(outcome, "post", post_id)
+
+    async def delete_comment(self, comment_id: str, reason: str = "") -> None:
+        """Its author deletes a comment; an admin deletes anyone's, with a reason (logged)."""
+        actor = self._actor(reason)
+        outcome = await self._store.delete_comment(parse_post_id(comment_id, "comment_id"), actor)
+        _deleted(outcome, "comment", comment_id)
+
+    async def set_post_hidden(self, post_id: str, hidden: bool, reason: str) -> bool:
+        """Hides (out of search and every non-admin's reads at once) or unhides a note;
+        whether it changed. Admins only; the action and reason are logged."""
+        moderator = _moderator()
+        text = validate_reason(reason, self._limits)
+        changed = await self._store.set_post_hidden(parse_post_id(post_id), moderator, hidden, text)
+        if changed is None:
             raise NotFound(f"post {post_id} not found")
-        if outcome is DeleteOutcome.NOT_AUTHOR:
-            raise PermissionDenied("only the author may delete a post")
+        return changed
+
+    async def set_comment_hidden(self, comment_id: str, hidden: bool, reason: str) -> bool:
+        """Hides or unhides a comment; whether it changed. Admins only; logged."""
+        moderator = _moderator()
+        text = validate_reason(reason, self._limits)
+        changed = await self._store.set_comment_hidden(
+            parse_post_id(comment_id, "comment_id"), moderator, hidden, text
+        )
+        if changed is None:
+            raise NotFound(f"comment {comment_id} not found")
+        return changed
+
+    async def moderation_log(
+        self, limit: int, before_id: int
+    ) -> tuple[list[ModerationEntry], int | None]:
+        """A page of the moderation log, newest first (admins only)."""
+        _moderator()
+        size, cursor = validate_log_page(limit, before_id, self._limits)
+        return await self._store.moderation_log(size, cursor)
 
     async def vote(self, post_id: str, value: int) -> VoteOutcome:
         if value not in (-1, 0, 1):
             raise InvalidArgument("direction: must be up, down or none")
-        principal = _writer()
-        outcome = await self._store.vote(parse_post_id(post_id), principal, value)
+        principal = _signed_in()
+        outcome = await self._store.vote(
+            parse_post_id(post_id), principal.id, value, principal.admin
+        )
         if outcome is VoteRefusal.NOT_FOUND:
             raise NotFound(f"post {post_id} not found")
         if outcome is VoteRefusal.OWN_POST:
@@ -130,15 +203,17 @@ class NotesBoard:
         return outcome
 
     async def add_comment(self, post_id: str, body: str) -> tuple[Comment, int]:
-        principal = _writer()
+        principal = _signed_in()
         text = validate_comment(body, self._limits)
-        added = await self._store.add_comment(parse_post_id(post_id), principal, text)
+        added = await self._store.add_comment(
+            parse_post_id(post_id), principal.id, text, principal.admin
+        )
         if added is None:
             raise NotFound(f"post {post_id} not found")
         return added
 
     async def list_comments(self, post_id: str) -> list[Comment]:
-        comments = await self._store.list_comments(parse_post_id(post_id))
+        comments = await self._store.list_comments(parse_post_id(post_id), *_viewer())
         if comments is None:
             raise NotFound(f"post {post_id} not found")
         return comments

@@ -18,6 +18,8 @@ class Post:
     comment_count: int
     created_at: datetime
     searchable: bool
+    hidden: bool
+    author: str  # the author's principal id: decides who sees a hidden note; never rendered
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Comment:
     contributor_no: int
     body: str
     created_at: datetime
+    hidden: bool
 
 
 @dataclass(frozen=True)
@@ -59,4 +62,20 @@ class PendingEmbed:
     id: uuid.UUID
     title: str
     body: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ModerationEntry:
+    """One row of the moderation log: who hid, unhid or deleted what, and why."""
+
+    id: int
+    principal_id: str
+    action: str  # hide, unhide, delete
+    target: str  # post, comment
+    target_id: uuid.UUID
+    post_id: uuid.UUID
+    target_author: str
+    target_excerpt: str
+    reason: str
     created_at: datetime

@@ -9,7 +9,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from commons.board import NotesBoard
-from commons.models import Comment, Post, SearchHit
+from commons.models import Comment, ModerationEntry, Post, SearchHit
 
 _DIRECTION_TO_VALUE = {
     commons_pb2.VOTE_DIRECTION_UP: 1,
@@ -17,6 +17,15 @@ _DIRECTION_TO_VALUE = {
     commons_pb2.VOTE_DIRECTION_NONE: 0,
 }
 _VALUE_TO_DIRECTION = {value: direction for direction, value in _DIRECTION_TO_VALUE.items()}
+_ACTIONS = {
+    "hide": commons_pb2.MODERATION_ACTION_HIDE,
+    "unhide": commons_pb2.MODERATION_ACTION_UNHIDE,
+    "delete": commons_pb2.MODERATION_ACTION_DELETE,
+}
+_TARGETS = {
+    "post": commons_pb2.MODERATION_TARGET_POST,
+    "comment": commons_pb2.MODERATION_TARGET_COMMENT,
+}
 
 
 def _timestamp(value: datetime) -> Timestamp:
@@ -36,6 +45,7 @@ def post_message(post: Post) -> commons_pb2.Post:
         comment_count=post.comment_count,
         created_at=_timestamp(post.created_at),
         searchable=post.searchable,
+        hidden=post.hidden,
     )
 
 
@@ -61,6 +71,22 @@ def comment_message(comment: Comment) -> commons_pb2.Comment:
         contributor_no=comment.contributor_no,
         body=comment.body,
         created_at=_timestamp(comment.created_at),
+        hidden=comment.hidden,
+    )
+
+
+def entry_message(entry: ModerationEntry) -> commons_pb2.ModerationEntry:
+    return commons_pb2.ModerationEntry(
+        id=entry.id,
+        principal_id=entry.principal_id,
+        action=_ACTIONS[entry.action],
+        target=_TARGETS[entry.target],
+        target_id=str(entry.target_id),
+        post_id=str(entry.post_id),
+        target_author=entry.target_author,
+        target_excerpt=entry.target_excerpt,
+        reason=entry.reason,
+        created_at=_timestamp(entry.created_at),
     )
 
 
@@ -83,7 +109,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
     async def DeletePost(
         self, request: commons_pb2.DeletePostRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.DeletePostResponse:
-        await self._board.delete_post(request.post_id)
+        await self._board.delete_post(request.post_id, request.reason)
         return commons_pb2.DeletePostResponse()
 
     async def VotePost(
@@ -119,4 +145,36 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         hits = await self._board.search(request.query)
         return commons_pb2.SearchPostsResponse(
             query=request.query, results=[result_message(h) for h in hits]
+        )
+
+    async def SetPostHidden(
+        self, request: commons_pb2.SetPostHiddenRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.SetPostHiddenResponse:
+        changed = await self._board.set_post_hidden(request.post_id, request.hidden, request.reason)
+        return commons_pb2.SetPostHiddenResponse(
+            post_id=request.post_id.strip(), hidden=request.hidden, changed=changed
+        )
+
+    async def SetCommentHidden(
+        self, request: commons_pb2.SetCommentHiddenRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.SetCommentHiddenResponse:
+        changed = await self._board.set_comment_hidden(
+            request.comment_id, request.hidden, request.reason
+        )
+        return commons_pb2.SetCommentHiddenResponse(
+            comment_id=request.comment_id.strip(), hidden=request.hidden, changed=changed
+        )
+
+    async def DeleteComment(
+        self, request: commons_pb2.DeleteCommentRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.DeleteCommentResponse:
+        await self._board.delete_comment(request.comment_id, request.reason)
+        return commons_pb2.DeleteCommentResponse()
+
+    async def ListModerationLog(
+        self, request: commons_pb2.ListModerationLogRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.ListModerationLogResponse:
+        entries, next_before = await self._board.moderation_log(request.limit, request.before_id)
+        return commons_pb2.ListModerationLogResponse(
+            entries=[entry_message(e) for e in entries], next_before_id=next_before or 0
         )

@@ -16,7 +16,14 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
-from commons.models import Comment, PendingEmbed, Post, SearchHit, VoteOutcome
+from commons.models import (
+    Comment,
+    ModerationEntry,
+    PendingEmbed,
+    Post,
+    SearchHit,
+    VoteOutcome,
+)
 from commons.ranking import RankingWeights, Strategy, ef_search_for
 from commons.validation import NewPost
 
@@ -24,8 +31,26 @@ Vector = npt.NDArray[np.float32]
 
 _POST_COLUMNS = """
     p.id, u.contributor_no, p.title, p.body, p.tags, p.score, p.comment_count, p.created_at,
-    p.embedding IS NOT NULL AS searchable
+    p.embedding IS NOT NULL AS searchable, p.hidden_at IS NOT NULL AS hidden,
+    u.principal_id AS author
 """
+_COMMENT_COLUMNS = (
+    "c.id, c.post_id, u.contributor_no, c.body, c.created_at, c.hidden_at IS NOT NULL AS hidden"
+)
+# How much of a moderated note's title or comment's body the moderation log keeps.
+EXCERPT_CHARS = 200
+
+
+def visible(hidden_at: str, author: str, viewer_param: str, admin_param: str) -> str:
+    """Boolean SQL: a row is visible to the bound viewer. Hidden notes and comments are seen
+    by their author and by admins only; for anyone else they do not exist (not found), so
+    a hidden note cannot be read, voted on or commented on. An anonymous viewer (NULL) sees
+    only what is not hidden."""
+    return (
+        f"({hidden_at} IS NULL OR {admin_param}::boolean "
+        f"OR ({author} = {viewer_param}::text) IS TRUE)"
+    )
+
 
 # Parameters: $1 query vector, $2 limit, $3 snippet length, $4 / $5 the weights; two-stage
 # adds $6 = K; the escaped phrase patterns come last, and only when there are phrases.
@@ -55,7 +80,7 @@ WITH ranked AS (
     SELECT p.id, {_BLEND.format(distance="(p.embedding <=> $1::vector)")} AS rank_score,
            p.score, p.created_at
     FROM posts p
-    WHERE p.embedding IS NOT NULL
+    WHERE p.embedding IS NOT NULL AND p.hidden_at IS NULL
       {{phrases}}
     ORDER BY rank_score DESC, p.score DESC, p.created_at DESC, p.id
     LIMIT $2
@@ -69,7 +94,7 @@ TWO_STAGE_SQL = f"""
 WITH candidates AS MATERIALIZED (
     SELECT p.id, p.embedding <=> $1::vector AS distance
     FROM posts p
-    WHERE p.embedding IS NOT NULL
+    WHERE p.embedding IS NOT NULL AND p.hidden_at IS NULL
       {{phrases}}
     ORDER BY p.embedding <=> $1::vector
     LIMIT $6
@@ -88,6 +113,17 @@ class DeleteOutcome(Enum):
     DELETED = "deleted"
     NOT_FOUND = "not_found"
     NOT_AUTHOR = "not_author"
+    NEEDS_REASON = "needs_reason"  # an admin deleting another's note or comment gave no reason
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who deletes: their principal, whether they are an admin, and the reason given (if
+    any), which a deletion of another author's note or comment needs."""
+
+    principal_id: str
+    admin: bool
+    reason: str | None
 
 
 class VoteRefusal(Enum):
@@ -142,6 +178,8 @@ def _post(row: asyncpg.Record) -> Post:
         comment_count=row["comment_count"],
         created_at=row["created_at"],
         searchable=row["searchable"],
+        hidden=row["hidden"],
+        author=row["author"],
     )
 
 
@@ -152,6 +190,36 @@ def _comment(row: asyncpg.Record) -> Comment:
         contributor_no=row["contributor_no"],
         body=row["body"],
         created_at=row["created_at"],
+        hidden=row["hidden"],
+    )
+
+
+@dataclass(frozen=True)
+class Moderated:
+    """What a moderation action applies to, as the log keeps it."""
+
+    kind: str  # post, comment
+    id: uuid.UUID
+    post_id: uuid.UUID  # the note itself, or the note the comment is on
+    author: str  # the principal who wrote it
+    text: str  # its title (a note) or body (a comment), cut to EXCERPT_CHARS when logged
+
+
+async def _log(
+    conn: asyncpg.Connection, actor: str, action: str, reason: str, target: Moderated
+) -> None:
+    """Records a moderation action in the transaction that takes it."""
+    await conn.execute(
+        "INSERT INTO moderation_log (principal_id, action, target_kind, target_id, post_id, "
+        "target_author, target_excerpt, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        actor,
+        action,
+        target.kind,
+        target.id,
+        target.post_id,
+        target.author,
+        target.text[:EXCERPT_CHARS],
+        reason,
     )
 
 
@@ -200,30 +268,179 @@ class CommonsStore:
         assert row is not None
         return _post(row)
 
-    async def get_post(self, post_id: uuid.UUID) -> Post | None:
+    async def get_post(self, post_id: uuid.UUID, viewer: str | None, admin: bool) -> Post | None:
+        """The note, or None when it does not exist or is hidden from this viewer."""
         row = await self._pool.fetchrow(
             f"SELECT {_POST_COLUMNS} FROM posts p JOIN users u ON u.id = p.author_id "
-            "WHERE p.id = $1",
+            f"WHERE p.id = $1 AND {visible('p.hidden_at', 'u.principal_id', '$2', '$3')}",
             post_id,
+            viewer,
+            admin,
         )
         return _post(row) if row is not None else None
 
-    async def delete_post(self, post_id: uuid.UUID, principal_id: str) -> DeleteOutcome:
+    async def delete_post(self, post_id: uuid.UUID, actor: Actor) -> DeleteOutcome:
+        """Deletes the note for its author, or for an admin with a reason (logged)."""
         async with self._pool.acquire() as conn, conn.transaction():
-            author = await conn.fetchval(
-                "SELECT u.principal_id FROM posts p JOIN users u ON u.id = p.author_id "
+            row = await conn.fetchrow(
+                "SELECT u.principal_id, p.title, p.hidden_at IS NOT NULL AS hidden "
+                "FROM posts p JOIN users u ON u.id = p.author_id "
                 "WHERE p.id = $1 FOR UPDATE OF p",
                 post_id,
             )
-            if author is None:
+            if row is None:
                 return DeleteOutcome.NOT_FOUND
-            if author != principal_id:
-                return DeleteOutcome.NOT_AUTHOR
+            author = row["principal_id"]
+            if author != actor.principal_id:
+                if not actor.admin:
+                    # A hidden note does not exist for anyone but its author and admins.
+                    return DeleteOutcome.NOT_FOUND if row["hidden"] else DeleteOutcome.NOT_AUTHOR
+                if actor.reason is None:
+                    return DeleteOutcome.NEEDS_REASON
+                await _log(
+                    conn,
+                    actor.principal_id,
+                    "delete",
+                    actor.reason,
+                    Moderated("post", post_id, post_id, author, row["title"]),
+                )
             await conn.execute("DELETE FROM posts WHERE id = $1", post_id)
             return DeleteOutcome.DELETED
 
+    async def set_post_hidden(
+        self, post_id: uuid.UUID, moderator: str, hidden: bool, reason: str
+    ) -> bool | None:
+        """Hides or unhides a note and logs it; whether it changed, None if no such note."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                "SELECT u.principal_id, p.title, p.hidden_at IS NOT NULL AS hidden "
+                "FROM posts p JOIN users u ON u.id = p.author_id "
+                "WHERE p.id = $1 FOR UPDATE OF p",
+                post_id,
+            )
+            if row is None:
+                return None
+            if row["hidden"] == hidden:
+                return False
+            await conn.execute(
+                "UPDATE posts SET hidden_at = CASE WHEN $2 THEN now() END WHERE id = $1",
+                post_id,
+                hidden,
+            )
+            action = "hide" if hidden else "unhide"
+            await _log(
+                conn,
+                moderator,
+                action,
+                reason,
+                Moderated("post", post_id, post_id, row["principal_id"], row["title"]),
+            )
+            return True
+
+    @staticmethod
+    async def _lock_comment(
+        conn: asyncpg.Connection, comment_id: uuid.UUID
+    ) -> asyncpg.Record | None:
+        """The comment with its author, after locking its note's row then its own: the order
+        add_comment takes (the note's comment_count changes with the comment)."""
+        post_id = await conn.fetchval("SELECT post_id FROM comments WHERE id = $1", comment_id)
+        if post_id is None:
+            return None
+        await conn.execute("SELECT 1 FROM posts WHERE id = $1 FOR UPDATE", post_id)
+        return await conn.fetchrow(
+            "SELECT c.post_id, c.body, c.hidden_at IS NOT NULL AS hidden, u.principal_id "
+            "FROM comments c JOIN users u ON u.id = c.author_id WHERE c.id = $1 FOR UPDATE OF c",
+            comment_id,
+        )
+
+    async def set_comment_hidden(
+        self, comment_id: uuid.UUID, moderator: str, hidden: bool, reason: str
+    ) -> bool | None:
+        """Hides or unhides a comment and logs it; whether it changed, None if no such
+        comment. The note's comment_count counts visible comments, so it follows."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await self._lock_comment(conn, comment_id)
+            if row is None:
+                return None
+            if row["hidden"] == hidden:
+                return False
+            await conn.execute(
+                "UPDATE comments SET hidden_at = CASE WHEN $2 THEN now() END WHERE id = $1",
+                comment_id,
+                hidden,
+            )
+            await conn.execute(
+                "UPDATE posts SET comment_count = comment_count + $2 WHERE id = $1",
+                row["post_id"],
+                -1 if hidden else 1,
+            )
+            action = "hide" if hidden else "unhide"
+            await _log(
+                conn,
+                moderator,
+                action,
+                reason,
+                Moderated("comment", comment_id, row["post_id"], row["principal_id"], row["body"]),
+            )
+            return True
+
+    async def delete_comment(self, comment_id: uuid.UUID, actor: Actor) -> DeleteOutcome:
+        """Deletes a comment for its author, or for an admin with a reason (logged)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await self._lock_comment(conn, comment_id)
+            if row is None:
+                return DeleteOutcome.NOT_FOUND
+            author = row["principal_id"]
+            if author != actor.principal_id:
+                if not actor.admin:
+                    return DeleteOutcome.NOT_FOUND if row["hidden"] else DeleteOutcome.NOT_AUTHOR
+                if actor.reason is None:
+                    return DeleteOutcome.NEEDS_REASON
+                await _log(
+                    conn,
+                    actor.principal_id,
+                    "delete",
+                    actor.reason,
+                    Moderated("comment", comment_id, row["post_id"], author, row["body"]),
+                )
+            await conn.execute("DELETE FROM comments WHERE id = $1", comment_id)
+            if not row["hidden"]:
+                await conn.execute(
+                    "UPDATE posts SET comment_count = comment_count - 1 WHERE id = $1",
+                    row["post_id"],
+                )
+            return DeleteOutcome.DELETED
+
+    async def moderation_log(
+        self, limit: int, before_id: int | None
+    ) -> tuple[list[ModerationEntry], int | None]:
+        """A page of the log, newest first, and the cursor for the next (None at the end)."""
+        rows = await self._pool.fetch(
+            "SELECT id, principal_id, action, target_kind, target_id, post_id, target_author, "
+            "target_excerpt, reason, created_at FROM moderation_log "
+            "WHERE $2::bigint IS NULL OR id < $2::bigint ORDER BY id DESC LIMIT $1",
+            limit + 1,
+            before_id,
+        )
+        entries = [
+            ModerationEntry(
+                id=row["id"],
+                principal_id=row["principal_id"],
+                action=row["action"],
+                target=row["target_kind"],
+                target_id=row["target_id"],
+                post_id=row["post_id"],
+                target_author=row["target_author"],
+                target_excerpt=row["target_excerpt"],
+                reason=row["reason"],
+                created_at=row["created_at"],
+            )
+            for row in rows[:limit]
+        ]
+        return entries, (entries[-1].id if len(rows) > limit else None)
+
     async def vote(
-        self, post_id: uuid.UUID, principal_id: str, value: int
+        self, post_id: uuid.UUID, principal_id: str, value: int, admin: bool = False
     ) -> VoteOutcome | VoteRefusal:
         """Sets (value +-1) or withdraws (0) the principal's vote, or says why it may not.
 
@@ -236,11 +453,14 @@ class CommonsStore:
         """
         async with self._pool.acquire() as conn, conn.transaction():
             voter = await self._user(conn, principal_id)
-            author = await conn.fetchval(
-                "SELECT author_id FROM posts WHERE id = $1 FOR UPDATE", post_id
+            row = await conn.fetchrow(
+                "SELECT author_id, hidden_at IS NOT NULL AS hidden FROM posts "
+                "WHERE id = $1 FOR UPDATE",
+                post_id,
             )
-            if author is None:
+            if row is None or (row["hidden"] and not admin and row["author_id"] != voter):
                 return VoteRefusal.NOT_FOUND
+            author = row["author_id"]
             if value != 0 and author == voter:
                 return VoteRefusal.OWN_POST
             if value == 0:
@@ -265,22 +485,25 @@ class CommonsStore:
         return VoteOutcome(post_id=post_id, score=int(score), value=value)
 
     async def add_comment(
-        self, post_id: uuid.UUID, principal_id: str, body: str
+        self, post_id: uuid.UUID, principal_id: str, body: str, admin: bool = False
     ) -> tuple[Comment, int] | None:
+        """Adds a comment; None when the note does not exist or is hidden from the caller."""
         async with self._pool.acquire() as conn, conn.transaction():
             author = await self._user(conn, principal_id)
             count = await conn.fetchval(
-                "UPDATE posts SET comment_count = comment_count + 1 WHERE id = $1 "
+                "UPDATE posts SET comment_count = comment_count + 1 "
+                "WHERE id = $1 AND (hidden_at IS NULL OR $2::boolean OR author_id = $3) "
                 "RETURNING comment_count",
                 post_id,
+                admin,
+                author,
             )
             if count is None:
                 return None
             row = await conn.fetchrow(
                 "WITH c AS (INSERT INTO comments (post_id, author_id, body) "
                 "VALUES ($1, $2, $3) RETURNING *) "
-                "SELECT c.id, c.post_id, u.contributor_no, c.body, c.created_at "
-                "FROM c JOIN users u ON u.id = c.author_id",
+                f"SELECT {_COMMENT_COLUMNS} FROM c JOIN users u ON u.id = c.author_id",
                 post_id,
                 author,
                 body,
@@ -288,16 +511,28 @@ class CommonsStore:
         assert row is not None
         return _comment(row), int(count)
 
-    async def list_comments(self, post_id: uuid.UUID) -> list[Comment] | None:
-        async with self._pool.acquire() as conn:
-            exists = await conn.fetchval("SELECT 1 FROM posts WHERE id = $1", post_id)
+    async def list_comments(
+        self, post_id: uuid.UUID, viewer: str | None, admin: bool
+    ) -> list[Comment] | None:
+        """The comments this viewer may see (hidden ones: their authors and admins), oldest
+        first; None when the note does not exist or is hidden from the viewer."""
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            exists = await conn.fetchval(
+                "SELECT 1 FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = $1 "
+                f"AND {visible('p.hidden_at', 'u.principal_id', '$2', '$3')}",
+                post_id,
+                viewer,
+                admin,
+            )
             if exists is None:
                 return None
             rows = await conn.fetch(
-                "SELECT c.id, c.post_id, u.contributor_no, c.body, c.created_at "
-                "FROM comments c JOIN users u ON u.id = c.author_id "
-                "WHERE c.post_id = $1 ORDER BY c.created_at, c.id",
+                f"SELECT {_COMMENT_COLUMNS} FROM comments c JOIN users u ON u.id = c.author_id "
+                f"WHERE c.post_id = $1 AND {visible('c.hidden_at', 'u.principal_id', '$2', '$3')} "
+                "ORDER BY c.created_at, c.id",
                 post_id,
+                viewer,
+                admin,
             )
         return [_comment(row) for row in rows]
 
@@ -354,7 +589,8 @@ class CommonsStore:
         async with self._pool.acquire() as conn, conn.transaction():
             await configure_filtered(conn)
             count: int = await conn.fetchval(
-                "SELECT count(*) FROM (SELECT 1 FROM posts p WHERE p.embedding IS NOT NULL"
+                "SELECT count(*) FROM (SELECT 1 FROM posts p "
+                "WHERE p.embedding IS NOT NULL AND p.hidden_at IS NULL"
                 f"{phrase_filter(2, len(patterns))} LIMIT $1) s",
                 cap + 1,
                 *patterns,

@@ -22,6 +22,10 @@ class Limits:
     tag_chars: int = L.TAG_MAX_CHARS
     comment_chars: int = L.COMMENT_MAX_CHARS
     query_chars: int = L.COMMONS_QUERY_MAX_CHARS
+    reason_chars: int = L.MODERATION_REASON_MAX_CHARS
+    log_limit_min: int = L.MODERATION_LOG_LIMIT_MIN
+    log_limit_max: int = L.MODERATION_LOG_LIMIT_MAX
+    log_limit_default: int = L.MODERATION_LOG_LIMIT_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,24 @@ def validate_query(query: str, limits: Limits) -> str:
     if "\x00" in query:
         raise InvalidArgument("query: must not contain NUL characters")
     return query
+
+
+def validate_reason(reason: str, limits: Limits) -> str:
+    """A moderator's reason: required (the log says why), bounded like any other text."""
+    return _text("reason", reason, limits.reason_chars)
+
+
+def validate_log_page(limit: int, before_id: int, limits: Limits) -> tuple[int, int | None]:
+    """The moderation log's page size (0: the default) and cursor (0: the newest)."""
+    if limit == 0:
+        limit = limits.log_limit_default
+    if not limits.log_limit_min <= limit <= limits.log_limit_max:
+        raise InvalidArgument(
+            f"limit: must be {limits.log_limit_min}..{limits.log_limit_max} (got {limit})"
+        )
+    if before_id < 0:
+        raise InvalidArgument(f"before_id: must not be negative (got {before_id})")
+    return limit, before_id or None
 
 
 def parse_post_id(value: str, field: str = "post_id") -> uuid.UUID:

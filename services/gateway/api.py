@@ -237,10 +237,40 @@ class GatewayApi:
         return dict(to_json(reply.post))
 
     @limited(Work.NOTES)
-    async def delete_post(self, post_id: str) -> None:
+    async def delete_post(self, post_id: str, reason: str = "") -> None:
         await self._call(
-            self._backends.commons().DeletePost, commons_pb2.DeletePostRequest(post_id=post_id)
+            self._backends.commons().DeletePost,
+            commons_pb2.DeletePostRequest(post_id=post_id, reason=reason),
         )
+
+    async def set_post_hidden(self, post_id: str, hidden: bool, reason: str) -> Json:
+        reply = await self._call(
+            self._backends.commons().SetPostHidden,
+            commons_pb2.SetPostHiddenRequest(post_id=post_id, hidden=hidden, reason=reason),
+        )
+        return dict(to_json(reply))
+
+    async def set_comment_hidden(self, comment_id: str, hidden: bool, reason: str) -> Json:
+        reply = await self._call(
+            self._backends.commons().SetCommentHidden,
+            commons_pb2.SetCommentHiddenRequest(
+                comment_id=comment_id, hidden=hidden, reason=reason
+            ),
+        )
+        return dict(to_json(reply))
+
+    async def delete_comment(self, comment_id: str, reason: str = "") -> None:
+        await self._call(
+            self._backends.commons().DeleteComment,
+            commons_pb2.DeleteCommentRequest(comment_id=comment_id, reason=reason),
+        )
+
+    async def moderation_log(self, limit: int, before_id: int) -> Json:
+        reply = await self._call(
+            self._backends.commons().ListModerationLog,
+            commons_pb2.ListModerationLogRequest(limit=limit, before_id=before_id),
+        )
+        return dict(to_json(reply))
 
     @limited(Work.NOTES)
     async def vote(self, post_id: str, request: models.Vote) -> Json:

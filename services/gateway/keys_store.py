@@ -62,6 +62,16 @@ class ApiKey:
         }
 
 
+class PrincipalConflict(Exception):
+    """A key cannot be created for this principal; `status` and `code` are the REST error's."""
+
+    def __init__(self, code: str, detail: str, status: int = 409) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
 _COLUMNS = "id, name, principal_id, admin, key_prefix, created_at, last_used_at, revoked_at"
 
 
@@ -90,9 +100,49 @@ class KeysStore:
         self._pool = pool
         self._resolution_s = last_used_resolution_s
 
-    async def create(self, name: str, principal_id: str, admin: bool) -> tuple[ApiKey, str]:
-        """Stores a new key; returns it and its secret (the only time the secret exists)."""
-        async with self._pool.acquire() as conn:
+    async def create(
+        self, name: str, principal_id: str, admin: bool, *, existing_principal: bool = False
+    ) -> tuple[ApiKey, str]:
+        """Stores a new key; returns it and its secret (the only time the secret exists).
+
+        A principal is one identity: a new key for a principal another key already has is
+        refused (PrincipalConflict) unless `existing_principal` says that is the intent, and
+        even then only with that principal's admin flag. The principal row is inserted
+        without ON CONFLICT (or locked, when it exists), so two keys created at once for one
+        new principal cannot both pass.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            if existing_principal:
+                current = await conn.fetchval(
+                    "SELECT admin FROM key_principals WHERE principal_id = $1 FOR UPDATE",
+                    principal_id,
+                )
+                if current is None:
+                    raise PrincipalConflict(
+                        "principal_not_found",
+                        f"no key acts for principal {principal_id!r}; "
+                        "create it without existing_principal",
+                        status=404,
+                    )
+                if current != admin:
+                    raise PrincipalConflict(
+                        "principal_admin_mismatch",
+                        f"principal {principal_id!r} is {'an' if current else 'not an'} admin; "
+                        "a new key for it must be too",
+                    )
+            else:
+                try:
+                    await conn.execute(
+                        "INSERT INTO key_principals (principal_id, admin) VALUES ($1, $2)",
+                        principal_id,
+                        admin,
+                    )
+                except asyncpg.UniqueViolationError:
+                    raise PrincipalConflict(
+                        "principal_exists",
+                        f"principal {principal_id!r} already has a key; to add another for it "
+                        "(rotation) say existing_principal",
+                    ) from None
             return await _insert(conn, name, principal_id, admin)
 
     async def authenticate(self, secret: str) -> ApiKey | None:
@@ -130,6 +180,20 @@ class KeysStore:
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM api_keys WHERE id = $1", ident)
         return ApiKey.from_row(row) if row else None
+
+    async def discard(self, key_id: str) -> None:
+        """Deletes a key whose secret was never handed out (its creation failed half-way),
+        and its principal when no other key has it, so the name can be used again."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            principal_id = await conn.fetchval(
+                "DELETE FROM api_keys WHERE id = $1 RETURNING principal_id", uuid.UUID(key_id)
+            )
+            if principal_id is not None:
+                await conn.execute(
+                    "DELETE FROM key_principals p WHERE principal_id = $1 AND NOT EXISTS "
+                    "(SELECT 1 FROM api_keys k WHERE k.principal_id = p.principal_id)",
+                    principal_id,
+                )
 
     async def revoke(self, key_id: str) -> ApiKey | None:
         """Revokes a key (idempotent); None when no such key exists."""

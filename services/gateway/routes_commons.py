@@ -1,18 +1,34 @@
-"""The commons notes board under /v1: post, search, read, vote on and comment on notes."""
+"""The commons notes board under /v1: post, search, read, vote on and comment on notes; and
+moderation (admin keys only): hide, unhide and delete anyone's note or comment, read the log.
+
+A hidden note is out of search at once and is 404 to everyone but its author and admins;
+a hidden comment is left out of its note's comments likewise (commons.board)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 
 from cograph_api import limits
 from cograph_api import rest_models as models
 from gateway.api import GatewayApi
 from gateway.responses import errors
+from gateway.routes_keys import require_admin
 
 PostId = Annotated[
     str, Path(min_length=1, max_length=limits.ID_MAX_CHARS, description="The note's UUID.")
+]
+CommentId = Annotated[
+    str, Path(min_length=1, max_length=limits.ID_MAX_CHARS, description="The comment's UUID.")
+]
+DeleteReason = Annotated[
+    str,
+    Query(
+        max_length=limits.MODERATION_REASON_MAX_CHARS,
+        description="Why; required when an admin deletes another author's note or comment "
+        "(kept in the moderation log).",
+    ),
 ]
 
 
@@ -34,10 +50,10 @@ def commons_router(api: GatewayApi) -> APIRouter:
         "/posts/{post_id}",
         status_code=204,
         responses=errors(403, 404),
-        summary="Delete a note (author only)",
+        summary="Delete a note (its author, or an admin with a reason)",
     )
-    async def delete_post(post_id: PostId) -> Response:
-        await api.delete_post(post_id)
+    async def delete_post(post_id: PostId, reason: DeleteReason = "") -> Response:
+        await api.delete_post(post_id, models.clean_text(reason, "reason"))
         return Response(status_code=204)
 
     @router.post("/posts/{post_id}/votes", responses=errors(404), summary="Vote on a note")
@@ -71,4 +87,87 @@ def commons_router(api: GatewayApi) -> APIRouter:
         """503 semantic_search_unavailable when the query cannot be embedded in time."""
         return await api.search_posts(models.clean_text(q, "q"))
 
+    _moderation_routes(router, api)
     return router
+
+
+def _moderation_routes(router: APIRouter, api: GatewayApi) -> None:
+    """Admin-only: the gateway refuses other keys (403) and the commons checks again, since
+    the operator's commands reach it directly."""
+    admin_only = [Depends(require_admin)]
+
+    @router.post(
+        "/posts/{post_id}/hide",
+        tags=["moderation"],
+        dependencies=admin_only,
+        responses=errors(403, 404),
+        summary="Hide a note (admin)",
+    )
+    async def hide_post(post_id: PostId, body: models.Moderation) -> dict[str, Any]:
+        """Out of search at once; 404 to everyone but its author and admins. changed is
+        false when it already was hidden (nothing is logged then)."""
+        return await api.set_post_hidden(post_id, True, body.reason)
+
+    @router.post(
+        "/posts/{post_id}/unhide",
+        tags=["moderation"],
+        dependencies=admin_only,
+        responses=errors(403, 404),
+        summary="Unhide a note (admin)",
+    )
+    async def unhide_post(post_id: PostId, body: models.Moderation) -> dict[str, Any]:
+        return await api.set_post_hidden(post_id, False, body.reason)
+
+    @router.post(
+        "/comments/{comment_id}/hide",
+        tags=["moderation"],
+        dependencies=admin_only,
+        responses=errors(403, 404),
+        summary="Hide a comment (admin)",
+    )
+    async def hide_comment(comment_id: CommentId, body: models.Moderation) -> dict[str, Any]:
+        return await api.set_comment_hidden(comment_id, True, body.reason)
+
+    @router.post(
+        "/comments/{comment_id}/unhide",
+        tags=["moderation"],
+        dependencies=admin_only,
+        responses=errors(403, 404),
+        summary="Unhide a comment (admin)",
+    )
+    async def unhide_comment(comment_id: CommentId, body: models.Moderation) -> dict[str, Any]:
+        return await api.set_comment_hidden(comment_id, False, body.reason)
+
+    @router.delete(
+        "/comments/{comment_id}",
+        status_code=204,
+        responses=errors(403, 404),
+        summary="Delete a comment (its author, or an admin with a reason)",
+    )
+    async def delete_comment(comment_id: CommentId, reason: DeleteReason = "") -> Response:
+        await api.delete_comment(comment_id, models.clean_text(reason, "reason"))
+        return Response(status_code=204)
+
+    @router.get(
+        "/moderation/log",
+        tags=["moderation"],
+        dependencies=admin_only,
+        responses=errors(403),
+        summary="The moderation log, newest first (admin)",
+    )
+    async def moderation_log(
+        limit: Annotated[
+            int,
+            Query(
+                ge=limits.MODERATION_LOG_LIMIT_MIN,
+                le=limits.MODERATION_LOG_LIMIT_MAX,
+                description="Entries per page.",
+            ),
+        ] = limits.MODERATION_LOG_LIMIT_DEFAULT,
+        before_id: Annotated[
+            int,
+            Query(ge=0, le=2**63 - 1, description="The previous page's next_before_id; 0: newest."),
+        ] = 0,
+    ) -> dict[str, Any]:
+        """Who hid, unhid or deleted which note or comment, when and why."""
+        return await api.moderation_log(limit, before_id)

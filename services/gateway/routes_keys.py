@@ -11,7 +11,7 @@ from cograph_api import rest_models as models
 from gateway.api import GatewayApi
 from gateway.auth import principal_of
 from gateway.errors import ApiError
-from gateway.keys_store import KeysStore
+from gateway.keys_store import KeysStore, PrincipalConflict
 from gateway.responses import errors
 
 KeyId = Annotated[str, Path(min_length=1, max_length=limits.ID_MAX_CHARS)]
@@ -26,10 +26,13 @@ async def require_admin(request: Request) -> None:
 def keys_router(keys: KeysStore, api: GatewayApi) -> APIRouter:
     router = APIRouter(prefix="/api/keys", tags=["keys"], dependencies=[Depends(require_admin)])
 
-    @router.post("", status_code=201, responses=errors(403, 404))
+    @router.post("", status_code=201, responses=errors(403, 404, 409))
     async def create_key(body: models.NewKey) -> dict[str, Any]:
-        """Creates a key and returns its secret once (only a hash is kept)."""
-        principal_id = body.principal_id or body.name
+        """Creates a key and returns its secret once (only a hash is kept). A reserved name
+        or principal (admin, root, system, ...) is refused (400); so is a principal another
+        key has (409 principal_exists) unless existing_principal asks for a second key for
+        it, which must then have the principal's admin flag (409 principal_admin_mismatch)."""
+        principal_id = body.principal
         grants = [
             *(
                 models.AccessGrant(principal_id=principal_id, repository=r)
@@ -40,14 +43,20 @@ def keys_router(keys: KeysStore, api: GatewayApi) -> APIRouter:
                 for c in body.grant_collections
             ),
         ]
-        key, secret = await keys.create(body.name, principal_id, body.admin)
+        try:
+            key, secret = await keys.create(
+                body.name, principal_id, body.admin, existing_principal=body.existing_principal
+            )
+        except PrincipalConflict as err:
+            raise ApiError(err.status, err.code, err.detail) from None
         if grants:
             try:
                 for grant in grants:
                     await api.grant(grant)
             except ApiError:
-                # A key without the access it was created for would fail confusingly later.
-                await keys.revoke(key.id)
+                # A key without the access it was created for would fail confusingly later;
+                # its secret was never shown, so it is removed, and its new principal with it.
+                await keys.discard(key.id)
                 raise
         return {**key.to_json(), "key": secret}
 

@@ -18,7 +18,13 @@ from pydantic import BaseModel
 
 from cograph_api import limits, mcp_tools
 from commons.settings import CommonsSettings
-from commons.validation import validate_comment, validate_post, validate_query
+from commons.validation import (
+    validate_comment,
+    validate_log_page,
+    validate_post,
+    validate_query,
+    validate_reason,
+)
 from gateway.api import GatewayApi
 from gateway.backends import Backends
 from gateway.keys_store import KeysStore
@@ -172,6 +178,31 @@ def test_commons_schema_is_what_the_commons_enforces(
     q = _query_param(openapi, "/v1/search", "q")
     assert q["maxLength"] == limits.COMMONS_QUERY_MAX_CHARS
     _string_edge(lambda v: validate_query(v, enforced), q["maxLength"])
+
+
+def test_moderation_schema_is_what_the_commons_enforces(
+    openapi: Schema, environ: dict[str, str]
+) -> None:
+    enforced = CommonsSettings.from_env(Env(environ)).limits
+    for path in ("/v1/posts/{post_id}/hide", "/v1/comments/{comment_id}/unhide"):
+        reason = _body_field(openapi, path, "reason")
+        assert reason["maxLength"] == limits.MODERATION_REASON_MAX_CHARS
+        _string_edge(lambda v: validate_reason(v, enforced), reason["maxLength"])
+    for path in ("/v1/posts/{post_id}", "/v1/comments/{comment_id}"):
+        params = openapi["paths"][path]["delete"]["parameters"]
+        query = _resolve(openapi, next(p for p in params if p["name"] == "reason")["schema"])
+        assert query["maxLength"] == limits.MODERATION_REASON_MAX_CHARS
+    log_limit = _query_param(openapi, "/v1/moderation/log", "limit")
+    assert (log_limit["minimum"], log_limit["maximum"]) == (
+        limits.MODERATION_LOG_LIMIT_MIN,
+        limits.MODERATION_LOG_LIMIT_MAX,
+    )
+    page = lambda v: validate_log_page(v, 0, enforced)  # noqa: E731
+    _passes(page, log_limit["minimum"])
+    _passes(page, log_limit["maximum"])
+    _refused(page, log_limit["maximum"] + 1)
+    # 0 is proto3's unset (the default page) in the service; REST never sends it.
+    _refused(page, -1)
 
 
 def test_mcp_schemas_publish_the_same_limits(openapi: Schema) -> None:

@@ -41,9 +41,14 @@ class Caller:
     stub: commons_pb2_grpc.CommonsServiceAsyncStub
 
     def _md(self, principal: str | None) -> tuple[tuple[str, str], ...]:
+        return self.md(principal)
+
+    @staticmethod
+    def md(principal: str | None, *, admin: bool = False) -> tuple[tuple[str, str], ...]:
+        """The metadata of a call acting for `principal` (None: anonymous)."""
         if principal is None:
             return ()
-        return ((PRINCIPAL_HEADER, principal), (ADMIN_HEADER, "0"))
+        return ((PRINCIPAL_HEADER, principal), (ADMIN_HEADER, "1" if admin else "0"))
 
     async def post(
         self, title: str, body: str, tags: list[str] | None = None, *, as_: str | None = "alice"

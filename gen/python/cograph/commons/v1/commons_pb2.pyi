@@ -48,6 +48,58 @@ VOTE_DIRECTION_NONE: VoteDirection.ValueType  # 3
 """Withdraws the caller's vote, if any."""
 Global___VoteDirection: _TypeAlias = VoteDirection  # noqa: Y015
 
+class _ModerationAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ModerationActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ModerationAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MODERATION_ACTION_UNSPECIFIED: _ModerationAction.ValueType  # 0
+    """Not set."""
+    MODERATION_ACTION_HIDE: _ModerationAction.ValueType  # 1
+    """Hid a note or comment."""
+    MODERATION_ACTION_UNHIDE: _ModerationAction.ValueType  # 2
+    """Made a hidden note or comment visible again."""
+    MODERATION_ACTION_DELETE: _ModerationAction.ValueType  # 3
+    """Deleted another author's note or comment."""
+
+class ModerationAction(_ModerationAction, metaclass=_ModerationActionEnumTypeWrapper):
+    """What a moderator did."""
+
+MODERATION_ACTION_UNSPECIFIED: ModerationAction.ValueType  # 0
+"""Not set."""
+MODERATION_ACTION_HIDE: ModerationAction.ValueType  # 1
+"""Hid a note or comment."""
+MODERATION_ACTION_UNHIDE: ModerationAction.ValueType  # 2
+"""Made a hidden note or comment visible again."""
+MODERATION_ACTION_DELETE: ModerationAction.ValueType  # 3
+"""Deleted another author's note or comment."""
+Global___ModerationAction: _TypeAlias = ModerationAction  # noqa: Y015
+
+class _ModerationTarget:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ModerationTargetEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ModerationTarget.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MODERATION_TARGET_UNSPECIFIED: _ModerationTarget.ValueType  # 0
+    """Not set."""
+    MODERATION_TARGET_POST: _ModerationTarget.ValueType  # 1
+    """A note."""
+    MODERATION_TARGET_COMMENT: _ModerationTarget.ValueType  # 2
+    """A comment."""
+
+class ModerationTarget(_ModerationTarget, metaclass=_ModerationTargetEnumTypeWrapper):
+    """What a moderation action applied to."""
+
+MODERATION_TARGET_UNSPECIFIED: ModerationTarget.ValueType  # 0
+"""Not set."""
+MODERATION_TARGET_POST: ModerationTarget.ValueType  # 1
+"""A note."""
+MODERATION_TARGET_COMMENT: ModerationTarget.ValueType  # 2
+"""A comment."""
+Global___ModerationTarget: _TypeAlias = ModerationTarget  # noqa: Y015
+
 @_typing.final
 class Post(_message.Message):
     """A whole note. Counts are int32 so that JSON renders them as numbers, as the spec shows."""
@@ -63,6 +115,7 @@ class Post(_message.Message):
     COMMENT_COUNT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     SEARCHABLE_FIELD_NUMBER: _builtins.int
+    HIDDEN_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The note's id (a UUID)."""
     contributor_no: _builtins.int
@@ -77,6 +130,8 @@ class Post(_message.Message):
     """How many comments the note has."""
     searchable: _builtins.bool
     """Whether the note has its embedding yet (a note without one is not searchable)."""
+    hidden: _builtins.bool
+    """Whether an admin hid the note; only its author and admins ever see a hidden note."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The tags, lower-cased, in the order given."""
@@ -97,10 +152,11 @@ class Post(_message.Message):
         comment_count: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         searchable: _builtins.bool = ...,
+        hidden: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "id", b"id", "score", b"score", "searchable", b"searchable", "tags", b"tags", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "score", b"score", "searchable", b"searchable", "tags", b"tags", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -179,6 +235,7 @@ class Comment(_message.Message):
     CONTRIBUTOR_NO_FIELD_NUMBER: _builtins.int
     BODY_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    HIDDEN_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The comment's id (a UUID)."""
     post_id: _builtins.str
@@ -187,6 +244,8 @@ class Comment(_message.Message):
     """The commenter's stable public number."""
     body: _builtins.str
     """The comment text."""
+    hidden: _builtins.bool
+    """Whether an admin hid the comment; only its author and admins ever see a hidden comment."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the comment was made."""
@@ -199,10 +258,11 @@ class Comment(_message.Message):
         contributor_no: _builtins.int = ...,
         body: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        hidden: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "contributor_no", b"contributor_no", "created_at", b"created_at", "id", b"id", "post_id", b"post_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "post_id", b"post_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -317,16 +377,20 @@ class DeletePostRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     POST_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     post_id: _builtins.str
     """The note's id."""
+    reason: _builtins.str
+    """Why; required when an admin deletes another author's note, bounded in length."""
     def __init__(
         self,
         *,
         post_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["post_id", b"post_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["post_id", b"post_id", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -554,3 +618,280 @@ class SearchPostsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SearchPostsResponse: _TypeAlias = SearchPostsResponse  # noqa: Y015
+
+@_typing.final
+class SetPostHiddenRequest(_message.Message):
+    """Hide or unhide a note."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POST_ID_FIELD_NUMBER: _builtins.int
+    HIDDEN_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    post_id: _builtins.str
+    """The note's id."""
+    hidden: _builtins.bool
+    """True hides the note, false makes it visible again."""
+    reason: _builtins.str
+    """Why; required, bounded in length."""
+    def __init__(
+        self,
+        *,
+        post_id: _builtins.str = ...,
+        hidden: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hidden", b"hidden", "post_id", b"post_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetPostHiddenRequest: _TypeAlias = SetPostHiddenRequest  # noqa: Y015
+
+@_typing.final
+class SetPostHiddenResponse(_message.Message):
+    """The note's state after the change."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POST_ID_FIELD_NUMBER: _builtins.int
+    HIDDEN_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    post_id: _builtins.str
+    """The note's id."""
+    hidden: _builtins.bool
+    """Whether the note is hidden now."""
+    changed: _builtins.bool
+    """False when the note already was in that state (nothing is logged then)."""
+    def __init__(
+        self,
+        *,
+        post_id: _builtins.str = ...,
+        hidden: _builtins.bool = ...,
+        changed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "hidden", b"hidden", "post_id", b"post_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetPostHiddenResponse: _TypeAlias = SetPostHiddenResponse  # noqa: Y015
+
+@_typing.final
+class SetCommentHiddenRequest(_message.Message):
+    """Hide or unhide a comment."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMENT_ID_FIELD_NUMBER: _builtins.int
+    HIDDEN_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    comment_id: _builtins.str
+    """The comment's id."""
+    hidden: _builtins.bool
+    """True hides the comment, false makes it visible again."""
+    reason: _builtins.str
+    """Why; required, bounded in length."""
+    def __init__(
+        self,
+        *,
+        comment_id: _builtins.str = ...,
+        hidden: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["comment_id", b"comment_id", "hidden", b"hidden", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetCommentHiddenRequest: _TypeAlias = SetCommentHiddenRequest  # noqa: Y015
+
+@_typing.final
+class SetCommentHiddenResponse(_message.Message):
+    """The comment's state after the change."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMENT_ID_FIELD_NUMBER: _builtins.int
+    HIDDEN_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    comment_id: _builtins.str
+    """The comment's id."""
+    hidden: _builtins.bool
+    """Whether the comment is hidden now."""
+    changed: _builtins.bool
+    """False when the comment already was in that state (nothing is logged then)."""
+    def __init__(
+        self,
+        *,
+        comment_id: _builtins.str = ...,
+        hidden: _builtins.bool = ...,
+        changed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "comment_id", b"comment_id", "hidden", b"hidden"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetCommentHiddenResponse: _TypeAlias = SetCommentHiddenResponse  # noqa: Y015
+
+@_typing.final
+class DeleteCommentRequest(_message.Message):
+    """Which comment to delete."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMENT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    comment_id: _builtins.str
+    """The comment's id."""
+    reason: _builtins.str
+    """Why; required when an admin deletes another author's comment, bounded in length."""
+    def __init__(
+        self,
+        *,
+        comment_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["comment_id", b"comment_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteCommentRequest: _TypeAlias = DeleteCommentRequest  # noqa: Y015
+
+@_typing.final
+class DeleteCommentResponse(_message.Message):
+    """Confirms a deletion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteCommentResponse: _TypeAlias = DeleteCommentResponse  # noqa: Y015
+
+@_typing.final
+class ListModerationLogRequest(_message.Message):
+    """One page of the moderation log."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    BEFORE_ID_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """At most this many entries; 0 means the default, otherwise within the published bounds."""
+    before_id: _builtins.int
+    """Only entries older than this entry id (the previous page's next_before_id); 0: newest."""
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+        before_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["before_id", b"before_id", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListModerationLogRequest: _TypeAlias = ListModerationLogRequest  # noqa: Y015
+
+@_typing.final
+class ModerationEntry(_message.Message):
+    """One moderation action."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_ID_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    TARGET_ID_FIELD_NUMBER: _builtins.int
+    POST_ID_FIELD_NUMBER: _builtins.int
+    TARGET_AUTHOR_FIELD_NUMBER: _builtins.int
+    TARGET_EXCERPT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The entry's id (increasing)."""
+    principal_id: _builtins.str
+    """The admin principal who acted."""
+    action: Global___ModerationAction.ValueType
+    """Hide, unhide or delete."""
+    target: Global___ModerationTarget.ValueType
+    """A note or a comment."""
+    target_id: _builtins.str
+    """The note's or comment's id."""
+    post_id: _builtins.str
+    """The note itself, or the note the comment is on."""
+    target_author: _builtins.str
+    """The principal who wrote the target."""
+    target_excerpt: _builtins.str
+    """The start of the target's text when the action was taken (a deleted one is gone)."""
+    reason: _builtins.str
+    """The reason the moderator gave."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        principal_id: _builtins.str = ...,
+        action: Global___ModerationAction.ValueType = ...,
+        target: Global___ModerationTarget.ValueType = ...,
+        target_id: _builtins.str = ...,
+        post_id: _builtins.str = ...,
+        target_author: _builtins.str = ...,
+        target_excerpt: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "created_at", b"created_at", "id", b"id", "post_id", b"post_id", "principal_id", b"principal_id", "reason", b"reason", "target", b"target", "target_author", b"target_author", "target_excerpt", b"target_excerpt", "target_id", b"target_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModerationEntry: _TypeAlias = ModerationEntry  # noqa: Y015
+
+@_typing.final
+class ListModerationLogResponse(_message.Message):
+    """Moderation entries, newest first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    NEXT_BEFORE_ID_FIELD_NUMBER: _builtins.int
+    next_before_id: _builtins.int
+    """Pass as before_id for the next page; 0 when there is none."""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModerationEntry]:
+        """The entries."""
+
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___ModerationEntry] | None = ...,
+        next_before_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "next_before_id", b"next_before_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListModerationLogResponse: _TypeAlias = ListModerationLogResponse  # noqa: Y015

@@ -70,6 +70,26 @@ class CommonsServiceStub:
                 request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SearchPostsRequest.SerializeToString,
                 response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SearchPostsResponse.FromString,
                 _registered_method=True)
+        self.SetPostHidden = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/SetPostHidden',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetPostHiddenRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetPostHiddenResponse.FromString,
+                _registered_method=True)
+        self.SetCommentHidden = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/SetCommentHidden',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetCommentHiddenRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetCommentHiddenResponse.FromString,
+                _registered_method=True)
+        self.DeleteComment = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/DeleteComment',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.DeleteCommentRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.DeleteCommentResponse.FromString,
+                _registered_method=True)
+        self.ListModerationLog = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/ListModerationLog',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogResponse.FromString,
+                _registered_method=True)
 
 
 class CommonsServiceServicer:
@@ -91,7 +111,7 @@ class CommonsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeletePost(self, request, context):
-        """Deletes a note; only its author may.
+        """Deletes a note: its author, or an admin with a reason (recorded in the moderation log).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -120,6 +140,34 @@ class CommonsServiceServicer:
 
     def SearchPosts(self, request, context):
         """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetPostHidden(self, request, context):
+        """Hides or unhides a note (admins only, with a reason; recorded in the moderation log).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetCommentHidden(self, request, context):
+        """Hides or unhides a comment (admins only, with a reason; recorded in the moderation log).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteComment(self, request, context):
+        """Deletes a comment: its author, or an admin with a reason (recorded in the moderation log).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListModerationLog(self, request, context):
+        """The moderation log, newest first (admins only).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -162,6 +210,26 @@ def add_CommonsServiceServicer_to_server(servicer, server):
                     servicer.SearchPosts,
                     request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SearchPostsRequest.FromString,
                     response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SearchPostsResponse.SerializeToString,
+            ),
+            'SetPostHidden': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPostHidden,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetPostHiddenRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetPostHiddenResponse.SerializeToString,
+            ),
+            'SetCommentHidden': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCommentHidden,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetCommentHiddenRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetCommentHiddenResponse.SerializeToString,
+            ),
+            'DeleteComment': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteComment,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.DeleteCommentRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.DeleteCommentResponse.SerializeToString,
+            ),
+            'ListModerationLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListModerationLog,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -354,6 +422,114 @@ class CommonsService:
             '/cograph.commons.v1.CommonsService/SearchPosts',
             cograph_dot_commons_dot_v1_dot_commons__pb2.SearchPostsRequest.SerializeToString,
             cograph_dot_commons_dot_v1_dot_commons__pb2.SearchPostsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPostHidden(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/SetPostHidden',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.SetPostHiddenRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.SetPostHiddenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCommentHidden(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/SetCommentHidden',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.SetCommentHiddenRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.SetCommentHiddenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteComment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/DeleteComment',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.DeleteCommentRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.DeleteCommentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListModerationLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/ListModerationLog',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,7 +38,7 @@ class CommonsServiceStub:
     GetPost: _grpc.UnaryUnaryMultiCallable[_commons_pb2.GetPostRequest, _commons_pb2.GetPostResponse]
     """Returns one whole note."""
     DeletePost: _grpc.UnaryUnaryMultiCallable[_commons_pb2.DeletePostRequest, _commons_pb2.DeletePostResponse]
-    """Deletes a note; only its author may."""
+    """Deletes a note: its author, or an admin with a reason (recorded in the moderation log)."""
     VotePost: _grpc.UnaryUnaryMultiCallable[_commons_pb2.VotePostRequest, _commons_pb2.VotePostResponse]
     """Casts, changes or withdraws the caller's vote on a note."""
     CreateComment: _grpc.UnaryUnaryMultiCallable[_commons_pb2.CreateCommentRequest, _commons_pb2.CreateCommentResponse]
@@ -47,6 +47,14 @@ class CommonsServiceStub:
     """Lists a note's comments, oldest first."""
     SearchPosts: _grpc.UnaryUnaryMultiCallable[_commons_pb2.SearchPostsRequest, _commons_pb2.SearchPostsResponse]
     """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally."""
+    SetPostHidden: _grpc.UnaryUnaryMultiCallable[_commons_pb2.SetPostHiddenRequest, _commons_pb2.SetPostHiddenResponse]
+    """Hides or unhides a note (admins only, with a reason; recorded in the moderation log)."""
+    SetCommentHidden: _grpc.UnaryUnaryMultiCallable[_commons_pb2.SetCommentHiddenRequest, _commons_pb2.SetCommentHiddenResponse]
+    """Hides or unhides a comment (admins only, with a reason; recorded in the moderation log)."""
+    DeleteComment: _grpc.UnaryUnaryMultiCallable[_commons_pb2.DeleteCommentRequest, _commons_pb2.DeleteCommentResponse]
+    """Deletes a comment: its author, or an admin with a reason (recorded in the moderation log)."""
+    ListModerationLog: _grpc.UnaryUnaryMultiCallable[_commons_pb2.ListModerationLogRequest, _commons_pb2.ListModerationLogResponse]
+    """The moderation log, newest first (admins only)."""
 
 @_typing.type_check_only
 class CommonsServiceAsyncStub(CommonsServiceStub):
@@ -58,7 +66,7 @@ class CommonsServiceAsyncStub(CommonsServiceStub):
     GetPost: _aio.UnaryUnaryMultiCallable[_commons_pb2.GetPostRequest, _commons_pb2.GetPostResponse]  # type: ignore[assignment]
     """Returns one whole note."""
     DeletePost: _aio.UnaryUnaryMultiCallable[_commons_pb2.DeletePostRequest, _commons_pb2.DeletePostResponse]  # type: ignore[assignment]
-    """Deletes a note; only its author may."""
+    """Deletes a note: its author, or an admin with a reason (recorded in the moderation log)."""
     VotePost: _aio.UnaryUnaryMultiCallable[_commons_pb2.VotePostRequest, _commons_pb2.VotePostResponse]  # type: ignore[assignment]
     """Casts, changes or withdraws the caller's vote on a note."""
     CreateComment: _aio.UnaryUnaryMultiCallable[_commons_pb2.CreateCommentRequest, _commons_pb2.CreateCommentResponse]  # type: ignore[assignment]
@@ -67,6 +75,14 @@ class CommonsServiceAsyncStub(CommonsServiceStub):
     """Lists a note's comments, oldest first."""
     SearchPosts: _aio.UnaryUnaryMultiCallable[_commons_pb2.SearchPostsRequest, _commons_pb2.SearchPostsResponse]  # type: ignore[assignment]
     """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally."""
+    SetPostHidden: _aio.UnaryUnaryMultiCallable[_commons_pb2.SetPostHiddenRequest, _commons_pb2.SetPostHiddenResponse]  # type: ignore[assignment]
+    """Hides or unhides a note (admins only, with a reason; recorded in the moderation log)."""
+    SetCommentHidden: _aio.UnaryUnaryMultiCallable[_commons_pb2.SetCommentHiddenRequest, _commons_pb2.SetCommentHiddenResponse]  # type: ignore[assignment]
+    """Hides or unhides a comment (admins only, with a reason; recorded in the moderation log)."""
+    DeleteComment: _aio.UnaryUnaryMultiCallable[_commons_pb2.DeleteCommentRequest, _commons_pb2.DeleteCommentResponse]  # type: ignore[assignment]
+    """Deletes a comment: its author, or an admin with a reason (recorded in the moderation log)."""
+    ListModerationLog: _aio.UnaryUnaryMultiCallable[_commons_pb2.ListModerationLogRequest, _commons_pb2.ListModerationLogResponse]  # type: ignore[assignment]
+    """The moderation log, newest first (admins only)."""
 
 class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Notes, votes, comments and semantic note search; writes act for the request's principal."""
@@ -93,7 +109,7 @@ class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _commons_pb2.DeletePostRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_commons_pb2.DeletePostResponse, _abc.Awaitable[_commons_pb2.DeletePostResponse]]:
-        """Deletes a note; only its author may."""
+        """Deletes a note: its author, or an admin with a reason (recorded in the moderation log)."""
 
     @_abc_1.abstractmethod
     def VotePost(
@@ -126,5 +142,37 @@ class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_commons_pb2.SearchPostsResponse, _abc.Awaitable[_commons_pb2.SearchPostsResponse]]:
         """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally."""
+
+    @_abc_1.abstractmethod
+    def SetPostHidden(
+        self,
+        request: _commons_pb2.SetPostHiddenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.SetPostHiddenResponse, _abc.Awaitable[_commons_pb2.SetPostHiddenResponse]]:
+        """Hides or unhides a note (admins only, with a reason; recorded in the moderation log)."""
+
+    @_abc_1.abstractmethod
+    def SetCommentHidden(
+        self,
+        request: _commons_pb2.SetCommentHiddenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.SetCommentHiddenResponse, _abc.Awaitable[_commons_pb2.SetCommentHiddenResponse]]:
+        """Hides or unhides a comment (admins only, with a reason; recorded in the moderation log)."""
+
+    @_abc_1.abstractmethod
+    def DeleteComment(
+        self,
+        request: _commons_pb2.DeleteCommentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.DeleteCommentResponse, _abc.Awaitable[_commons_pb2.DeleteCommentResponse]]:
+        """Deletes a comment: its author, or an admin with a reason (recorded in the moderation log)."""
+
+    @_abc_1.abstractmethod
+    def ListModerationLog(
+        self,
+        request: _commons_pb2.ListModerationLogRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.ListModerationLogResponse, _abc.Awaitable[_commons_pb2.ListModerationLogResponse]]:
+        """The moderation log, newest first (admins only)."""
 
 def add_CommonsServiceServicer_to_server(servicer: CommonsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
