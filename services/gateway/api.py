@@ -259,6 +259,7 @@ class GatewayApi:
         )
         return dict(to_json(reply))
 
+    @limited(Work.NOTES)
     async def delete_comment(self, comment_id: str, reason: str = "") -> None:
         await self._call(
             self._backends.commons().DeleteComment,
