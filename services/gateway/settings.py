@@ -16,14 +16,16 @@ BACKEND_NAMES: tuple[str, ...] = ("retrieval", "router", "commons")
 
 # Per principal and class of work (gateway.quotas): requests a second sustained, the burst
 # after a pause, and how many at once. An agent waits for a model between calls, so it
-# makes a few calls a second at most; these leave it far more room than that, while a
-# flood from one key is held to a small share of a two-core machine (bench/abuse.py).
+# makes a call every few seconds, a few at once at most; these leave it room for more (a
+# search every 2 s sustained, ten in a row, two at once), while one key's flood is held to
+# a share of a two-core machine that leaves other keys' searches within about 2x
+# (bench/abuse.py, bench/RESULTS.md "Abuse").
 DEFAULT_ALLOWANCES: dict[Work, Allowance] = {
-    Work.SEARCH: Allowance(rate_per_s=5.0, burst=30, concurrent=4),
-    Work.READ: Allowance(rate_per_s=20.0, burst=120, concurrent=8),
-    Work.GREP: Allowance(rate_per_s=1.0, burst=10, concurrent=2),
+    Work.SEARCH: Allowance(rate_per_s=0.5, burst=10, concurrent=2),
+    Work.READ: Allowance(rate_per_s=10.0, burst=60, concurrent=4),
+    Work.GREP: Allowance(rate_per_s=0.5, burst=10, concurrent=1),
     Work.INDEX: Allowance(rate_per_s=0.1, burst=10, concurrent=2),
-    Work.NOTES: Allowance(rate_per_s=0.2, burst=20, concurrent=2),
+    Work.NOTES: Allowance(rate_per_s=0.05, burst=5, concurrent=1),
 }
 
 
