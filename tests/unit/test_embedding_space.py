@@ -15,7 +15,8 @@ from commons.embedding_space import works as commons_works
 from gateway.routes_health import readiness
 from retrieval.embedding_space import SPEC, code_text, collection_text, repo_doc_text, works
 from retrieval.indexing.prepare import CODE_EMBED_TEXTS, FilePreparer, prepare_document
-from retrieval.indexing.sources import SourceFile
+from retrieval.indexing.snapshots import DirectorySnapshot
+from retrieval.indexing.sources import SkipRules, SourceFile
 
 MINI = Identity("all-MiniLM-L6-v2", 384)
 OTHER = Identity("text-embedding-3-small", 1536)
@@ -75,7 +76,9 @@ def test_reembed_texts_are_the_indexers(tmp_path: Path, variant: str) -> None:
     for path, text in files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
-    preparer = FilePreparer(tmp_path, use_git=False, max_embed_chars=60, code_text=variant)
+    preparer = FilePreparer(
+        DirectorySnapshot(tmp_path, SkipRules()), max_embed_chars=60, code_text=variant
+    )
     checked = 0
     for path, text in files.items():
         prepared = preparer.prepare(SourceFile(path, len(text), "h"))

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.indexing.snapshots import open_snapshot
 from retrieval.indexing.sources import (
     Checkout,
     SkipRules,
     derive_slug,
     is_url,
-    list_files,
     materialize,
     slug_from_url,
     validate_slug,
@@ -100,7 +100,9 @@ FILES = {
 
 def test_plain_directory_skip_rules_counted_per_reason(tmp_path: Path) -> None:
     _tree(tmp_path, FILES)
-    listing = list_files(Checkout(tmp_path, "dir", "", ""), SkipRules(max_file_bytes=3000))
+    listing = open_snapshot(
+        Checkout(tmp_path, "dir", "", ""), SkipRules(max_file_bytes=3000)
+    ).list()
     assert sorted(f.path for f in listing.files) == [
         ".gitignore",
         "README.md",
@@ -120,17 +122,27 @@ def test_plain_directory_skip_rules_counted_per_reason(tmp_path: Path) -> None:
     assert len(app.content_hash) == 64 and app.size == len(FILES["src/app.py"])
 
 
-def test_git_repository_uses_ls_files(tmp_path: Path) -> None:
-    _tree(tmp_path, FILES)
-    _git(tmp_path, "init", "-q", "-b", "main")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-q", "-m", "x")
-    checkout = materialize(str(tmp_path), "h/o/n", "", tmp_path / "data")
+def test_git_repository_is_read_from_its_commit(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    _tree(repo, FILES)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "x")
+    # Neither an uncommitted change nor an untracked file is indexed: the commit is.
+    (repo / "src" / "app.py").write_bytes(b"changed = True\n")
+    (repo / "untracked.py").write_bytes(b"u = 1\n")
+    checkout = materialize(str(repo), "h/o/n", "", tmp_path / "data")
     assert checkout.kind == "git" and checkout.branch == "main" and len(checkout.commit) == 40
-    listing = list_files(checkout, SkipRules(max_file_bytes=3000))
-    assert "src/app.py" in {f.path for f in listing.files}
-    assert listing.skipped["gitignored"] >= 1
+    assert checkout.root == tmp_path / "data" / "repos" / "h/o/n"  # the service's clone
+    listing = open_snapshot(checkout, SkipRules(max_file_bytes=3000)).list()
+    paths = {f.path for f in listing.files}
+    assert "src/app.py" in paths and "untracked.py" not in paths
+    assert "run.log" not in paths  # ignored, so never committed
     assert listing.skipped["vendored"] == 2  # committed node_modules and vendor files
+    app = next(f for f in listing.files if f.path == "src/app.py")
+    assert app.size == len(FILES["src/app.py"]) and len(app.blob) == 40
+    snapshot = open_snapshot(checkout, SkipRules(max_file_bytes=3000))
+    assert snapshot.load(app).data == FILES["src/app.py"]
 
 
 def test_plain_directory_has_no_branches(tmp_path: Path) -> None:
@@ -149,7 +161,7 @@ def test_other_branch_of_a_local_repository_is_cloned(tmp_path: Path) -> None:
     _git(repo, "commit", "-q", "-m", "x")
     _git(repo, "branch", "dev")
     checkout = materialize(str(repo), "h/o/n", "dev", tmp_path / "data")
-    assert checkout.kind == "url" and checkout.branch == "dev"
+    assert checkout.kind == "git" and checkout.branch == "dev"
     assert checkout.root == tmp_path / "data" / "repos" / "h/o/n"
     again = materialize(str(repo), "h/o/n", "dev", tmp_path / "data")  # fetch, not re-clone
     assert again.commit == checkout.commit

@@ -14,6 +14,7 @@ import pytest
 
 from retrieval.indexing.freshness import Freshness, HeadProbe, IndexedSource
 from retrieval.indexing.git import GitError, GitTimeout, git_environment, run_git
+from retrieval.indexing.snapshots import open_snapshot
 from retrieval.indexing.source_policy import (
     LocalPolicy,
     check_branch,
@@ -21,7 +22,7 @@ from retrieval.indexing.source_policy import (
     clone_path,
     parse_source,
 )
-from retrieval.indexing.sources import materialize, remove_clone
+from retrieval.indexing.sources import Checkout, SkipRules, materialize, remove_clone
 from retrieval.settings import IndexSettings
 from svckit.config import ConfigError, Env
 from svckit.errors import FailedPrecondition, InvalidArgument, PermissionDenied
@@ -377,14 +378,18 @@ def test_a_changed_source_is_cloned_afresh(tmp_path: Path) -> None:
     write(second, "b.py", "y = 2\n")
     commit_all(second, "other", JAN)
     checkout = materialize(first.as_uri(), "host/o/n", "", data)
-    assert (checkout.root / "a.py").exists()
+    assert _paths(checkout) == {"a.py"}
     checkout = materialize(second.as_uri(), "host/o/n", "", data)
-    assert (checkout.root / "b.py").exists() and not (checkout.root / "a.py").exists()
-    # An update of the same source fetches and resets to the branch head.
+    assert _paths(checkout) == {"b.py"}
+    # An update of the same source fetches and indexes the branch's new head.
     write(second, "c.py", "z = 3\n")
     commit_all(second, "more", JAN)
     checkout = materialize(second.as_uri(), "host/o/n", "main", data)
-    assert (checkout.root / "c.py").exists() and checkout.branch == "main"
+    assert _paths(checkout) == {"b.py", "c.py"} and checkout.branch == "main"
+
+
+def _paths(checkout: Checkout) -> set[str]:
+    return {f.path for f in open_snapshot(checkout, SkipRules()).list().files}
 
 
 async def test_freshness_never_hands_a_stored_hostile_source_to_git(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """Per-line commit times from one `git blame` per file; node and chunk times from them.
 
 A node's created time is the oldest commit touching its lines and its last-changed time
-the newest, so `since` means "changed in the repository", not "re-indexed". Lines not yet
-committed, untracked files and plain directories fall back to the file's mtime.
+the newest, so `since` means "changed in the repository", not "re-indexed". Lines blame
+cannot date fall back to the indexed commit's time, and plain directories to the file's
+mtime (indexing/snapshots.py runs blame and picks the fallback).
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-
-from retrieval.indexing.git import GitError, run_git
 
 _HEADER = re.compile(rb"^([0-9a-f]{40}) \d+ (\d+)(?: \d+)?$")
 _UNCOMMITTED = b"0" * 40
@@ -36,10 +34,6 @@ class LineTimes:
     @property
     def newest(self) -> datetime:
         return max(self.times) if self.times else self.fallback
-
-
-def file_mtime(path: Path) -> datetime:
-    return datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
 
 
 def parse_porcelain(output: bytes, fallback: datetime) -> list[datetime]:
@@ -72,16 +66,3 @@ def parse_porcelain(output: bytes, fallback: datetime) -> list[datetime]:
         else:
             times.append(commit_times.get(commit, fallback))
     return times
-
-
-def blame_file(repo_root: Path, relative_path: str, *, use_git: bool) -> LineTimes:
-    """Line times of one file: git blame of the working-tree file, else its mtime."""
-    absolute = repo_root / relative_path
-    fallback = file_mtime(absolute)
-    if not use_git:
-        return LineTimes((), fallback)
-    try:
-        output = run_git(["blame", "--porcelain", "--", relative_path], repo_root, timeout_s=120)
-    except GitError:  # untracked, not blamable, too slow or too long: the mtime will do
-        return LineTimes((), fallback)
-    return LineTimes(parse_porcelain(output, fallback), fallback)

@@ -129,7 +129,7 @@ def git_command(
     ]
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def kill_group(process: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -193,11 +193,11 @@ def run_git(
                 failure = GitError(f"{what} printed more than {max_output} bytes")
                 break
     if failure is not None:
-        _kill_group(process)
+        kill_group(process)
     try:
         process.wait(timeout=max(deadline - time.monotonic(), 1.0))
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        kill_group(process)
         process.wait()
         failure = failure or GitTimeout(f"{what} did not finish within {timeout_s:g}s")
     finally:

@@ -31,12 +31,14 @@ from retrieval.indexing import index_store as store
 from retrieval.indexing.credentials import GitCredentials
 from retrieval.indexing.jobs import Job, Progress
 from retrieval.indexing.linking import compute_links
+from retrieval.indexing.local_files import TooLarge, read_regular
 from retrieval.indexing.markdown import heading_tree, is_markdown
 from retrieval.indexing.parsing import detect_language
 from retrieval.indexing.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
 from retrieval.indexing.prepare import FilePreparer, prepare_document, text_language
 from retrieval.indexing.redaction import strip_secrets
 from retrieval.indexing.router_corpus import README_CHARS, collection_corpus, repository_corpus
+from retrieval.indexing.snapshots import Snapshot, Unreadable, open_snapshot
 from retrieval.indexing.source_policy import (
     HostPolicy,
     LocalPolicy,
@@ -44,11 +46,9 @@ from retrieval.indexing.source_policy import (
     private_sources_policy,
 )
 from retrieval.indexing.sources import (
-    Checkout,
     GitLimits,
     SkipRules,
     SourceFile,
-    list_files,
     materialize,
     remove_clone,
     walk_directory,
@@ -123,15 +123,18 @@ def file_language(path: str) -> str:
     return detect_language(path) or text_language(path)
 
 
-def _readme(checkout: Checkout, files: Sequence[SourceFile]) -> str:
+def _readme(snapshot: Snapshot, files: Sequence[SourceFile]) -> str:
     candidates = sorted(
-        (f.path for f in files if "/" not in f.path and f.path.lower().startswith("readme")),
-        key=lambda p: (not is_markdown(p), p),
+        (f for f in files if "/" not in f.path and f.path.lower().startswith("readme")),
+        key=lambda f: (not is_markdown(f.path), f.path),
     )
     if not candidates:
         return ""
-    text = (checkout.root / candidates[0]).read_text(errors="replace")
-    return text[:README_CHARS]
+    try:
+        data = snapshot.load(candidates[0]).data
+    except Unreadable:
+        return ""
+    return data.decode(errors="replace")[:README_CHARS]
 
 
 class Indexer:
@@ -269,9 +272,8 @@ class Indexer:
             )
         )
         progress.phase = "listing"
-        listing = await asyncio.to_thread(
-            list_files, checkout, SkipRules(self._settings.max_file_bytes)
-        )
+        snapshot = open_snapshot(checkout, SkipRules(self._settings.max_file_bytes))
+        listing = await asyncio.to_thread(snapshot.list)
         progress.skipped.update(listing.skipped)
         progress.files_seen = len(listing.files)
         progress.files_by_language.update(file_language(f.path) for f in listing.files)
@@ -302,12 +304,17 @@ class Indexer:
 
         progress.phase = "indexing"
         preparer = FilePreparer(
-            checkout.root,
-            use_git=checkout.uses_git,
+            snapshot,
             max_embed_chars=self._settings.embed_max_chars,
             code_text=self._settings.code_embed_text,
         )
-        stats = await self._run_files(repository_id, generation, changed, preparer, progress)
+        vanished: list[str] = []
+        stats = await self._run_files(
+            repository_id, generation, changed, preparer, progress, vanished=vanished
+        )
+        # A file that could not be read again as listed (a plain directory's file swapped
+        # for a link meanwhile) is not indexed, and neither is its earlier version.
+        removed = sorted({*removed, *(path for path in vanished if path in stored)})
 
         progress.phase = "linking"
         # Publication: one transaction replaces the previous version's rows with this
@@ -319,7 +326,7 @@ class Indexer:
                 graph = await store.load_link_graph(conn, repository_id)
                 edge_ids, targets = await asyncio.to_thread(compute_links, graph.nodes, graph.edges)
                 await store.set_edge_targets(conn, edge_ids, targets)
-            readme = await asyncio.to_thread(_readme, checkout, listing.files)
+            readme = await asyncio.to_thread(_readme, snapshot, listing.files)
             names = await store.module_level_names(conn, repository_id)
             paths = await store.file_paths(conn, repository_id)
             terms = repository_corpus(
@@ -357,6 +364,8 @@ class Indexer:
         changed: Sequence[SourceFile],
         preparer: FilePreparer,
         progress: Progress,
+        *,
+        vanished: list[str],
     ) -> PipelineStats:
         loop = asyncio.get_running_loop()
         pending = iter(changed)
@@ -367,7 +376,12 @@ class Indexer:
 
                 async def worker() -> None:
                     for source in pending:  # shared iterator: each file goes to one worker
-                        prepared = await loop.run_in_executor(pool, preparer.prepare, source)
+                        try:
+                            prepared = await loop.run_in_executor(pool, preparer.prepare, source)
+                        except Unreadable as err:
+                            progress.skipped[err.reason] += 1
+                            vanished.append(source.path)
+                            continue
                         summaries = await self._summarizer.summarize(prepared.summary_inputs)
                         unit = prepared.to_unit(summaries)
                         progress.embeddings_total += len(unit.texts)
@@ -476,13 +490,15 @@ class Indexer:
             if not is_markdown(path):
                 progress.skipped["not_markdown"] += 1
                 continue
-            absolute = root / path
-            if absolute.is_symlink() or not absolute.resolve().is_relative_to(root):
-                progress.skipped["not_regular"] += 1  # a link could lead anywhere
-                continue
-            if absolute.stat().st_size > self._settings.max_file_bytes:
+            # Read once, never through a link (local_files): a document swapped for a link
+            # to the service's secrets while the job runs is refused, not read.
+            try:
+                read = read_regular(root, path, max_bytes=self._settings.max_file_bytes)
+            except TooLarge:
                 progress.skipped["too_large"] += 1
                 continue
-            when = datetime.fromtimestamp(absolute.stat().st_mtime, tz=UTC)
-            documents[path] = (absolute.read_text(errors="replace"), when)
+            except OSError:
+                progress.skipped["not_regular"] += 1
+                continue
+            documents[path] = (read.data.decode(errors="replace"), read.modified)
         return documents

@@ -9,16 +9,16 @@ from __future__ import annotations
 import posixpath
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 
-from retrieval.indexing.blame import LineTimes, blame_file
+from retrieval.indexing.blame import LineTimes
 from retrieval.indexing.markdown import chunk_markdown, is_markdown
 from retrieval.indexing.parsing import CodeParser, chunk_plain_text
 from retrieval.indexing.parsing.nodes import unnumbered
 from retrieval.indexing.pipeline import WorkUnit
 from retrieval.indexing.records import DocRecord, EdgeRecord, FilePayload, NodeRecord
+from retrieval.indexing.snapshots import Snapshot
 from retrieval.indexing.sources import SourceFile
 from retrieval.indexing.summaries import SummaryInput
 from retrieval.search.lexemes import identifier_parts
@@ -123,14 +123,12 @@ class Prepared:
 class FilePreparer:
     def __init__(
         self,
-        root: Path,
+        snapshot: Snapshot,
         *,
-        use_git: bool,
         max_embed_chars: int = 2000,
         code_text: str = DEFAULT_CODE_EMBED_TEXT,
     ) -> None:
-        self._root = root
-        self._use_git = use_git
+        self._snapshot = snapshot
         self._max_chars = max_embed_chars
         self._code_text = CODE_EMBED_TEXTS[code_text]
         self._local = threading.local()
@@ -143,9 +141,12 @@ class FilePreparer:
         return parser
 
     def prepare(self, source: SourceFile) -> Prepared:
-        data = (self._root / source.path).read_bytes()
+        """The file's records, from one read of it (snapshots.Unreadable when it can no
+        longer be read as listed); its hash and size are those of the bytes read."""
+        loaded = self._snapshot.load(source)
+        data, times = loaded.data, loaded.times
+        source = replace(source, size=len(data), content_hash=loaded.content_hash)
         text = data.decode("utf-8", errors="replace")
-        times = blame_file(self._root, source.path, use_git=self._use_git)
         if is_markdown(source.path):
             return self._markdown(source, text, times)
         parsed = self._parser().parse(source.path, data)

@@ -1,13 +1,15 @@
 """Where a repository's files come from, what it is called, and which files are skipped.
 
-A source is a local git working tree, a plain directory (no git: times from mtimes), or a
-git URL cloned under the data directory. Skipped files are counted per reason so that the
-caller can see why a file is missing from the index.
+A source is a git URL, a local git repository or a plain directory (no git: times from
+mtimes). Every git source is cloned (a local one over `file://`) into the data directory
+and fetched there on each run, without a working tree: what is indexed is read from the
+objects of the commit the clone's branch points at (indexing/snapshots.py), never from the
+caller's working tree, so nothing in that tree or its configuration takes part. Skipped
+files are counted per reason so that the caller can see why a file is missing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -176,7 +178,7 @@ class Checkout:
     """A source made ready to read: its root and what git says about it."""
 
     root: Path
-    kind: str  # git (local working tree), dir (plain directory), url (our clone)
+    kind: str  # git (a local repository), url (a remote), both our clone; dir (plain)
     branch: str
     commit: str
 
@@ -215,8 +217,14 @@ def _is_our_clone(dest: Path) -> bool:
 
 
 def _default_branch(dest: Path, ceiling: Path) -> str:
-    head = git(dest, "rev-parse", "--abbrev-ref", "origin/HEAD", ceiling=ceiling)
-    return check_branch(head.split("/", 1)[1] if "/" in head else "")
+    """The remote's default branch as the clone recorded it (origin/HEAD), else the branch
+    a fresh clone of a repository without commits points HEAD at."""
+    try:
+        head = git(dest, "rev-parse", "--abbrev-ref", "origin/HEAD", ceiling=ceiling)
+        name = head.split("/", 1)[1] if "/" in head else ""
+    except GitError:
+        name = git(dest, "symbolic-ref", "--short", "-q", "HEAD", ceiling=ceiling)
+    return check_branch(name)
 
 
 def _clone_or_update(
@@ -231,7 +239,8 @@ def _clone_or_update(
 ) -> None:
     """Clones `url` into `dest`, or fetches it there; `network` is the git configuration
     the source policy returned for it and `auth` its credential (both given to the calls
-    that reach the remote only)."""
+    that reach the remote only). The branch's commit is `refs/remotes/origin/<branch>`
+    afterwards (_git_checkout)."""
     ceiling = dest.parent
     timeout = limits.network_timeout_s
     auth = auth or GitAuth()
@@ -253,12 +262,11 @@ def _clone_or_update(
             config=remote_config,
             env=auth.env,
         )
-        target = branch or _default_branch(dest, ceiling)
-        git(dest, "checkout", "-q", "-B", target, f"origin/{target}", "--", ceiling=ceiling)
-        git(dest, "reset", "-q", "--hard", f"origin/{target}", "--", ceiling=ceiling)
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    args = ["clone", "--no-tags", "--quiet"]
+    # No working tree: files are read from the commit's objects (snapshots.py), and a
+    # checkout would run whatever filters the configuration in force defines.
+    args = ["clone", "--no-tags", "--quiet", "--no-checkout"]
     if branch:
         args += ["--branch", branch]
     try:
@@ -289,14 +297,15 @@ def materialize(
     network: Sequence[str] = (),
     auth: GitAuth | None = None,
 ) -> Checkout:
-    """Resolves a source to a readable tree, cloning or fetching URLs into the data dir.
+    """Resolves a source to a commit in a clone under the data dir, or a plain directory.
 
     `source` and `branch` are checked again here (source_policy), and a local source
     against `local` when given, so nothing reaches git unchecked whoever calls this. A
-    local git repository whose checked-out branch differs from the requested one is cloned
-    too, so the index never switches branches under the user's working tree. `network`:
-    the git configuration the source policy returned for a remote source (its https
-    fetches pinned to the addresses it checked, no proxy); `auth`: the remote's credential
+    local git repository is cloned like a remote, over `file://` (its branch: the one asked
+    for, else the one checked out there), so the index is the commit and never the working
+    tree, its uncommitted changes, its links or its configuration. `network`: the git
+    configuration the source policy returned for a remote source (its https fetches
+    pinned to the addresses it checked, no proxy); `auth`: the remote's credential
     (indexing/credentials.py). Clones live under `<data_dir>/repos`, made private to the
     service's user (mode 0700): they may hold private code.
     """
@@ -315,23 +324,33 @@ def materialize(
             network=network,
             auth=auth,
         )
-        return _git_checkout(dest, "url", ceiling=dest.parent)
+        return _git_checkout(dest, "url", branch)
     assert checked.path is not None
     path = _local_directory(checked.path, local)
     if checked.kind == "file_url":
         dest = clone_dir(data_dir, slug)
         _clone_or_update(path.as_uri(), dest, branch, allow_file=True, limits=limits)
-        return _git_checkout(dest, "url", ceiling=dest.parent)
+        return _git_checkout(dest, "url", branch)
     if git_toplevel(path) != path:
         if branch:
             raise FailedPrecondition(f"{source} is not a git repository; it has no branches")
         return Checkout(path, "dir", "", "")
-    current = git(path, "rev-parse", "--abbrev-ref", "HEAD")
-    if branch and branch != current:
-        dest = clone_dir(data_dir, slug)
-        _clone_or_update(path.as_uri(), dest, branch, allow_file=True, limits=limits)
-        return _git_checkout(dest, "url", ceiling=dest.parent)
-    return _git_checkout(path, "git")
+    if not branch:
+        try:
+            branch = check_branch(git(path, "symbolic-ref", "--short", "-q", "HEAD"))
+        except GitError as err:
+            raise FailedPrecondition(
+                f"{source} has no branch checked out (a detached HEAD); name one to index"
+            ) from err
+    try:
+        git(path, "rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{commit}}")
+    except GitError as err:
+        raise FailedPrecondition(
+            f"{source} has no commit on branch {branch!r}: only committed files are indexed"
+        ) from err
+    dest = clone_dir(data_dir, slug)
+    _clone_or_update(path.as_uri(), dest, branch, allow_file=True, limits=limits)
+    return _git_checkout(dest, "git", branch)
 
 
 def _private_clones(data_dir: Path) -> None:
@@ -352,20 +371,31 @@ def _local_directory(path: Path, local: LocalPolicy | None) -> Path:
     return resolved
 
 
-def _git_checkout(root: Path, kind: str, ceiling: Path | None = None) -> Checkout:
+def _git_checkout(dest: Path, kind: str, branch: str) -> Checkout:
+    """The clone's branch and the commit it points at (the fetched remote-tracking ref, so
+    nothing is checked out); no commit when the repository has none yet."""
+    ceiling = dest.parent
+    target = branch or _default_branch(dest, ceiling)
     try:
-        commit = git(root, "rev-parse", "HEAD", ceiling=ceiling)
+        commit = git(
+            dest,
+            "rev-parse",
+            "-q",
+            "--verify",
+            f"refs/remotes/origin/{target}^{{commit}}",
+            ceiling=ceiling,
+        )
     except GitError:
         commit = ""  # a repository without commits yet
-    branch = git(root, "rev-parse", "--abbrev-ref", "HEAD", ceiling=ceiling) if commit else ""
-    return Checkout(root, kind, branch, commit)
+    return Checkout(dest, kind, target, commit)
 
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
     path: str  # relative, '/'-separated
     size: int
-    content_hash: str
+    content_hash: str  # sha256 of the bytes
+    blob: str = ""  # the git blob id, for a git source (snapshots.GitSnapshot)
 
 
 @dataclass
@@ -404,44 +434,19 @@ def skip_reason_by_name(path: str) -> str | None:
     return None
 
 
-def classify(root: Path, path: str, rules: SkipRules) -> tuple[SourceFile | None, str | None]:
-    """A SourceFile, or the reason it is skipped."""
-    reason = skip_reason_by_name(path)
-    if reason:
-        return None, reason
-    absolute = root / path
-    try:
-        if absolute.is_symlink() or not absolute.is_file():
-            return None, "not_regular"
-        if not absolute.resolve().is_relative_to(root.resolve()):
-            return None, "not_regular"  # reached through a symlinked directory
-        size = absolute.stat().st_size
-        if size > rules.max_file_bytes:
-            return None, "too_large"
-        data = absolute.read_bytes()
-    except OSError:
-        return None, "unreadable"
+def content_skip_reason(path: str, data: bytes) -> str | None:
+    """Reasons visible from a file's bytes: nothing to index, or not text."""
     if not data.strip():
-        return None, "empty"
+        return "empty"
     if b"\0" in data:  # PostgreSQL text cannot hold NUL, wherever it sits
-        return None, "binary"
+        return "binary"
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
-        return None, "binary"
+        return "binary"
     if _looks_minified(path, data):
-        return None, "minified"
-    return SourceFile(path, size, hashlib.sha256(data).hexdigest()), None
-
-
-def _git_paths(root: Path) -> tuple[list[str], int]:
-    listed = git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    paths = sorted({p for p in listed.split("\0") if p})
-    # --directory collapses an ignored tree (node_modules/, .venv/) into one entry.
-    ignored = git(
-        root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"
-    )
-    return paths, len([p for p in ignored.split("\0") if p])
+        return "minified"
+    return None
 
 
 def walk_directory(root: Path, skipped: Counter[str]) -> list[str]:
@@ -483,22 +488,3 @@ def walk_directory(root: Path, skipped: Counter[str]) -> list[str]:
             else:
                 paths.append(rel)
     return paths
-
-
-def list_files(checkout: Checkout, rules: SkipRules) -> Listing:
-    """The files to index, with the skip counts per reason."""
-    skipped: Counter[str] = Counter()
-    if checkout.uses_git:
-        paths, ignored = _git_paths(checkout.root)
-        if ignored:
-            skipped["gitignored"] += ignored
-    else:
-        paths = walk_directory(checkout.root, skipped)
-    files: list[SourceFile] = []
-    for path in paths:
-        source_file, reason = classify(checkout.root, path, rules)
-        if source_file is not None:
-            files.append(source_file)
-        elif reason:
-            skipped[reason] += 1
-    return Listing(files, skipped)
