@@ -183,7 +183,7 @@ async def test_git_url_is_cloned_with_a_derived_slug(
     )
     assert stamp.year == 2024 and stamp.month == 3
     clone = tmp_path / "data" / "repos" / "local" / "team" / "demo"
-    assert (clone / "pkg" / "config.py").is_file()
+    assert (clone / ".git").is_dir() and not (clone / "pkg").exists()  # objects, no tree
     # Deleting the repository also removes our clone.
     await stub.DeleteRepository(
         pb.DeleteRepositoryRequest(slug="local/team/demo"), metadata=ADMIN, timeout=10
