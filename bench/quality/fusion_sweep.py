@@ -76,7 +76,7 @@ async def _collect_one(pool: asyncpg.Pool, stack: Stack, text: str, repo: str | 
     lists = await asyncio.gather(
         *(
             run_stream(
-                pool,
+                pool.acquire,
                 t,
                 scope=scope,
                 query=text,

@@ -58,7 +58,7 @@ async def collect(
     lists = await asyncio.gather(
         *(
             run_stream(
-                pool,
+                pool.acquire,
                 task,
                 scope=scope,
                 query=text,

@@ -40,6 +40,7 @@ from retrieval.search.ranking import plan_fusion, rank
 from retrieval.search.rerank import Reranker, RerankError, exact_symbol_match, should_rerank
 from retrieval.search.search_settings import SearchSettings
 from retrieval.search.search_sql import Scope, hydrate
+from retrieval.search.snapshot import Connect, Snapshot, Snapshots
 from retrieval.search.snippets import make_snippet
 from retrieval.search.streams import StreamTask, plan_streams, run_stream
 from svckit.errors import NotFound, database_outage
@@ -119,16 +120,24 @@ class SearchEngine:
         embed_timeout_s: float,
         reranker: Reranker | None = None,
     ) -> None:
-        self._pool = pool
+        # Every statement of one search reads one snapshot (search/snapshot.py); half the
+        # pool may hold a snapshot's leader, the rest serve their streams.
+        self._snapshots = Snapshots(pool, max_open=max(1, settings.pool_size // 2))
         self._embedder = embedder
         self._settings = settings
         self._embed_timeout_s = embed_timeout_s
         self._reranker = reranker
 
     async def search(self, query: SearchQuery, viewer: Viewer) -> SearchOutcome:
+        async with self._snapshots.open() as snapshot:
+            return await self._search(query, viewer, snapshot)
+
+    async def _search(
+        self, query: SearchQuery, viewer: Viewer, snapshot: Snapshot
+    ) -> SearchOutcome:
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        await self._check_scope(query, viewer)
+        await self._check_scope(query, viewer, snapshot.leader)
         scope = Scope(viewer, query.repo, query.collection, query.as_of, query.since, query.until)
         stores = stores_for(query.layers)
         units = {store: units_for(store, query.layers) for store in stores}
@@ -140,7 +149,9 @@ class SearchEngine:
 
         phase = time.perf_counter()
         reasons: dict[StreamName, str] = {}
-        hits = await self._run_streams(query.text, tasks, scope, states, timings, reasons=reasons)
+        hits = await self._run_streams(
+            snapshot, query.text, tasks, scope, states=states, timings=timings, reasons=reasons
+        )
         timings["streams"] = _ms(phase)
 
         phase = time.perf_counter()
@@ -178,7 +189,9 @@ class SearchEngine:
         )
         rerank_window = min(len(rows), gate.top_n) if could_rerank else 0
         phase = time.perf_counter()
-        results = await self._hydrate(rows[: max(query.top_k, rerank_window)], query, scope)
+        results = await self._hydrate(
+            snapshot, rows[: max(query.top_k, rerank_window)], query, scope
+        )
         timings["hydrate"] = _ms(phase)
 
         named = any(
@@ -196,24 +209,22 @@ class SearchEngine:
         if query.include_graph and query.repo is not None:
             phase = time.perf_counter()
             seeds = [int(hit.id.split(":", 1)[1]) for hit in results if hit.store == "code"]
-            async with self._pool.acquire() as conn:
-                graph = await expand(conn, seeds, query.repo, viewer)
+            graph = await expand(snapshot.leader, seeds, query.repo, viewer)
             timings["graph"] = _ms(phase)
         timings["total"] = _ms(started)
         return SearchOutcome(query.text, results, states, graph, timings, reasons)
 
-    async def _check_scope(self, query: SearchQuery, viewer: Viewer) -> None:
+    async def _check_scope(
+        self, query: SearchQuery, viewer: Viewer, conn: asyncpg.Connection
+    ) -> None:
         """Unknown and unreadable look the same (NOT_FOUND), so nothing leaks."""
-        if query.repo is None and query.collection is None:
-            return
-        async with self._pool.acquire() as conn:
-            if query.repo is not None:
-                if not await catalog.repository_readable_by(conn, query.repo, viewer):
-                    raise NotFound(f"no repository {query.repo}")
-            elif query.collection is not None and not await catalog.collection_readable_by(
-                conn, query.collection, viewer
-            ):
-                raise NotFound(f"no collection {query.collection}")
+        if query.repo is not None:
+            if not await catalog.repository_readable_by(conn, query.repo, viewer):
+                raise NotFound(f"no repository {query.repo}")
+        elif query.collection is not None and not await catalog.collection_readable_by(
+            conn, query.collection, viewer
+        ):
+            raise NotFound(f"no collection {query.collection}")
 
     async def _embed(
         self, text: str, timings: dict[str, float], failed: dict[StreamName, str]
@@ -240,6 +251,7 @@ class SearchEngine:
         self,
         task: StreamTask,
         *,
+        connect: Connect,
         text: str,
         scope: Scope,
         vector: Vector | None,
@@ -249,7 +261,7 @@ class SearchEngine:
         phase = time.perf_counter()
         try:
             return await run_stream(
-                self._pool,
+                connect,
                 task,
                 scope=scope,
                 query=text,
@@ -271,12 +283,13 @@ class SearchEngine:
 
     async def _run_streams(
         self,
+        snapshot: Snapshot,
         text: str,
         tasks: Sequence[StreamTask],
         scope: Scope,
+        *,
         states: dict[StreamName, StreamState],
         timings: dict[str, float],
-        *,
         reasons: dict[StreamName, str],
     ) -> dict[StreamTask, list[StreamHit]]:
         """Runs the tasks; a stream that fails is marked unavailable in `states`, with why
@@ -290,7 +303,13 @@ class SearchEngine:
             vector = await self._embed(text, timings, failed) if vector_tasks else None
             for task in tasks:
                 results[task] = await self._guarded(
-                    task, text=text, scope=scope, vector=vector, failed=failed, timings=timings
+                    task,
+                    connect=snapshot.connection,
+                    text=text,
+                    scope=scope,
+                    vector=vector,
+                    failed=failed,
+                    timings=timings,
                 )
         else:
 
@@ -303,6 +322,7 @@ class SearchEngine:
                         t: group.create_task(
                             self._guarded(
                                 t,
+                                connect=snapshot.connection,
                                 text=text,
                                 scope=scope,
                                 vector=vector,
@@ -323,7 +343,13 @@ class SearchEngine:
                 others = {
                     t: group.create_task(
                         self._guarded(
-                            t, text=text, scope=scope, vector=None, failed=failed, timings=timings
+                            t,
+                            connect=snapshot.connection,
+                            text=text,
+                            scope=scope,
+                            vector=None,
+                            failed=failed,
+                            timings=timings,
                         )
                     )
                     for t in other_tasks
@@ -336,7 +362,7 @@ class SearchEngine:
         return {t: results.get(t, []) for t in tasks}
 
     async def _hydrate(
-        self, rows: Sequence[_Row], query: SearchQuery, scope: Scope
+        self, snapshot: Snapshot, rows: Sequence[_Row], query: SearchQuery, scope: Scope
     ) -> list[SearchHit]:
         by_store: dict[Store, list[int]] = {}
         for row in rows:
@@ -345,14 +371,14 @@ class SearchEngine:
                 ids.append(row.fused.id)
 
         async def fetch(store: Store, ids: list[int]) -> tuple[Store, dict[int, asyncpg.Record]]:
-            async with self._pool.acquire() as conn:
+            async with snapshot.connection() as conn:
                 return store, await hydrate(conn, store, ids, scope)
 
         fetched = dict(await asyncio.gather(*(fetch(s, ids) for s, ids in by_store.items())))
         hits: list[SearchHit] = []
         for row in rows:
             record = fetched[row.fused.store].get(row.fused.id)
-            if record is not None:  # gone since it was ranked (re-index, delete)
+            if record is not None:  # never, on one snapshot; kept as a guard
                 hits.append(_hit(row, record, query))
         return hits
 

@@ -1,9 +1,9 @@
 """The streams of a search: which (store, unit, stream) queries run, and running one.
 
 Vector always (when the query could be embedded), lexical only when the query has
-text, symbol on the code store only. Each runs on its own pooled connection, so they can
-run concurrently; a failure is reported to the caller (engine.py), which logs it and
-lets the stream contribute nothing.
+text, symbol on the code store only. Each runs on its own pooled connection, all reading
+the search's one snapshot, so they can run concurrently; a failure is reported to the
+caller (engine.py), which logs it and lets the stream contribute nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import asyncpg
 import numpy as np
 import numpy.typing as npt
 
@@ -20,6 +19,7 @@ from retrieval.search import search_sql
 from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName
 from retrieval.search.query_text import code_tsquery, doc_tsquery
 from retrieval.search.search_sql import LexicalScoring, Scope
+from retrieval.search.snapshot import Connect
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ def plan_streams(
 
 
 async def run_stream(
-    pool: asyncpg.Pool,
+    connect: Connect,
     task: StreamTask,
     *,
     scope: Scope,
@@ -71,8 +71,9 @@ async def run_stream(
     split_identifiers: bool = True,
     scoring: LexicalScoring = "bm25",
 ) -> list[StreamHit]:
-    """Runs one stream query on a connection of its own; raises on failure."""
-    async with pool.acquire() as conn:
+    """Runs one stream query on a connection of its own (`connect`: the search's snapshot,
+    search/snapshot.py); raises on failure."""
+    async with connect() as conn:
         if task.stream == "vector":
             if vector is None:
                 return []

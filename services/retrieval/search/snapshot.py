@@ -1,0 +1,76 @@
+"""One database snapshot per answer.
+
+A search runs several statements, most of them at once on connections of their own (the
+streams, then hydration, then the graph). A publication (indexing/generations.py) that
+commits between two of them would give one answer rows from two versions of a repository:
+ids ranked from the old version and hydrated after they were replaced (a short answer), or
+results from two commits. So every statement of one search reads one snapshot: the
+search's first connection opens a REPEATABLE READ, READ ONLY transaction and exports its
+snapshot (`pg_export_snapshot`), and each other connection it takes starts the same kind
+of transaction and imports it (`SET TRANSACTION SNAPSHOT`) before its first statement.
+
+The exporting connection stays open for the whole search while the others come and go,
+which would deadlock once every pooled connection were such a leader waiting for one
+more; `max_open` snapshots at a time (fewer than the pool's connections) keeps one free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol
+
+import asyncpg
+
+# What pg_export_snapshot returns, e.g. 00000003-0000001B-1; checked before it is spliced
+# into SET TRANSACTION SNAPSHOT, which takes no parameters.
+_SNAPSHOT_ID = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{8}-[0-9]+$")
+
+
+class Connect(Protocol):
+    """Where a statement gets its connection: a snapshot's `connection`, or a pool's
+    `acquire` where one snapshot does not matter (benchmarks)."""
+
+    def __call__(self) -> AbstractAsyncContextManager[asyncpg.Connection]: ...
+
+
+class Snapshot:
+    """An open snapshot: its exporting connection (`leader`) and more connections on it."""
+
+    def __init__(self, pool: asyncpg.Pool, leader: asyncpg.Connection, snapshot_id: str) -> None:
+        if not _SNAPSHOT_ID.match(snapshot_id):
+            raise ValueError(f"unexpected snapshot id {snapshot_id!r}")
+        self._pool = pool
+        self.leader = leader
+        self._id = snapshot_id
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection reading this snapshot, for the block's statements."""
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            await conn.execute(f"SET TRANSACTION SNAPSHOT '{self._id}'")
+            yield conn
+
+
+class Snapshots:
+    def __init__(self, pool: asyncpg.Pool, *, max_open: int) -> None:
+        if max_open < 1:
+            raise ValueError("max_open must be at least 1")
+        self._pool = pool
+        self._slots = asyncio.Semaphore(max_open)
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Snapshot]:
+        """A snapshot of the database as of now, kept until the block ends."""
+        async with (
+            self._slots,
+            self._pool.acquire() as leader,
+            leader.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            snapshot_id = await leader.fetchval("SELECT pg_export_snapshot()")
+            yield Snapshot(self._pool, leader, str(snapshot_id))
