@@ -4,6 +4,10 @@ Files are named `NNNN_description.sql` in a service's `migrations/` folder. Each
 in its own transaction and recorded in `cograph_migrations`; a session-level advisory lock
 serialises concurrent runners, and a runner that waited re-reads what is applied, so every
 replica can run migrations on start-up without coordination.
+
+A release knows the schema it needs: its own migrations. A database that has a version
+this release does not have was migrated by a newer release, and this one refuses to run on
+it (MigrationError naming both versions) rather than write rows the newer schema forbids.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +69,19 @@ CREATE TABLE IF NOT EXISTS cograph_migrations (
 """
 
 
+def check_not_newer(service: str, applied: Iterable[int], known: list[Migration]) -> None:
+    """Raises when the database holds a migration of `service` that this release lacks."""
+    versions = {m.version for m in known}
+    unknown = sorted(set(applied) - versions)
+    if unknown:
+        needs = max(versions, default=0)
+        raise MigrationError(
+            f"the database's {service} schema is at version {max(unknown):04d}, newer than "
+            f"this release's {needs:04d}: it was upgraded by a newer Cograph release; run "
+            "that release (or restore a backup taken before the upgrade)"
+        )
+
+
 async def apply_migrations(conn: asyncpg.Connection, service: str, folder: Path) -> list[int]:
     """Applies the service's pending migrations; returns the versions applied now."""
     migrations = load_migrations(folder)
@@ -74,6 +92,7 @@ async def apply_migrations(conn: asyncpg.Connection, service: str, folder: Path)
             "SELECT version, checksum FROM cograph_migrations WHERE service = $1", service
         )
         applied = {row["version"]: row["checksum"] for row in rows}
+        check_not_newer(service, applied, migrations)
         done: list[int] = []
         for migration in migrations:
             if migration.version in applied:

@@ -92,6 +92,22 @@ async def test_new_migrations_apply_later_and_edits_are_refused(
         await migrate(fresh_db_url, "svc", folder)
 
 
+async def test_a_schema_newer_than_the_release_is_refused(
+    fresh_db_url: str, tmp_path: Path
+) -> None:
+    newer = _write(
+        tmp_path / "newer",
+        {"0001_create.sql": "CREATE TABLE n1 (id int);", "0002_more.sql": "CREATE TABLE n2 ();"},
+    )
+    assert await migrate(fresh_db_url, "svc_newer", newer) == [1, 2]
+    older = _write(tmp_path / "older", {"0001_create.sql": "CREATE TABLE n1 (id int);"})
+    with pytest.raises(MigrationError, match="at version 0002, newer than this release's 0001"):
+        await migrate(fresh_db_url, "svc_newer", older)
+    # Another service's versions are its own business.
+    other = _write(tmp_path / "other", {"0001_create.sql": "CREATE TABLE o1 (id int);"})
+    assert await migrate(fresh_db_url, "svc_other", other) == [1]
+
+
 async def test_failed_migration_leaves_nothing_half_applied(
     fresh_db_url: str, tmp_path: Path
 ) -> None:
