@@ -24,6 +24,7 @@ from retrieval.search.engine import SearchEngine
 from retrieval.search.rerank import CrossEncoderReranker, Reranker, build_reranker
 from retrieval.servicer import RetrievalServicer
 from retrieval.settings import RetrievalSettings, SummarizerSettings
+from retrieval.upgrades import queue_reindex_after_upgrade
 from svckit.clients import dial
 from svckit.db import DbTimeouts, create_pool, ensure_extensions
 from svckit.internal_auth import TokenSigner, TokenVerifier
@@ -186,6 +187,10 @@ async def start_retrieval(
     space.start()
     # Workers take queued jobs, and jobs whose worker died, from index_jobs (any replica's).
     jobs.start(servicer.run_job)
+    try:
+        await queue_reindex_after_upgrade(pool, jobs)
+    except (asyncpg.PostgresError, OSError) as err:  # the next start queues them again
+        log.warning("could not queue the re-index after an upgrade", extra={"error": str(err)})
     await host.set_serving()
     log.info(
         "retrieval serving",

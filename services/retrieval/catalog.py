@@ -51,7 +51,7 @@ async def repository_readable_by(conn: asyncpg.Connection, slug: str, viewer: Vi
 
 _REPOSITORY_COLUMNS = """
     r.id, r.slug, r.branch, r.source, r.source_kind, r.commit_sha, r.indexed_at, r.public,
-    r.file_count, r.node_count, r.edge_count, r.doc_chunk_count,
+    r.file_count, r.node_count, r.edge_count, r.doc_chunk_count, r.reindex_reason,
     COALESCE((SELECT jsonb_object_agg(language, n) FROM (
         SELECT language, count(*) AS n FROM files f WHERE f.repository_id = r.id
         GROUP BY language) l), '{}'::jsonb) AS files_by_language

@@ -130,6 +130,10 @@ def repository_to_proto(
     other key without userinfo and without server paths (redaction); the freshness detail
     is scrubbed the same way."""
     source = row["source"]
+    if row["reindex_reason"]:
+        # What was indexed lacks data this release stores (upgrades.py): not current,
+        # whatever the branch's head says, until the background re-index publishes.
+        head = HeadCheck(Freshness.STALE, head.head_commit, detail=row["reindex_reason"])
     languages = row["files_by_language"]
     if isinstance(languages, str):
         languages = json.loads(languages)

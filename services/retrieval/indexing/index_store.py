@@ -432,7 +432,7 @@ async def finish_repository(
         published = await conn.fetchval(
             """
             UPDATE repositories SET branch = $2, commit_sha = $3, readme_excerpt = $4,
-                indexed_at = now(), needs_linking = false,
+                indexed_at = now(), needs_linking = false, reindex_reason = '',
                 published_generation = greatest(published_generation, $5),
                 file_count = (SELECT count(*) FROM files WHERE repository_id = $1),
                 node_count = (SELECT count(*) FROM code_nodes WHERE repository_id = $1),
@@ -541,7 +541,7 @@ async def finish_collection(
         await replace_terms(conn, "collection_terms", "collection_id", collection_id, terms)
         await conn.execute(
             """
-            UPDATE collections SET heading_tree = $2, indexed_at = now(),
+            UPDATE collections SET heading_tree = $2, indexed_at = now(), reindex_reason = '',
                 published_generation = $3,
                 document_count = (SELECT count(*) FROM collection_documents
                                   WHERE collection_id = $1),
