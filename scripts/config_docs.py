@@ -202,6 +202,17 @@ META: dict[str, Meta] = {
         "the embedder its exported model. Sources inside it are never indexed.",
         allowed="a directory",
     ),
+    "COGRAPH_DISK_MIN_FREE_MB": Meta(
+        "Free space kept on the filesystem of `COGRAPH_DATA_DIR` (the embedded database, the "
+        "clones, the logs), in MB. Below it retrieval and the commons refuse writes (index "
+        "requests, notes, votes, comments: 507 `disk_full`, naming the disk) and index jobs "
+        "pause; reads go on, and writes resume by themselves once there is room. 0 turns "
+        "the watch off."
+    ),
+    "COGRAPH_DISK_CHECK_S": Meta(
+        "How long a free-space measurement is trusted, in seconds: space that returns is "
+        "seen within this long."
+    ),
     "COGRAPH_INTERNAL_SECRET_FILE": Meta(
         "A file holding the secret (at least 32 bytes) that signs every internal gRPC call. "
         "Every service refuses to start without it or `COGRAPH_INTERNAL_SECRET` (not both). "
@@ -365,6 +376,10 @@ META: dict[str, Meta] = {
     "RETRIEVAL_EMBEDDER_WAIT_S": Meta(
         "How long indexing waits for an embedder that is loading or down (the job's phase "
         "says so) before the job fails, in seconds."
+    ),
+    "RETRIEVAL_DISK_WAIT_S": Meta(
+        "How long an index job stays paused on a nearly full disk (`COGRAPH_DISK_MIN_FREE_MB`; "
+        "its phase says so) before it fails, in seconds."
     ),
     "RETRIEVAL_LOCAL_SOURCES": Meta(
         "Who may index a path on the server or a `file://` URL: `admin` keys, or `any` key "

@@ -181,8 +181,37 @@ def database_outage(err: BaseException) -> DatabaseUnavailable | None:
     return None
 
 
+DISK_FULL = "disk_full"
+
+
+class DiskFull(ResourceExhausted):
+    """Writes are paused until the disk has room again (svckit.disk); REST 507."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason=DISK_FULL)
+
+
+def disk_error(err: BaseException) -> DiskFull | None:
+    """The DiskFull a database error amounts to: PostgreSQL's disk_full (53100), or a file
+    it could not extend; None for anything else."""
+    if isinstance(err, BaseExceptionGroup):
+        for member in err.exceptions:
+            found = disk_error(member)
+            if found is not None:
+                return found
+        return None
+    if isinstance(err, asyncpg.DiskFullError) or (
+        isinstance(err, asyncpg.PostgresError) and "could not extend file" in str(err)
+    ):
+        first = str(err).splitlines()[0][:200] if str(err) else "disk full"
+        return DiskFull(
+            f"the database's disk is full ({first}); writes are refused until there is room"
+        )
+    return None
+
+
 def as_domain_error(err: BaseException) -> DomainError | None:
     """The DomainError a servicer's exception maps to, or None (an internal error)."""
     if isinstance(err, DomainError):
         return err
-    return database_outage(err)
+    return database_outage(err) or disk_error(err)

@@ -11,7 +11,14 @@ from typing import Any
 import grpc
 
 from svckit import requestctx
-from svckit.errors import DATABASE_UNAVAILABLE, DomainError, database_outage, error_trailers
+from svckit.errors import (
+    DATABASE_UNAVAILABLE,
+    DISK_FULL,
+    DomainError,
+    database_outage,
+    disk_error,
+    error_trailers,
+)
 from svckit.internal_auth import AUTH_HEADER, Claims, InvalidToken, TokenVerifier
 
 log = logging.getLogger("svckit.access")
@@ -173,6 +180,13 @@ class ContextInterceptor(grpc.aio.ServerInterceptor):
                     log.warning("database unavailable", extra={"method": method, "error": str(err)})
                     trailers = error_trailers(outage.code, outage.message, DATABASE_UNAVAILABLE)
                     await context.abort(outage.code, outage.message, trailers)
+                # A database whose disk is full: RESOURCE_EXHAUSTED disk_full (REST 507).
+                full = disk_error(err)
+                if full is not None:
+                    code = full.code
+                    log.warning("database disk full", extra={"method": method, "error": str(err)})
+                    trailers = error_trailers(full.code, full.message, DISK_FULL)
+                    await context.abort(full.code, full.message, trailers)
                 code = grpc.StatusCode.INTERNAL
                 log.exception("unhandled error", extra={"method": method})
                 await context.abort(grpc.StatusCode.INTERNAL, "internal error")

@@ -22,6 +22,7 @@ from commons.settings import CommonsSettings
 from commons.store import CommonsStore
 from svckit.clients import dial
 from svckit.db import create_pool, ensure_extensions
+from svckit.disk import DiskWatch
 from svckit.internal_auth import TokenSigner, TokenVerifier
 from svckit.migrations import migrate
 from svckit.server import GrpcHost
@@ -115,7 +116,8 @@ async def start_commons(
             filter_first_max=settings.filter_first_max,
         ),
     )
-    servicer = CommonsServicer(board)
+    disk = DiskWatch(settings.disk) if settings.disk is not None else None
+    servicer = CommonsServicer(board, disk)
 
     def register(server: grpc.aio.Server) -> None:
         commons_pb2_grpc.add_CommonsServiceServicer_to_server(servicer, server)

@@ -10,6 +10,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from commons.board import NotesBoard
 from commons.models import Comment, ModerationEntry, Post, SearchHit
+from svckit.disk import DiskWatch
 
 _DIRECTION_TO_VALUE = {
     commons_pb2.VOTE_DIRECTION_UP: 1,
@@ -91,12 +92,20 @@ def entry_message(entry: ModerationEntry) -> commons_pb2.ModerationEntry:
 
 
 class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
-    def __init__(self, board: NotesBoard) -> None:
+    def __init__(self, board: NotesBoard, disk: DiskWatch | None = None) -> None:
         self._board = board
+        # Posts, votes and comments stop while the disk is nearly full (svckit.disk);
+        # reads, deletes and moderation go on (a delete frees room).
+        self._disk = disk
+
+    def _require_space(self, what: str) -> None:
+        if self._disk is not None:
+            self._disk.require_space(what)
 
     async def CreatePost(
         self, request: commons_pb2.CreatePostRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.CreatePostResponse:
+        self._require_space("posting a note")
         post = await self._board.create_post(request.title, request.body, list(request.tags))
         return commons_pb2.CreatePostResponse(post=post_message(post))
 
@@ -115,6 +124,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
     async def VotePost(
         self, request: commons_pb2.VotePostRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.VotePostResponse:
+        self._require_space("voting")
         # An unknown or unset direction maps to an out-of-range value the board rejects.
         outcome = await self._board.vote(
             request.post_id, _DIRECTION_TO_VALUE.get(request.direction, 99)
@@ -128,6 +138,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
     async def CreateComment(
         self, request: commons_pb2.CreateCommentRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.CreateCommentResponse:
+        self._require_space("commenting")
         comment, count = await self._board.add_comment(request.post_id, request.body)
         return commons_pb2.CreateCommentResponse(
             comment=comment_message(comment), comment_count=count

@@ -14,6 +14,7 @@ from svckit.config import (
     internal_secret,
     query_embed_timeout_s,
 )
+from svckit.disk import DiskSettings
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class CommonsSettings:
     internal_secret: bytes = field(repr=False)
     # How often the embedder's model is compared with the stored vectors' (embedding_space).
     embedding_space_check_s: float = 10.0
+    # Free space kept on the data directory's disk (svckit.disk); None watches nothing.
+    disk: DiskSettings | None = None
 
     @classmethod
     def from_env(cls, env: Env) -> CommonsSettings:
@@ -80,4 +83,5 @@ class CommonsSettings:
             embedding_space_check_s=env.float(
                 "EMBEDDING_SPACE_CHECK_S", 10.0, min=0.05, max=3600.0
             ),
+            disk=DiskSettings.from_env(env),
         )

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cograph_api.rest_errors import ApiError, invalid, not_deployed
 from gateway.quotas import RateLimited
-from svckit.errors import database_outage, reason_of
+from svckit.errors import DISK_FULL, database_outage, reason_of
 
 # ApiError, invalid and not_deployed are defined once in cograph_api.rest_errors (the REST
 # client raises the same error) and reason_of in svckit.errors (the CLI reads reasons too);
@@ -74,6 +74,8 @@ def from_grpc(err: grpc.aio.AioRpcError) -> ApiError:
     reason = reason_of(err)
     if reason:
         error = reason
+    if reason == DISK_FULL:
+        status = 507  # Insufficient Storage: the request was fine, the disk is not
     detail = err.details() or code.name.lower()
     if status == 502:
         # INTERNAL / UNKNOWN / DATA_LOSS: the backend already hid its internals; say little.

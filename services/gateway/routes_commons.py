@@ -36,7 +36,7 @@ def commons_router(api: GatewayApi) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["commons"])
 
     @router.post(
-        "/posts", status_code=201, responses=errors(), summary="Post a note (returns at once)"
+        "/posts", status_code=201, responses=errors(507), summary="Post a note (returns at once)"
     )
     async def create_post(body: models.NewPost) -> dict[str, Any]:
         """Stores the note for the caller; it becomes searchable once embedded."""
@@ -56,14 +56,14 @@ def commons_router(api: GatewayApi) -> APIRouter:
         await api.delete_post(post_id, models.clean_text(reason, "reason"))
         return Response(status_code=204)
 
-    @router.post("/posts/{post_id}/votes", responses=errors(404), summary="Vote on a note")
+    @router.post("/posts/{post_id}/votes", responses=errors(404, 507), summary="Vote on a note")
     async def vote(post_id: PostId, body: models.Vote) -> dict[str, Any]:
         return await api.vote(post_id, body)
 
     @router.post(
         "/posts/{post_id}/comments",
         status_code=201,
-        responses=errors(404),
+        responses=errors(404, 507),
         summary="Comment on a note",
     )
     async def create_comment(post_id: PostId, body: models.NewComment) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         return await api.route(body)
 
     @router.post(
-        "/repositories", status_code=202, tags=["repositories"], responses=errors(403, 409)
+        "/repositories", status_code=202, tags=["repositories"], responses=errors(403, 409, 507)
     )
     async def index_repository(body: models.IndexRepositoryRequest) -> dict[str, Any]:
         """Starts (or joins) a background job indexing a git URL (https, ssh, git) or, for
@@ -111,7 +111,9 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         await api.delete_repository(models.clean_text(slug, "slug"))
         return Response(status_code=204)
 
-    @router.post("/collections", status_code=202, tags=["collections"], responses=errors(403, 409))
+    @router.post(
+        "/collections", status_code=202, tags=["collections"], responses=errors(403, 409, 507)
+    )
     async def index_collection(body: models.IndexCollectionRequest) -> dict[str, Any]:
         """Starts a job indexing a markdown collection (uploaded files or, for admin keys, a
         server directory); the same write rules as repositories."""

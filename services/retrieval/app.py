@@ -27,6 +27,7 @@ from retrieval.settings import RetrievalSettings, SummarizerSettings
 from retrieval.upgrades import queue_reindex_after_upgrade
 from svckit.clients import dial
 from svckit.db import DbTimeouts, create_pool, ensure_extensions
+from svckit.disk import DiskWatch
 from svckit.internal_auth import TokenSigner, TokenVerifier
 from svckit.migrations import migrate
 from svckit.server import GrpcHost
@@ -131,8 +132,15 @@ async def start_retrieval(
         max_attempts=index.job_max_attempts,
         poll_s=index.job_poll_s,
     )
+    disk = DiskWatch(settings.disk) if settings.disk is not None else None
     indexer = Indexer(
-        index_pool, index_embedder, settings.index, summarizer, settings.data_dir, space=space
+        index_pool,
+        index_embedder,
+        settings.index,
+        summarizer,
+        settings.data_dir,
+        space=space,
+        disk=disk,
     )
     reranker = build_reranker(settings.search.rerank, channel)
     if isinstance(reranker, CrossEncoderReranker) and not await reranker.available():
@@ -168,6 +176,7 @@ async def start_retrieval(
         heads=heads,
         cursors=CursorCodec.from_secret(settings.internal_secret),
         maintenance_pool=index_pool,
+        disk=disk,
     )
 
     def register(server: grpc.aio.Server) -> None:

@@ -53,6 +53,7 @@ from retrieval.search.reading import grep, list_files, read_file
 from retrieval.search.references import find_definitions, references
 from retrieval.search.search_settings import SearchSettings
 from retrieval.settings import IndexSettings
+from svckit.disk import DiskWatch
 from svckit.errors import FailedPrecondition, InvalidArgument, NotFound
 
 _JOB_KINDS = {
@@ -205,8 +206,11 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         heads: HeadProbe,
         cursors: CursorCodec,
         maintenance_pool: asyncpg.Pool | None = None,
+        disk: DiskWatch | None = None,
     ) -> None:
         self._pool = pool
+        # New index jobs are refused while the disk is nearly full (svckit.disk).
+        self._disk = disk
         # Signs and checks the paging cursors of files and references.
         self._cursors = cursors
         # Deleting a large repository can outlast a request's statement budget: it runs on
@@ -246,6 +250,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self, request: retrieval_pb2.IndexRepositoryRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.IndexRepositoryResponse:
         viewer = Viewer.current()
+        self._require_space("indexing")
         slug = check_slug(request.slug) if request.slug.strip() else ""
         # Syntax first, the same answer whoever asks: nothing here reaches git or a path.
         source = parse_source(await self._stored_source(slug, request.source, viewer))
@@ -278,6 +283,10 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
 
         job = await self._jobs.submit("repository", slug, request_to_json(job_request), viewer)
         return retrieval_pb2.IndexRepositoryResponse(job=job_to_proto(job, viewer))
+
+    def _require_space(self, what: str) -> None:
+        if self._disk is not None:
+            self._disk.require_space(what)
 
     async def _stored_source(self, slug: str, given: str, viewer: Viewer) -> str:
         """The source to index: `given`, unless it is the repository's stored source as
@@ -313,6 +322,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self, request: retrieval_pb2.IndexCollectionRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.IndexCollectionResponse:
         viewer = Viewer.current()
+        self._require_space("indexing")
         name = _checked_name(request.name)
         paths = [_checked_document_path(d.path) for d in request.documents]
         raw_directory = check_text(request.directory, "directory", MAX_SOURCE_CHARS)

@@ -23,6 +23,7 @@ from svckit.config import (
     internal_secret,
     query_embed_timeout_s,
 )
+from svckit.disk import DiskSettings
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,8 @@ class IndexSettings:
     job_poll_s: float = 1.0
     # How long indexing waits for an embedder that is loading or down before the job fails.
     embedder_wait_s: float = 120.0
+    # How long a run stays paused on a nearly full disk (svckit.disk) before it fails.
+    disk_wait_s: float = 3600.0
 
     @property
     def protected_dirs(self) -> tuple[Path, ...]:
@@ -163,6 +166,7 @@ class IndexSettings:
             job_max_attempts=env.int("RETRIEVAL_JOB_MAX_ATTEMPTS", 3, min=1, max=100),
             job_poll_s=env.float("RETRIEVAL_JOB_POLL_S", 1.0, min=0.05, max=60.0),
             embedder_wait_s=env.float("RETRIEVAL_EMBEDDER_WAIT_S", 120.0, min=0.0, max=3600.0),
+            disk_wait_s=env.float("RETRIEVAL_DISK_WAIT_S", 3600.0, min=0.0, max=86_400.0),
         )
 
 
@@ -186,6 +190,8 @@ class RetrievalSettings:
     head_cache_s: float  # how long a looked-up head is trusted
     # How often the embedder's model is compared with the stored vectors' (embedding_space).
     embedding_space_check_s: float = 10.0
+    # Free space kept on the data directory's disk (svckit.disk); None watches nothing.
+    disk: DiskSettings | None = None
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -210,4 +216,5 @@ class RetrievalSettings:
             embedding_space_check_s=env.float(
                 "EMBEDDING_SPACE_CHECK_S", 10.0, min=0.05, max=3600.0
             ),
+            disk=DiskSettings.from_env(env),
         )

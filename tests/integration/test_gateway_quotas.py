@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -17,7 +18,8 @@ from tests.integration.support.stacks import Stack, gateway_stack
 
 BURST = 3
 SLOW = "0.01"  # a token every 100 s: nothing refills while a test runs
-LIMITS = {
+# Gateway environment (gateway_stack's **overrides), every value a string.
+LIMITS: dict[str, Any] = {
     "GATEWAY_QUOTAS": "true",
     **{
         f"GATEWAY_QUOTA_{work}_{what}": value

@@ -35,8 +35,8 @@ async def _as_the_earlier_release(dsn: str, tmp_path: Path, repo: Path) -> None:
     """The schema before file texts (0001-0004) and a repository it indexed."""
     earlier = tmp_path / "earlier-migrations"
     earlier.mkdir()
-    for path in sorted(MIGRATIONS.glob("000[1-4]_*.sql")):
-        shutil.copy(path, earlier / path.name)
+    for migration in sorted(MIGRATIONS.glob("000[1-4]_*.sql")):
+        shutil.copy(migration, earlier / migration.name)
     await ensure_extensions(dsn)
     assert await migrate(dsn, "retrieval", earlier) == [1, 2, 3, 4]
     commit = git(repo, "rev-parse", "HEAD").strip()

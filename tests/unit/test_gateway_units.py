@@ -135,6 +135,12 @@ def test_grpc_status_mapping(code: grpc.StatusCode, status: int, error: str) -> 
         assert "why" not in mapped.detail  # internals stay in the backend's logs
 
 
+def test_a_full_disk_is_507_whatever_the_status() -> None:
+    mapped = from_grpc(_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "disk_full"))
+    assert (mapped.status, mapped.error) == (507, "disk_full")
+    assert from_grpc(_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED)).status == 429
+
+
 def test_reason_metadata_becomes_the_error_code() -> None:
     mapped = from_grpc(_rpc_error(grpc.StatusCode.UNAVAILABLE, "semantic_search_unavailable"))
     assert mapped.body() == {"error": "semantic_search_unavailable", "detail": "why"}

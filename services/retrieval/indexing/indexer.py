@@ -56,6 +56,8 @@ from retrieval.indexing.sources import (
 from retrieval.indexing.summaries import Summarizer
 from retrieval.permissions import not_writable
 from retrieval.settings import IndexSettings
+from svckit.disk import DiskWatch
+from svckit.errors import DiskFull
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +149,11 @@ class Indexer:
         data_dir: Path,
         *,
         space: EmbeddingSpace | None = None,
+        disk: DiskWatch | None = None,
     ) -> None:
         self._pool = pool
+        # A run pauses while the data directory's disk is nearly full (svckit.disk).
+        self._disk = disk
         self._embedder = embedder
         # The embedder's model against the stored vectors' (cograph_api.embedding_space):
         # a run refuses to write vectors of another model. None: not checked (tests).
@@ -220,6 +225,31 @@ class Indexer:
         if reason is not None:
             raise SpaceMismatch(f"refusing to index: {reason}")
 
+    async def _wait_for_room(self, progress: Progress) -> None:
+        """Pauses the run while the disk is nearly full, saying so in its phase, and fails
+        it (DiskFull, naming the disk) after RETRIEVAL_DISK_WAIT_S; resumes by itself."""
+        disk = self._disk
+        if disk is None or disk.settings.min_free_bytes <= 0:
+            return
+        state = disk.state()
+        if not state.low:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.disk_wait_s
+        before = progress.phase
+        log.warning("indexing paused: disk nearly full", extra={"free_bytes": state.free_bytes})
+        while state.low:
+            progress.phase = f"paused: {state.describe(disk.settings)}"
+            if loop.time() >= deadline:
+                raise DiskFull(
+                    f"indexing stopped after waiting {self._settings.disk_wait_s:g} s: "
+                    f"{state.describe(disk.settings)}"
+                )
+            await asyncio.sleep(max(disk.settings.check_s, 0.2))
+            state = disk.state()
+        progress.phase = before
+        log.info("indexing resumed: disk has room", extra={"free_bytes": state.free_bytes})
+
     @contextlib.asynccontextmanager
     async def _writing(self) -> AsyncIterator[asyncpg.Connection]:
         """A connection in a transaction that may write vectors: the embedding space's
@@ -245,6 +275,7 @@ class Indexer:
     async def index_repository(self, request: RepositoryRequest, job: Job) -> PipelineStats:
         progress = job.progress
         await self._check_space()
+        await self._wait_for_room(progress)
         # The source is checked again against the host policy as the job's requester: the
         # policy may have changed since the request, and so may the host's addresses. The
         # clone or fetch then runs with the configuration the check returned (https pinned
@@ -392,6 +423,7 @@ class Indexer:
                         group.create_task(worker())
 
         async def write(units: Sequence[WorkUnit]) -> None:
+            await self._wait_for_room(progress)
             async with self._writing() as conn:
                 await store.write_files(
                     conn,
@@ -416,6 +448,7 @@ class Indexer:
     async def index_collection(self, request: CollectionRequest, job: Job) -> PipelineStats:
         progress = job.progress
         await self._check_space()
+        await self._wait_for_room(progress)
         progress.phase = "listing"
         documents = await asyncio.to_thread(self._collection_documents, request, progress)
         progress.files_seen = len(documents)
@@ -455,6 +488,7 @@ class Indexer:
                 await emit(unit)
 
         async def write(units: Sequence[WorkUnit]) -> None:
+            await self._wait_for_room(progress)
             async with self._writing() as conn:
                 await store.write_documents(conn, collection_id, units, generation)
             progress.files_done += len(units)

@@ -81,9 +81,13 @@ async def gateway_stack(
     *,
     commons_embedder: str | None = None,
     services: tuple[str, ...] = ("commons", "retrieval", "router"),
+    service_env: dict[str, str] | None = None,
     **overrides: str,
 ) -> AsyncIterator[Stack]:
-    """Starts the services named in `services` and the gateway in front of them."""
+    """Starts the services named in `services` and the gateway in front of them;
+    `service_env` is added to retrieval's and the commons' environment, `overrides` to
+    the gateway's."""
+    extra = service_env or {}
     async with (
         fresh_database(pg_server_url, prefix="gw") as url,
         contextlib.AsyncExitStack() as stack,
@@ -102,6 +106,7 @@ async def gateway_stack(
                                 "EMBEDDER_ADDR": embedder_address,
                                 # Freshness looks at the source's head on every call.
                                 "RETRIEVAL_HEAD_CACHE_S": "0",
+                                **extra,
                             }
                         )
                     )
@@ -123,7 +128,7 @@ async def gateway_stack(
             addrs["router"] = f"127.0.0.1:{router.port}"
         if "commons" in services:
             commons = await start_commons(
-                commons_settings(url, commons_embedder or embedder_address)
+                commons_settings(url, commons_embedder or embedder_address, **extra)
             )
             stack.push_async_callback(commons.stop)
             addrs["commons"] = f"127.0.0.1:{commons.port}"
