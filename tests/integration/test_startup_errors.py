@@ -173,3 +173,19 @@ def test_up_stops_at_a_service_that_cannot_start_and_leaves_nothing_running(
     assert "not restarting" in out and "restarting in" not in out, out
     _, alive = psutil.wait_procs(seen, timeout=10)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], alive
+
+
+def test_embedder_cache_directory_must_be_writable_until_the_model_is_exported(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    cache = blocker / "models"
+    code, _, err = _run(
+        ["-m", "embedder"],
+        _env(tmp_path, EMBEDDER_CACHE_DIR=str(cache), EMBEDDER_LISTEN="127.0.0.1:0"),
+    )
+    assert code == 2, err
+    assert _one_line(err).startswith(
+        f"embedder: configuration error: EMBEDDER_CACHE_DIR: {cache} is not a writable"
+    )
