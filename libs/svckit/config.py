@@ -226,3 +226,15 @@ def ensure_writable_dir(path: Path, variable: str) -> Path:
         why = err.strerror or type(err).__name__
         raise ConfigError(f"{variable}: {path} is not a writable directory ({why})") from None
     return path
+
+
+def http_url(variable: str, value: str) -> str:
+    """`value` when it is an http(s) URL with a host, else ConfigError naming the variable:
+    a typo in an endpoint fails the start in one line rather than every call later."""
+    scheme, sep, rest = value.strip().partition("://")
+    host = rest.split("/", 1)[0].rpartition("@")[2]
+    if not sep or scheme.lower() not in ("http", "https") or not host or host.startswith(":"):
+        raise ConfigError(
+            f"{variable}: must be an http:// or https:// URL with a host, got {value!r}"
+        )
+    return value.strip()

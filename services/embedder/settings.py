@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from embedder.backends import EndpointSettings
-from svckit.config import ConfigError, Env, data_dir, internal_secret
+from svckit.config import ConfigError, Env, data_dir, http_url, internal_secret
 
 BACKENDS = ("onnx-int8", "torch", "openai")
 
@@ -95,7 +95,7 @@ def _endpoint(env: Env) -> EndpointSettings | None:
             "https://api.openai.com/v1) and EMBEDDER_OPENAI_MODEL"
         )
     return EndpointSettings(
-        base_url=base_url,
+        base_url=http_url("EMBEDDER_OPENAI_BASE_URL", base_url),
         model=model,
         api_key=api_key,
         dimension=dimension,
