@@ -120,6 +120,7 @@ def _record_services(recorder: Recorder) -> None:
     from retrieval.settings import RetrievalSettings
     from router.settings import RouterSettings
     from svckit.db import DbTimeouts
+    from svckit.logs import LogSettings
 
     EmbedderSettings.from_env(recorder.env("embedder"))
     RetrievalSettings.from_env(recorder.env("retrieval"))
@@ -127,6 +128,7 @@ def _record_services(recorder: Recorder) -> None:
     CommonsSettings.from_env(recorder.env("commons"))
     GatewaySettings.from_env(recorder.env("gateway"))
     DbTimeouts.from_env(recorder.env("database"))
+    LogSettings.from_env(recorder.env("logging"))
 
 
 def _record_commands(recorder: Recorder) -> None:
@@ -305,7 +307,9 @@ META: dict[str, Meta] = {
         "With `EMBEDDER_BACKEND=openai`: deadline of one embeddings request, in seconds."
     ),
     "EMBEDDER_MODEL_PATH": Meta(
-        "A sentence-transformers model directory to load instead of the packaged all-MiniLM-L6-v2.",
+        "A sentence-transformers model directory to load instead of the packaged all-MiniLM-L6-v2; "
+        "checked at start (it must hold config.json, tokenizer.json and model.safetensors or "
+        "pytorch_model.bin): models are never downloaded.",
         allowed="a directory",
     ),
     "EMBEDDER_CACHE_DIR": Meta(
@@ -717,6 +721,20 @@ META: dict[str, Meta] = {
         "`statement_timeout` of the indexer's own pool, in seconds: its batch writes and "
         "linking are long by nature."
     ),
+    # ---- logs (svckit.logs) ----
+    "COGRAPH_LOG_MAX_BYTES": Meta(
+        "Size at which a log file `cograph up` writes (`run/<service>.log`, `run/up.log`) is "
+        "rotated to `.1`, `.2`, ...; a file stays below it, in bytes."
+    ),
+    "COGRAPH_LOG_BACKUPS": Meta(
+        "Rotated log files kept per log; older ones are deleted. A service's logs take at "
+        "most `COGRAPH_LOG_MAX_BYTES` x (this + 1)."
+    ),
+    "COGRAPH_LOG_REPEAT_WINDOW_S": Meta(
+        "A warning or error with the same message from the same logger is written at most "
+        "once per this many seconds; the next one written carries `suppressed`, the count "
+        "left out. 0 writes every one."
+    ),
     # ---- tracing (svckit.telemetry) ----
     "OTEL_EXPORTER_OTLP_ENDPOINT": Meta(
         "Exports traces over OTLP (gRPC) to this endpoint; no export when unset.",
@@ -794,6 +812,12 @@ SECTIONS: tuple[Section, ...] = (
         "Database deadlines",
         "`libs/svckit/db.py` (`DbTimeouts`): every pool of retrieval, the router, the commons "
         "and the gateway, and the connections `cograph up` and `cograph migrate` open.",
+    ),
+    Section(
+        "logging",
+        "Logs",
+        "`libs/svckit/logs.py` (`LogSettings`): every service rate-limits repeated warnings; "
+        "`cograph up` rotates the log files it writes.",
     ),
     Section("tracing", "Tracing", "`libs/svckit/telemetry.py`, in every service."),
     Section(

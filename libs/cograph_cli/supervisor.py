@@ -10,6 +10,14 @@ the end of its log, and keeps everything else running. A restarted service is wa
 exactly as at start (its ready file, then health SERVING or /healthz 200) and binds the port
 it had, so its peers find it where they left it.
 
+A service that exits with EXIT_CONFIG (2: a bad setting, a database URL the server refuses)
+or EXIT_ENVIRONMENT (3: its port is held by another process) is not restarted: a restart
+cannot fix either, so the supervisor gives up on it at once and says why in one line (the
+last line the service wrote).
+
+Each service's output goes through a pipe into `run/<service>.log`, rotated by size
+(svckit.logs.RotatingLog, COGRAPH_LOG_MAX_BYTES / COGRAPH_LOG_BACKUPS), as is `up.log`.
+
 Children get PR_SET_PDEATHSIG so that even if the supervisor is killed outright, no service
 outlives it; on a normal stop they get SIGTERM (graceful), then SIGKILL after a grace period.
 """
@@ -23,6 +31,7 @@ import logging
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -37,6 +46,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph_cli.services import ServiceSpec
 from svckit.config import Env
+from svckit.logs import LogSettings, RotatingLog
+from svckit.ports import EXIT_CONFIG, EXIT_ENVIRONMENT
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +125,17 @@ def describe_exit(code: int) -> str:
 
 
 class Reporter:
-    """Says what the supervisor does: on stdout, and in `up.log` with a timestamp."""
+    """Says what the supervisor does: on stdout, and in `up.log` (rotated) with a timestamp."""
 
-    def __init__(self, log_path: Path | None, echo: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        log_path: Path | None,
+        echo: Callable[[str], None] | None = None,
+        settings: LogSettings | None = None,
+    ) -> None:
         self._log_path = log_path
+        self._settings = settings or LogSettings()
+        self._log: RotatingLog | None = None
         self._echo = echo or (lambda line: print(line, flush=True))
 
     def __call__(self, line: str) -> None:
@@ -126,11 +144,26 @@ class Reporter:
             return
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         try:
-            self._log_path.parent.mkdir(parents=True, exist_ok=True)
-            with self._log_path.open("a") as handle:
-                handle.write(f"{stamp} {line}\n")
+            if self._log is None:
+                self._log = RotatingLog(self._log_path, self._settings)
+            self._log.write(f"{stamp} {line}\n")
         except OSError as err:  # the terminal line was printed; the log is best effort
             log.warning("cannot write %s: %s", self._log_path, err)
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _pump(stream: IO[bytes], sink: RotatingLog) -> None:
+    """Copies a child's output into its log, line by line, until the child closes it."""
+    with stream:
+        for raw in iter(stream.readline, b""):
+            try:
+                sink.write(raw.decode("utf-8", errors="replace"))
+            except (OSError, ValueError):  # a full disk, or the log closed at stop
+                continue
 
 
 @dataclass
@@ -149,9 +182,13 @@ class Child:
     restarts: int = 0
     started_at: float = 0.0
     why: str = ""  # how the last attempt ended, when no process could even be started
+    # Set when given up on because of an exit a restart cannot fix (EXIT_CONFIG or
+    # EXIT_ENVIRONMENT): the service's own one-line reason.
+    fatal: str = ""
     settled: asyncio.Event = field(default_factory=asyncio.Event)  # ready or failed, once
     task: asyncio.Task[None] | None = None
-    _log_handle: IO[bytes] | None = None
+    log: RotatingLog | None = None
+    pumps: list[threading.Thread] = field(default_factory=list)
 
     @property
     def pid(self) -> int | None:
@@ -173,6 +210,7 @@ class Supervisor:
     ready_timeout_s: float = 300.0  # for each start, restarts included
     stop_grace_s: float = 10.0
     report: Callable[[str], None] | None = None
+    log_settings: LogSettings = field(default_factory=LogSettings)
     children: list[Child] = field(default_factory=list)
     _stopping: bool = False
 
@@ -213,17 +251,28 @@ class Supervisor:
         if child.port:
             # Peers were told this address; a restart must come back on it.
             child.env[f"{child.spec.env_prefix}_LISTEN"] = f"{self.host}:{child.port}"
-        if child._log_handle is None:
-            child._log_handle = open(child.log_path, "ab")  # noqa: SIM115 - kept open
+        if child.log is None:
+            child.log = RotatingLog(child.log_path, self.log_settings)
         child.process = subprocess.Popen(
             [sys.executable, "-m", child.spec.name],
             env=child.env,
             stdin=subprocess.DEVNULL,
-            stdout=child._log_handle,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             # Only prctl runs between fork and exec; no locks are taken there.
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
         )
+        assert child.process.stdout is not None
+        # A thread, not the event loop: a blocking read of a pipe is what a thread is for,
+        # and a child writing faster than the loop serves it must not stall supervision.
+        pump = threading.Thread(
+            target=_pump,
+            args=(child.process.stdout, child.log),
+            name=f"log-{child.spec.name}",
+            daemon=True,
+        )
+        pump.start()
+        child.pumps = [t for t in child.pumps if t.is_alive()] + [pump]
         child.state = "starting"
         child.started_at = time.monotonic()
 
@@ -242,6 +291,10 @@ class Supervisor:
         while True:
             why = await self._run_once(child) if child.process is not None else child.why
             if self._stopping:
+                return
+            code = child.process.returncode if child.process is not None else None
+            if code in (EXIT_CONFIG, EXIT_ENVIRONMENT):
+                await self._give_up_fatal(child, why)
                 return
             now = time.monotonic()
             delay = child.history.next_delay(now, now - child.started_at)
@@ -269,6 +322,22 @@ class Supervisor:
                 child.process = None
                 child.started_at = time.monotonic()
                 child.why = f"could not be started ({err})"
+
+    async def _give_up_fatal(self, child: Child, why: str) -> None:
+        """Gives up at once on a child that exited saying a restart cannot help."""
+        for pump in child.pumps:  # its last words are in the pipe until the pump is done
+            await asyncio.to_thread(pump.join, 5.0)
+        child.process = None
+        lines = [line for line in child.log_tail(50).splitlines() if line.strip()]
+        # The service's own line (`<name>: ...`), not gRPC's or Python's noise around it.
+        own = [line for line in lines if line.startswith(f"{child.spec.name}: ")]
+        child.fatal = (own or lines or [why])[-1].strip()
+        child.state = "failed"
+        child.settled.set()
+        self._say(
+            f"{child.spec.name} {why}: {child.fatal}; not restarting (a restart cannot fix "
+            "this), everything else keeps running"
+        )
 
     async def _run_once(self, child: Child) -> str:
         """Waits for the current process to become ready, then to end; says how it ended."""
@@ -377,6 +446,9 @@ class Supervisor:
         for child in self.children:
             if child.state != "failed":
                 child.state = "stopped"
-            if child._log_handle is not None:
-                child._log_handle.close()
-                child._log_handle = None
+            for pump in child.pumps:  # the processes are gone: their pipes end
+                pump.join(5.0)
+            child.pumps = []
+            if child.log is not None:
+                child.log.close()
+                child.log = None

@@ -5,6 +5,11 @@ What crashes is restarted (see supervisor.py for the policy), the embedded Postg
 When the supervisor gives up on a service, the rest keeps running and the final exit status
 is 1; when it gives up on PostgreSQL, or on every service, there is nothing left worth
 running and `cograph up` stops everything and exits 1.
+
+What a restart cannot fix stops the start in one line, before "cograph is up" and with
+nothing left running: a port in use (named, with the process holding it), a data directory
+that is not writable, a COGRAPH_DATABASE_URL the server refuses or that cannot be reached,
+a service that exits saying its configuration or environment is wrong.
 """
 
 from __future__ import annotations
@@ -29,10 +34,13 @@ from svckit.config import (
     INTERNAL_SECRET_VAR,
     Env,
     data_dir,
+    ensure_writable_dir,
     internal_secret,
 )
-from svckit.db import ensure_extensions
+from svckit.db import database_problem, ensure_extensions
 from svckit.embedded import EmbeddedPostgres
+from svckit.logs import LogSettings
+from svckit.ports import PortInUse, check_port_free
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +100,28 @@ def _install_stop_signals(stop: asyncio.Event) -> Callable[[], None]:
     return remove
 
 
+def _check_ports(host: str, ports: Mapping[str, int]) -> str | None:
+    """The error line for the first fixed port already in use, else None. Checked before
+    anything starts; a port taken after this check fails that service's start instead
+    (it exits EXIT_ENVIRONMENT and `cograph up` stops)."""
+    for name, port in ports.items():
+        try:
+            check_port_free(host, port)
+        except PortInUse as err:
+            return f"error: {name} cannot listen: {err}"
+    return None
+
+
 async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     env = Env(environ)
-    root = data_dir(env)
-    root.mkdir(parents=True, exist_ok=True)
+    root = ensure_writable_dir(data_dir(env), "COGRAPH_DATA_DIR")
+    log_settings = LogSettings.from_env(env)
+    specs = [spec for spec in SERVICES if spec.available()]
+    ports = {spec.name: _port_for(spec, i, args.port_base) for i, spec in enumerate(specs)}
+    busy = _check_ports(args.host, ports)
+    if busy is not None:
+        print(busy, file=sys.stderr, flush=True)
+        return 1
     secret_env = _internal_secret_env(environ, root)
     stop = asyncio.Event()
     remove_signals = _install_stop_signals(stop)
@@ -104,7 +130,7 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     supervisor: Supervisor | None = None
     pg_watch: PostgresWatch | None = None
     policy = RestartPolicy.from_env(env)
-    report = Reporter(root / "run" / "up.log")
+    report = Reporter(root / "run" / "up.log", settings=log_settings)
     try:
         if dsn is None:
             embedded = EmbeddedPostgres(root / "pg")
@@ -115,8 +141,14 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             pg_watch.start()
         else:
             print("postgres   COGRAPH_DATABASE_URL", flush=True)
-        await ensure_extensions(dsn)
-        specs = [spec for spec in SERVICES if spec.available()]
+        try:
+            await ensure_extensions(dsn)
+        except Exception as err:
+            problem = database_problem(err, dsn)
+            if problem is None:
+                raise
+            print(f"error: {problem}", file=sys.stderr, flush=True)
+            return 2 if problem.permanent else 1
         await migrate_all(dsn, specs)
         admin_key = await _bootstrap_admin_key(dsn, root, specs)
 
@@ -127,8 +159,8 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             policy=policy,
             ready_timeout_s=args.ready_timeout,
             report=report,
+            log_settings=log_settings,
         )
-        ports = {spec.name: _port_for(spec, i, args.port_base) for i, spec in enumerate(specs)}
         # Fixed ports are known up front, so peers can be wired before anyone starts; with
         # OS-picked ports (tests) services start in order and each learns its peers' ports.
         peer_env: dict[str, str] = {
@@ -145,6 +177,8 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                 child = supervisor.start(spec, ports[spec.name], peer_env)
                 if not ports[spec.name]:
                     await supervisor.wait_ready(args.ready_timeout, [child])
+                    if child.fatal:  # it cannot start here: nor can the stack
+                        return
                     if child.port:  # else given up before it ever bound a port
                         peer_env[f"{spec.env_prefix}_ADDR"] = f"{args.host}:{child.port}"
             await supervisor.wait_ready(args.ready_timeout)
@@ -163,6 +197,13 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                 await starting
             return 130 if stop.is_set() else 1
         starting.result()
+        fatal = [child for child in supervisor.children if child.fatal]
+        if fatal:
+            # A service that cannot start here (its port is taken, its settings are wrong)
+            # makes the whole stack unusable as configured: say so and stop everything.
+            for child in fatal:
+                print(f"error: {child.fatal}", file=sys.stderr, flush=True)
+            return 1
         _print_endpoints(supervisor, args.host, root, admin_key)
         while not stop.is_set():
             if pg_watch is not None and pg_watch.lost.is_set():
@@ -188,6 +229,7 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             await supervisor.stop()
         if embedded is not None:
             embedded.stop()
+        report.close()
         remove_signals()
         print("stopped", flush=True)
 

@@ -211,3 +211,30 @@ def query_embed_timeout_s(env: Env) -> float:
     `EMBEDDING_TIMEOUT_QUERY` overrides when set (the name some deployments already use)."""
     fallback = env.float("EMBEDDER_TIMEOUT_S", 2.0, min=0.01, max=120.0)
     return env.float("EMBEDDING_TIMEOUT_QUERY", fallback, min=0.01, max=120.0)
+
+
+def ensure_writable_dir(path: Path, variable: str) -> Path:
+    """Creates `path` if needed and proves it writable (a file is made and removed), or
+    raises ConfigError naming the variable: a read-only or foreign-owned directory must
+    stop the start in one line, not as a traceback from whatever first writes there."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        raise ConfigError(f"{variable}: {path} is not a writable directory ({why})") from None
+    return path
+
+
+def http_url(variable: str, value: str) -> str:
+    """`value` when it is an http(s) URL with a host, else ConfigError naming the variable:
+    a typo in an endpoint fails the start in one line rather than every call later."""
+    scheme, sep, rest = value.strip().partition("://")
+    host = rest.split("/", 1)[0].rpartition("@")[2]
+    if not sep or scheme.lower() not in ("http", "https") or not host or host.startswith(":"):
+        raise ConfigError(
+            f"{variable}: must be an http:// or https:// URL with a host, got {value!r}"
+        )
+    return value.strip()

@@ -24,7 +24,7 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from svckit.config import Env
-from svckit.errors import DatabaseUnavailable
+from svckit.errors import DatabaseUnavailable, database_outage
 from svckit.migrations import ADVISORY_LOCK_KEY
 
 log = logging.getLogger(__name__)
@@ -226,3 +226,63 @@ async def drop_database(server_url: str, name: str) -> None:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    credentials, at, location = rest.rpartition("@")
+    if not at:
+        return url
+    user = credentials.partition(":")[0]
+    return f"{scheme}://{user}:***@{location}" if ":" in credentials else url
+
+
+@dataclass(frozen=True)
+class DatabaseProblem:
+    """Why the database could not be used at start, in one line."""
+
+    message: str
+    # A wrong URL, unknown user or database: restarting cannot fix it (the runner exits 2,
+    # which the supervisor does not retry); an unreachable server may come back (exit 1).
+    permanent: bool
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def database_problem(err: BaseException, url: str) -> DatabaseProblem | None:
+    """The one-line explanation of an error met opening `url` at start-up, or None when
+    `err` is not about reaching or using the database at all."""
+    if isinstance(err, BaseExceptionGroup):
+        for member in err.exceptions:
+            found = database_problem(member, url)
+            if found is not None:
+                return found
+        return None
+    where = f"COGRAPH_DATABASE_URL ({redacted(url)})"
+    if isinstance(err, asyncpg.ClientConfigurationError):
+        return DatabaseProblem(f"{where} is not a usable PostgreSQL URL: {err}", True)
+    if isinstance(
+        err,
+        asyncpg.InvalidPasswordError
+        | asyncpg.InvalidAuthorizationSpecificationError
+        | asyncpg.InvalidCatalogNameError,
+    ):
+        return DatabaseProblem(f"{where}: the server refused the connection: {err}", True)
+    if isinstance(err, MissingExtensionError):
+        return DatabaseProblem(f"{where}: {err}", True)
+    if isinstance(err, asyncpg.InsufficientPrivilegeError):
+        return DatabaseProblem(f"{where}: not allowed: {err}", True)
+    outage = database_outage(err)
+    if outage is not None:
+        return DatabaseProblem(f"{where}: {outage.message}", False)
+    if isinstance(err, asyncpg.TooManyConnectionsError | asyncpg.CannotConnectNowError):
+        return DatabaseProblem(f"{where}: {err}", False)
+    if isinstance(err, OSError | TimeoutError):  # refused, unknown host, unreachable
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        why = why or type(err).__name__
+        return DatabaseProblem(f"{where}: cannot reach the server: {why}", False)
+    return None

@@ -145,6 +145,22 @@ def _raised_by_asyncpg(err: BaseException) -> bool:
     return False
 
 
+# asyncpg's InterfaceError messages that describe a connection (or pool) in no state to
+# serve, as a server killed or frozen mid-statement leaves it; not a mistake in the call.
+# "another operation is in progress" is what a connection whose statement was abandoned
+# at a deadline answers while asyncpg still waits for the server to confirm the cancel.
+_CONNECTION_STATES = (
+    "connection is closed",
+    # "another operation is in progress" / "is cancelling" (InterfaceError), "another
+    # operation (N) is in progress" (InternalClientError)
+    "another operation",
+    '"failed" state',  # InternalClientError: the protocol broke mid-statement
+    "pool is closing",
+    "pool is closed",
+    "connection was closed",
+)
+
+
 def database_outage(err: BaseException) -> DatabaseUnavailable | None:
     """The DatabaseUnavailable that `err` amounts to, or None when it is no database outage.
 
@@ -169,11 +185,14 @@ def database_outage(err: BaseException) -> DatabaseUnavailable | None:
         asyncpg.PostgresConnectionError  # class 08, and a connection closed mid-statement
         | asyncpg.CannotConnectNowError  # starting up or in recovery
         | asyncpg.AdminShutdownError
-        | asyncpg.CrashShutdownError,
+        | asyncpg.CrashShutdownError
+        | asyncpg.TooManyConnectionsError,  # full: connections are freed as others end
     ):
         return DatabaseUnavailable(f"the database connection failed: {err}")
-    if isinstance(err, asyncpg.InterfaceError) and "connection is closed" in str(err):
-        return DatabaseUnavailable("the database connection was closed")
+    if isinstance(err, asyncpg.InterfaceError | asyncpg.InternalClientError) and any(
+        state in str(err) for state in _CONNECTION_STATES
+    ):
+        return DatabaseUnavailable(f"the database connection is unusable: {err}")
     if isinstance(err, TimeoutError) and _raised_by_asyncpg(err):
         return DatabaseUnavailable("the database did not answer in time")
     if isinstance(err, OSError) and _raised_by_asyncpg(err):
@@ -215,3 +234,46 @@ def as_domain_error(err: BaseException) -> DomainError | None:
     if isinstance(err, DomainError):
         return err
     return database_outage(err) or disk_error(err)
+
+
+def transient_database_error(err: BaseException) -> bool:
+    """Whether `err` is a failure a later attempt may well not meet: a database outage (as
+    `database_outage` counts them), any asyncpg client-side connection error, too many
+    connections, a server starting up, or a deadline (TimeoutError). Exception groups count
+    when any member does, and a wrapper counts when the error it wraps does.
+
+    Not transient: errors in the SQL or its data (constraints, syntax, a value of the wrong
+    type) and a client configuration error; those fail the same way every time.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException] = [err]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+            continue
+        if database_outage(current) is not None:
+            return True
+        if isinstance(
+            current,
+            asyncpg.DataError  # the server's class 22: the data itself
+            | asyncpg.exceptions._base.DataError  # an argument asyncpg cannot encode
+            | asyncpg.ClientConfigurationError
+            | asyncpg.exceptions._base.UnsupportedClientFeatureError,
+        ):
+            return False
+        if isinstance(
+            current,
+            TimeoutError
+            | asyncpg.InterfaceError
+            | asyncpg.PostgresConnectionError
+            | asyncpg.TooManyConnectionsError
+            | asyncpg.CannotConnectNowError,
+        ):
+            return True
+        if current.__cause__ is not None:
+            pending.append(current.__cause__)
+    return False

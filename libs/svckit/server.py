@@ -2,8 +2,9 @@
 
 A service's composition root builds its servicers, then hands them to `GrpcHost`, which adds
 health (NOT_SERVING until the service says it is ready), reflection, tracing, the check of
-every call's internal token and request context, binds the port (0 picks a free one) and
-shuts down gracefully on SIGTERM/SIGINT.
+every call's internal token and request context, binds the port exclusively (0 picks a free
+one; a port in use raises svckit.ports.PortInUse) and shuts down gracefully on
+SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from svckit.interceptors import ContextInterceptor
 from svckit.internal_auth import TokenVerifier
+from svckit.ports import check_port_free, split_host_port
 from svckit.telemetry import server_interceptors
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,9 @@ class GrpcHost:
             options=[
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),
                 ("grpc.max_send_message_length", 64 * 1024 * 1024),
+                # Exclusive: with SO_REUSEPORT (gRPC's default) a second server on this
+                # port would share its connections instead of failing to start.
+                ("grpc.so_reuseport", 0),
             ],
         )
         health_servicer = HealthServicer()
@@ -66,8 +71,16 @@ class GrpcHost:
         reflection.enable_server_reflection(
             [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
         )
-        self.port = server.add_insecure_port(self.address)
+        host, wanted = split_host_port(self.address)
+        # Checked first so that the usual case is our one line, not gRPC core's error log;
+        # the bind below still fails if the port is taken in between.
+        check_port_free(host, wanted)
+        try:
+            self.port = server.add_insecure_port(self.address)
+        except RuntimeError:  # grpc's "Failed to bind": say which port and who holds it
+            self.port = 0
         if self.port == 0:
+            check_port_free(host, wanted)  # raises PortInUse, naming the holder
             raise RuntimeError(f"could not bind {self.address}")
         await server.start()
         self._server, self._health = server, health_servicer

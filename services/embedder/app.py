@@ -17,6 +17,7 @@ from embedder.cross_encoder import load_cross_encoder
 from embedder.limits import EmbedLimits
 from embedder.servicer import EmbedderServicer
 from embedder.settings import EmbedderSettings
+from svckit.config import ensure_writable_dir
 from svckit.internal_auth import TokenVerifier
 from svckit.server import GrpcHost
 
@@ -44,6 +45,11 @@ async def start_embedder(
     settings: EmbedderSettings, tracer_provider: TracerProvider | None = None
 ) -> EmbedderApp:
     """Binds the port first (health NOT_SERVING), then loads and warms the model."""
+    if settings.backend == "onnx-int8" and not any(settings.cache_dir.glob("*-int8-w.onnx")):
+        # Nothing exported yet: the export is written there on first use, so a directory
+        # that cannot be written must stop the start in one line, not fail the export with
+        # a traceback. An image that ships its export (read-only, on Kubernetes) skips this.
+        ensure_writable_dir(settings.cache_dir, "EMBEDDER_CACHE_DIR")
     loop = asyncio.get_running_loop()
     servicer_slot: list[EmbedderServicer] = []
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from embedder.backends import EndpointSettings
-from svckit.config import ConfigError, Env, data_dir, internal_secret
+from svckit.config import ConfigError, Env, data_dir, http_url, internal_secret
 
 BACKENDS = ("onnx-int8", "torch", "openai")
 
@@ -34,9 +34,12 @@ class EmbedderSettings:
         model_path = env.optional_str("EMBEDDER_MODEL_PATH")
         reranker = env.optional_str("EMBEDDER_RERANKER_PATH")
         ready = env.optional_str("EMBEDDER_READY_FILE")
+        backend = env.choice("EMBEDDER_BACKEND", "onnx-int8", BACKENDS)
+        if model_path and backend != "openai":
+            _check_model_dir("EMBEDDER_MODEL_PATH", Path(model_path), MODEL_FILES)
         return cls(
             address=env.str("EMBEDDER_LISTEN", "127.0.0.1:50051"),
-            backend=env.choice("EMBEDDER_BACKEND", "onnx-int8", BACKENDS),
+            backend=backend,
             model_path=Path(model_path) if model_path else None,
             cache_dir=env.path("EMBEDDER_CACHE_DIR", data_dir(env) / "models"),
             max_batch_texts=env.int("EMBEDDER_MAX_BATCH_TEXTS", 256, min=1, max=4096),
@@ -50,6 +53,31 @@ class EmbedderSettings:
             internal_secret=internal_secret(env),
             endpoint=_endpoint(env),
         )
+
+
+# What a local model directory must hold (each entry: one of these names), as saved by
+# sentence-transformers: without it the loaders take the path for a hub repository id and
+# fail with a message about that, over and over under a supervisor.
+MODEL_FILES: tuple[tuple[str, ...], ...] = (
+    ("config.json",),
+    ("tokenizer.json",),
+    ("model.safetensors", "pytorch_model.bin"),
+)
+
+
+def _check_model_dir(variable: str, path: Path, required: tuple[tuple[str, ...], ...]) -> None:
+    """Fails at start, in one line, when `path` is not a model directory (models are
+    never downloaded: the path must hold one)."""
+    path = path.expanduser()
+    if not path.exists():
+        raise ConfigError(f"{variable}: {path} does not exist (a local model directory)")
+    if not path.is_dir():
+        raise ConfigError(f"{variable}: {path} is not a directory (a local model directory)")
+    missing = [
+        " or ".join(names) for names in required if not any((path / n).is_file() for n in names)
+    ]
+    if missing:
+        raise ConfigError(f"{variable}: {path} is not a saved model: it lacks {', '.join(missing)}")
 
 
 def _endpoint(env: Env) -> EndpointSettings | None:
@@ -67,7 +95,7 @@ def _endpoint(env: Env) -> EndpointSettings | None:
             "https://api.openai.com/v1) and EMBEDDER_OPENAI_MODEL"
         )
     return EndpointSettings(
-        base_url=base_url,
+        base_url=http_url("EMBEDDER_OPENAI_BASE_URL", base_url),
         model=model,
         api_key=api_key,
         dimension=dimension,

@@ -35,6 +35,7 @@ from gateway.settings import GatewaySettings
 from svckit.db import create_pool
 from svckit.internal_auth import TokenSigner
 from svckit.migrations import migrate
+from svckit.ports import bind_exclusive
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,15 @@ async def start_gateway(
         timeout_graceful_shutdown=10,
     )
     server = _Server(config)
-    task = asyncio.create_task(server.serve())
+    try:
+        # Bound here, exclusively, so that a port in use stops the start with PortInUse
+        # (naming the holder) rather than uvicorn's log line and SystemExit.
+        sock = bind_exclusive(host, port)
+    except OSError:
+        await pool.close()
+        await backends.close()
+        raise
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():
             await backends.close()

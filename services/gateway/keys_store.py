@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from cograph_api.admin_keys import KEY_PREFIX, MAX_KEY_CHARS, generate_key, hash_key
+from svckit.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +147,32 @@ class KeysStore:
             return await _insert(conn, name, principal_id, admin)
 
     async def authenticate(self, secret: str) -> ApiKey | None:
-        """The active key with this secret, or None; touches last_used_at now and then."""
+        """The active key with this secret, or None; touches last_used_at now and then.
+
+        Every failure of the database (lost, frozen, refusing, a connection left busy by an
+        abandoned statement, even a missing table) raises DatabaseUnavailable: whether a
+        key is valid is then unknown, which is a 503 for the caller, never a 500 or a 401.
+        """
         if not secret.startswith(KEY_PREFIX) or len(secret) > MAX_KEY_CHARS:
             return None
+        try:
+            return await self._authenticate(secret)
+        except DatabaseUnavailable:
+            raise
+        except (
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            asyncpg.InternalClientError,
+            OSError,
+            TimeoutError,
+        ) as err:
+            # The type is kept in the message: the caller logs it, and "another operation is
+            # in progress" alone does not say it came from asyncpg.
+            raise DatabaseUnavailable(
+                f"the key store is unavailable: {type(err).__name__}: {err}"
+            ) from err
+
+    async def _authenticate(self, secret: str) -> ApiKey | None:
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
                 f"SELECT {_COLUMNS} FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",

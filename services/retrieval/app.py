@@ -26,6 +26,7 @@ from retrieval.servicer import RetrievalServicer
 from retrieval.settings import RetrievalSettings, SummarizerSettings
 from retrieval.upgrades import queue_reindex_after_upgrade
 from svckit.clients import dial
+from svckit.config import ensure_writable_dir
 from svckit.db import DbTimeouts, create_pool, ensure_extensions
 from svckit.disk import DiskWatch
 from svckit.internal_auth import TokenSigner, TokenVerifier
@@ -91,6 +92,8 @@ async def start_retrieval(
     summarizer: Summarizer | None = None,
 ) -> RetrievalApp:
     """Migrates, connects, serves. `embedder`/`summarizer` override the configured ones."""
+    # Clones and checkouts go there: a directory it cannot write stops the start in one line.
+    ensure_writable_dir(settings.data_dir, "COGRAPH_DATA_DIR")
     await ensure_extensions(settings.database_url)
     await migrate(settings.database_url, "retrieval", MIGRATIONS)
     # A concurrent search holds one connection per stream and store (up to 8).

@@ -20,6 +20,7 @@ from svckit.config import (
     Env,
     data_dir,
     embedder_breaker,
+    http_url,
     internal_secret,
     query_embed_timeout_s,
 )
@@ -41,6 +42,8 @@ class SummarizerSettings:
         base_url = env.optional_str("SUMMARIZER_BASE_URL")
         if provider == "openai" and not base_url:
             base_url = "https://api.openai.com/v1"
+        if base_url:
+            base_url = http_url("SUMMARIZER_BASE_URL", base_url)
         return cls(
             provider=provider,
             base_url=base_url,

@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -21,13 +22,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from svckit.internal_auth import TokenSigner
+from svckit.ports import EXIT_ENVIRONMENT, PortInUse, check_port_free
 from tests.integration.support.embedders import MODEL_CACHE
 from tests.internal_auth import signed_metadata
 
 
 @contextlib.contextmanager
 def _cograph_up(
-    tmp_path: Path, **extra_env: str
+    tmp_path: Path, port_base: int = 0, **extra_env: str
 ) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
     env = {
         **os.environ,
@@ -40,7 +42,7 @@ def _cograph_up(
     env.pop("COGRAPH_INTERNAL_SECRET_FILE", None)
     env.pop("COGRAPH_INTERNAL_SECRET", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "cograph_cli", "up", "--port-base", "0"],
+        [sys.executable, "-m", "cograph_cli", "up", "--port-base", str(port_base)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -395,3 +397,105 @@ def test_giving_up_on_postgres_stops_everything(tmp_path: Path) -> None:
         _, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"left running: {alive}"
         assert not restarted.is_running() or restarted.status() == psutil.STATUS_ZOMBIE
+
+
+def _free_port_block(count: int) -> int:
+    """The first of `count` consecutive ports nothing listens on (checked, then released)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base: int = probe.getsockname()[1]
+        if base + count > 65535:
+            continue
+        try:
+            for port in range(base, base + count):
+                check_port_free("127.0.0.1", port)
+        except PortInUse:
+            continue
+        return base
+    raise AssertionError("no block of free ports found")
+
+
+def test_second_stack_on_ports_in_use_exits_naming_the_port(tmp_path: Path) -> None:
+    base = _free_port_block(5)
+    with _cograph_up(tmp_path / "first", port_base=base) as (process, endpoints):
+        assert endpoints["embedder"] == f"127.0.0.1:{base}"
+        embedder_pid = _service_pids(process)["embedder"]
+        env = {
+            **os.environ,
+            "COGRAPH_DATA_DIR": str(tmp_path / "second"),
+            "EMBEDDER_CACHE_DIR": str(MODEL_CACHE),
+        }
+        for name in (
+            "COGRAPH_DATABASE_URL",
+            "COGRAPH_INTERNAL_SECRET_FILE",
+            "COGRAPH_INTERNAL_SECRET",
+        ):
+            env.pop(name, None)
+        second = subprocess.run(
+            [sys.executable, "-m", "cograph_cli", "up", "--port-base", str(base)],
+            env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 1, second.stdout + second.stderr
+        error = second.stderr.strip()
+        # One line: the service, the port, and who holds it (the first stack's embedder).
+        assert len(error.splitlines()) == 1, error
+        assert f"port {base} on 127.0.0.1 is already in use" in error, error
+        assert f"pid {embedder_pid} (" in error and "-m embedder" in error, error
+        assert "cograph is up" not in second.stdout
+        # Refused before anything started: no PostgreSQL, no service of the second stack.
+        assert not (tmp_path / "second" / "pg").exists()
+        leftovers = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if str(tmp_path / "second") in " ".join(p.info["cmdline"] or [])
+        ]
+        assert not leftovers, leftovers
+
+        # The first stack is untouched: its searches still answer, with its own key.
+        reply = httpx.post(
+            f"http://{endpoints['gateway']}/api/search",
+            json={"query": "retry policy"},
+            headers={"Authorization": f"Bearer {endpoints['admin_key']}"},
+            timeout=30,
+        )
+        assert reply.status_code == 200, reply.text
+        assert _service_pids(process)["embedder"] == embedder_pid
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+
+
+def test_a_service_whose_port_is_taken_exits_3_in_one_line(tmp_path: Path) -> None:
+    """Past the check `cograph up` makes first (a port taken in between, or a service run
+    on its own): the service itself refuses, in one line naming the port and its holder."""
+    secret = tmp_path / "secret"
+    secret.write_text("s" * 40)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        env = {
+            **os.environ,
+            "COGRAPH_INTERNAL_SECRET_FILE": str(secret),
+            "COGRAPH_DATA_DIR": str(tmp_path / "data"),
+            "EMBEDDER_CACHE_DIR": str(MODEL_CACHE),
+            "EMBEDDER_LISTEN": f"127.0.0.1:{port}",
+        }
+        env.pop("COGRAPH_INTERNAL_SECRET", None)
+        ran = subprocess.run(
+            [sys.executable, "-m", "embedder"],
+            env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert ran.returncode == EXIT_ENVIRONMENT, ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, ran.stderr
+    assert lines[0].startswith(f"embedder: cannot listen: port {port} on 127.0.0.1 ")
+    assert f"pid {os.getpid()} (" in lines[0], lines[0]

@@ -239,3 +239,81 @@ async def test_a_request_with_nul_characters_is_stored(
         "documents": [{"path": "a.md", "content": "a\ufffdb"}],
         "name": "n\ufffd",
     }
+
+
+async def test_a_transient_database_error_is_retried_within_the_attempts(
+    retrieval_pool: asyncpg.Pool, managers: list[JobManager]
+) -> None:
+    attempts: list[int] = []
+
+    async def run(job: Job) -> None:
+        attempts.append(job.attempts)
+        if len(attempts) == 1:
+            # A real statement deadline, as a frozen server ends a statement: TimeoutError.
+            async with retrieval_pool.acquire() as conn:
+                await conn.execute("SELECT pg_sleep(5)", timeout=0.2)
+        job.progress.phase = "indexing"
+
+    manager = _manager(retrieval_pool, 1, retry_s=1.5)
+    managers.append(manager)
+    job = await manager.submit("repository", "example.com/transient/x", {}, ADMIN)
+    manager.start(run)
+    # Between the attempts the job says it waits to retry, and why.
+    phases: list[str] = []
+    deadline = asyncio.get_running_loop().time() + 15
+    while asyncio.get_running_loop().time() < deadline:
+        seen = await manager.get(job.id)
+        assert seen is not None
+        phases.append(seen.progress.phase)
+        if seen.state in ("succeeded", "failed"):
+            break
+        await asyncio.sleep(0.05)
+    final = await manager.get(job.id)
+    assert final is not None
+    assert (final.state, final.attempts) == ("succeeded", 2) and not final.error, final
+    assert attempts == [1, 2]
+    waiting = [p for p in phases if p.startswith("waiting to retry")]
+    assert waiting, phases
+    assert waiting[0].startswith("waiting to retry (attempt 1 of 3 ended by a transient error")
+
+
+async def test_transient_errors_on_every_attempt_fail_the_job_saying_so(
+    retrieval_pool: asyncpg.Pool, managers: list[JobManager]
+) -> None:
+    attempts: list[int] = []
+
+    async def run(job: Job) -> None:
+        attempts.append(job.attempts)
+        raise asyncpg.InterfaceError("cannot perform operation: another operation is in progress")
+
+    manager = _manager(retrieval_pool, 1, retry_s=0.1, max_attempts=3)
+    managers.append(manager)
+    job = await manager.submit("repository", "example.com/transient/y", {}, ADMIN)
+    manager.start(run)
+    await _wait_done(retrieval_pool, [job.id])
+    final = await manager.get(job.id)
+    assert final is not None and final.state == "failed"
+    assert attempts == [1, 2, 3]  # the budget, not one more
+    assert final.error == (
+        "gave up after 3 attempts, each ended by a transient error; the last: "
+        "cannot perform operation: another operation is in progress"
+    )
+
+
+async def test_an_error_that_is_not_transient_fails_at_once(
+    retrieval_pool: asyncpg.Pool, managers: list[JobManager]
+) -> None:
+    attempts: list[int] = []
+
+    async def run(job: Job) -> None:
+        attempts.append(job.attempts)
+        raise asyncpg.UniqueViolationError("duplicate key value violates unique constraint")
+
+    manager = _manager(retrieval_pool, 1, retry_s=0.1)
+    managers.append(manager)
+    job = await manager.submit("repository", "example.com/permanent/z", {}, ADMIN)
+    manager.start(run)
+    await _wait_done(retrieval_pool, [job.id])
+    final = await manager.get(job.id)
+    assert final is not None and final.state == "failed" and attempts == [1]
+    assert final.error == "duplicate key value violates unique constraint"

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from svckit.config import ConfigError, Env, data_dir, query_embed_timeout_s
+from svckit.config import (
+    ConfigError,
+    Env,
+    data_dir,
+    ensure_writable_dir,
+    http_url,
+    query_embed_timeout_s,
+)
 
 
 def test_defaults_apply_when_unset_or_blank() -> None:
@@ -77,3 +84,29 @@ def test_query_embedding_deadline_reads_either_name() -> None:
     assert query_embed_timeout_s(Env(both)) == 0.5
     with pytest.raises(ConfigError, match="EMBEDDING_TIMEOUT_QUERY"):
         query_embed_timeout_s(Env({"EMBEDDING_TIMEOUT_QUERY": "0"}))
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://api.openai.com/v1", "http://127.0.0.1:8000/v1", "HTTPS://user:key@h.example"],
+)
+def test_http_url_accepts(url: str) -> None:
+    assert http_url("X_URL", f" {url} ") == url
+
+
+@pytest.mark.parametrize(
+    "url", ["api.openai.com/v1", "ftp://h.example", "https://", "http://:80/v1", "https//h"]
+)
+def test_http_url_refuses_in_one_line_naming_the_variable(url: str) -> None:
+    with pytest.raises(ConfigError, match=r"^X_URL: must be an http:// or https:// URL"):
+        http_url("X_URL", url)
+
+
+def test_writable_dir_is_made_and_proved(tmp_path: Path) -> None:
+    made = tmp_path / "a" / "b"
+    assert ensure_writable_dir(made, "SOME_DIR") == made
+    assert made.is_dir() and not list(made.iterdir())  # the probe file is gone
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match=r"^SOME_DIR: .*/file/d is not a writable directory"):
+        ensure_writable_dir(blocker / "d", "SOME_DIR")

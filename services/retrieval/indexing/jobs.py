@@ -16,8 +16,16 @@ while it still holds the lease.
 One job per target: a partial unique index allows one queued or running job per (kind,
 target), and a second request joins it (its principal is added to `requested_by`, who may
 follow the job before its target exists). A job that fails (a bad source, a permission
-withdrawn) fails for good; only a lost worker makes a job run again. On a clean shutdown a
-running job goes back to the queue without counting the attempt.
+withdrawn) fails for good. Two things make a job run again, each within its `max_attempts`:
+a lost worker, and a transient error (svckit.errors.transient_database_error: the database
+lost, frozen past a deadline, refusing connections for now; a TimeoutError). After such an
+error the run keeps its lease, set to run out after a backoff (`retry_s`, doubling with
+each attempt, at most RETRY_MAX_S); then any worker claims the job again as it would a lost
+worker's, and the claim counts an attempt. If the database cannot even take that note, the
+lease the run held runs out by itself, with the same outcome. The job's phase says it is
+waiting to retry, and why; an error on the last attempt fails the job, saying how many
+attempts it had. On a clean shutdown a running job goes back to the queue without counting
+the attempt.
 """
 
 from __future__ import annotations
@@ -39,10 +47,14 @@ from typing import Any
 import asyncpg
 
 from cograph_api.access_rules import Viewer
+from svckit.errors import transient_database_error
 
 log = logging.getLogger(__name__)
 
 ACTIVE_STATES = ("queued", "running")
+# The longest wait before a job that met a transient error is run again, in seconds.
+RETRY_MAX_S = 300.0
+_RETRY_PHASE = "waiting to retry"
 
 
 @dataclass
@@ -174,6 +186,14 @@ UPDATE index_jobs SET state = $3, error = $4, progress = $5::jsonb, finished_at 
 WHERE id = $1 AND lease_owner = $2
 """
 
+# A transient error: the lease is kept, to run out after the backoff, when any worker may
+# claim the job again (an attempt counted, as for a lost worker).
+_RETRY_LATER = """
+UPDATE index_jobs SET lease_expires_at = now() + make_interval(secs => $3),
+    progress = $4::jsonb, updated_at = now()
+WHERE id = $1 AND lease_owner = $2 AND state = 'running'
+"""
+
 # A clean shutdown hands the job back: queued again, the attempt not counted.
 _RELEASE = """
 UPDATE index_jobs SET state = 'queued', progress = $3::jsonb, updated_at = now(),
@@ -196,6 +216,7 @@ class JobManager:
         heartbeat_s: float = 5.0,
         max_attempts: int = 3,
         poll_s: float = 1.0,
+        retry_s: float = 2.0,
     ) -> None:
         self._pool = pool
         self._workers = workers
@@ -203,6 +224,7 @@ class JobManager:
         self._heartbeat_s = heartbeat_s
         self._max_attempts = max_attempts
         self._poll_s = poll_s
+        self._retry_s = retry_s
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._jobs: dict[str, Job] = {}  # jobs this process is running, for fresh progress
         self._tasks: set[asyncio.Task[None]] = set()
@@ -271,7 +293,12 @@ class JobManager:
         if local is not None and job.state == "running":
             return self._overlay(job, local)
         expires = row["lease_expires_at"]
-        if job.state == "running" and expires is not None and expires < datetime.now(UTC):
+        if (
+            job.state == "running"
+            and expires is not None
+            and expires < datetime.now(UTC)
+            and not job.progress.phase.startswith(_RETRY_PHASE)
+        ):
             # Its worker stopped; the next free worker takes it up again.
             job.progress.phase = "waiting to resume (its worker stopped)"
         return job
@@ -335,6 +362,7 @@ class JobManager:
         )
         body = asyncio.create_task(self._runner(job), name=f"index-{job.kind}-{job.id}")
         lost = asyncio.Event()
+        retry: Exception | None = None  # a transient error: run again after a backoff
         beat = asyncio.create_task(self._heartbeat(job, body, lost))
         try:
             try:
@@ -357,13 +385,26 @@ class JobManager:
             await self._release(job)
             raise
         except Exception as err:  # a job reports its failure; it must not kill the service
-            log.exception("index job failed", extra={"job": job.id, "target": job.target})
-            job.state = "failed"
-            job.error = failure_message(err)
+            transient = transient_database_error(err)
+            if transient and job.attempts < self._max_attempts:
+                retry = err
+            else:
+                log.exception("index job failed", extra={"job": job.id, "target": job.target})
+                job.state = "failed"
+                job.error = failure_message(err)
+                if transient:
+                    job.error = (
+                        f"gave up after {job.attempts} attempts, each ended by a transient "
+                        f"error; the last: {job.error}"
+                    )
         finally:
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
             self._jobs.pop(job.id, None)
+        if retry is not None:
+            # After the heartbeat has stopped: a late beat would renew the lease over it.
+            await self._retry_later(job, retry)
+            return
         job.progress.seconds = round(time.monotonic() - job.started, 3)
         job.finished_at = datetime.now(UTC)
         try:
@@ -408,6 +449,40 @@ class JobManager:
             json.dumps(job.progress.to_json()),
             job.finished_at,
         )
+
+    async def _retry_later(self, job: Job, err: Exception) -> None:
+        """Leaves the job to be claimed again after a backoff (see the module docstring)."""
+        delay = min(RETRY_MAX_S, self._retry_s * 2 ** max(0, job.attempts - 1))
+        why = failure_message(err)
+        job.progress.phase = (
+            f"{_RETRY_PHASE} (attempt {job.attempts} of {self._max_attempts} ended by a "
+            f"transient error: {why})"
+        )
+        job.progress.seconds = round(time.monotonic() - job.started, 3)
+        log.warning(
+            "index job met a transient error; it will be retried",
+            extra={
+                "job": job.id,
+                "target": job.target,
+                "attempt": job.attempts,
+                "retry_in_s": delay,
+                "error": f"{type(err).__name__}: {why}",
+            },
+        )
+        try:
+            await asyncio.shield(
+                self._pool.execute(
+                    _RETRY_LATER,
+                    job.id,
+                    self._owner,
+                    delay,
+                    json.dumps(job.progress.to_json()),
+                )
+            )
+        except Exception:
+            # The database is still away: the lease this run held runs out by itself, and
+            # the job is claimed again then, just the same.
+            log.warning("job retry not recorded; its lease will run out", extra={"job": job.id})
 
     async def _release(self, job: Job) -> None:
         try:
