@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -37,6 +40,25 @@ log = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
 EncodeFn = Callable[[list[str]], Vectors]
+
+
+# The bulk lane's inference thread runs at this nice value (Linux; 0 is the default, 19
+# the lowest priority): when the CPU is short, the kernel gives it to queries and to the
+# other services first (searches also need retrieval and PostgreSQL), and bulk work takes
+# what is left; on an idle machine it still takes a whole core.
+BULK_NICE = 10
+
+
+def yield_cpu_to_queries() -> None:
+    """Lowers the calling thread's CPU priority to BULK_NICE (Linux: nice is per thread)."""
+    if sys.platform != "linux":
+        return  # elsewhere setpriority would renice the whole process
+    tid = threading.get_native_id()
+    try:
+        # Never above the process's own nice: raising priority needs privileges.
+        os.setpriority(os.PRIO_PROCESS, tid, max(BULK_NICE, os.getpriority(os.PRIO_PROCESS, tid)))
+    except OSError as err:  # a sandbox may refuse; bulk work then competes as before
+        log.warning("could not lower the bulk lane's CPU priority", extra={"error": str(err)})
 
 
 class DeadlinePassed(Exception):
@@ -94,7 +116,7 @@ class Batcher:
         # is what lets a query run while a bulk slice is in the model.
         self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="embed")
         self._bulk_executor = bulk_executor or ThreadPoolExecutor(
-            1, thread_name_prefix="embed-bulk"
+            1, thread_name_prefix="embed-bulk", initializer=yield_cpu_to_queries
         )
         self._queue: deque[_Pending] = deque()
         self._bulk: deque[_Pending] = deque()

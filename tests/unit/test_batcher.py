@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from embedder.batcher import Batcher, BulkLaneFull, DeadlinePassed, Vectors
+from embedder.batcher import BULK_NICE, Batcher, BulkLaneFull, DeadlinePassed, Vectors
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -250,3 +252,21 @@ async def test_a_failed_bulk_slice_fails_its_requests_and_the_lane_survives() ->
         await batcher.close()
     assert vectors[0, 0] == 3
     assert batcher.bulk_stats.queued_texts == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="nice is per thread on Linux only")
+async def test_the_bulk_lane_runs_at_a_lower_cpu_priority_than_queries() -> None:
+    def niceness(texts: list[str]) -> Vectors:
+        nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return np.full((len(texts), 2), nice, dtype=np.float32)
+
+    batcher = Batcher(niceness, max_texts=8, max_wait_s=0.0, bulk_encode=niceness)
+    batcher.start()
+    try:
+        query = await batcher.embed(["q"])
+        bulk = await batcher.embed(["b"], bulk=True)
+    finally:
+        await batcher.close()
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert query[0, 0] == base
+    assert bulk[0, 0] == min(19, max(base, BULK_NICE))
