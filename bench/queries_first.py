@@ -96,8 +96,8 @@ def share(part: int, whole: int) -> str:
 
 async def search_clients(
     clients: int,
-    retrieval: retrieval_pb2_grpc.RetrievalServiceStub,
-    commons: commons_pb2_grpc.CommonsServiceStub,
+    retrieval: retrieval_pb2_grpc.RetrievalServiceAsyncStub,
+    commons: commons_pb2_grpc.CommonsServiceAsyncStub,
     until: asyncio.Event,
 ) -> Tally:
     tally = Tally()
@@ -138,8 +138,8 @@ async def search_clients(
 
 async def measure(
     clients: int,
-    retrieval: retrieval_pb2_grpc.RetrievalServiceStub,
-    commons: commons_pb2_grpc.CommonsServiceStub,
+    retrieval: retrieval_pb2_grpc.RetrievalServiceAsyncStub,
+    commons: commons_pb2_grpc.CommonsServiceAsyncStub,
     seconds: float,
 ) -> Tally:
     until = asyncio.Event()
@@ -167,7 +167,7 @@ async def laneless_load(embedder_addr: str, until: asyncio.Event) -> int:
 
 
 async def wait_jobs(
-    stub: retrieval_pb2_grpc.RetrievalServiceStub, ids: list[str], deadline_s: float
+    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub, ids: list[str], deadline_s: float
 ) -> list[pb.Job]:
     deadline = time.monotonic() + deadline_s
     while True:

@@ -89,9 +89,10 @@ class Metrics:
             registry=self.registry,
         )
         for kind in ("code", "notes"):
-            recent.labels(kind).set_function(
-                lambda kind=kind: self.search_health.recent().get(kind, 0)
-            )
+            recent.labels(kind).set_function(self._recent_count(kind))
+
+    def _recent_count(self, kind: str) -> Callable[[], float]:
+        return lambda: float(self.search_health.recent().get(kind, 0))
 
     def count_degraded_search(self, streams: Mapping[str, object]) -> None:
         """Counts one answer per stream its response marks unavailable."""
