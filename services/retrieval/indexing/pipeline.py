@@ -4,7 +4,9 @@ Preparing (read, parse, blame, summarise) and writing (PostgreSQL) run concurren
 embedding: prepared units wait in a bounded queue, the dispatcher packs their texts into
 full batches across unit boundaries and keeps several Embed calls in flight, and a unit
 goes to the writer as soon as its last vector arrives. The bounded queues give
-back-pressure, so a fast parser cannot fill memory while the embedder catches up.
+back-pressure, so a fast parser cannot fill memory while the embedder catches up. The
+embedder pushes back too: its bulk lane refuses calls beyond EMBEDDER_BULK_QUEUE_TEXTS
+(EmbedderBusy), and a refused batch waits for room here rather than queuing there.
 """
 
 from __future__ import annotations
