@@ -1,11 +1,16 @@
 """Embedder throughput and latency, over gRPC, against the raw model in the same run.
 
     python -m bench.embedder [--texts 512] [--backends onnx-int8,torch]
+    python -m bench.embedder --slices 1,4,8,16,32 [--backends onnx-int8]
 
 For each backend: the raw model's sentences/s (in-process, batched) and single-query latency;
 then the service (a real `python -m embedder` process) called over gRPC by 1 and by 16
 concurrent callers sending one text per request, the way retrieval and commons call it.
 The ratio service/raw is the service's overhead (target: >= 0.85 with 16 callers).
+
+--slices: how long one bulk-lane slice of N indexing chunks (2,000 characters, the
+indexer's cut) takes in the raw model at 1 and at all threads, the figure behind
+EMBEDDER_BULK_BATCH_TEXTS and EMBEDDER_BULK_THREADS (best of 3 runs per size).
 """
 
 from __future__ import annotations
@@ -45,6 +50,23 @@ def raw_figures(backend_name: str, texts: list[str], batch_size: int) -> tuple[f
         backend.encode([QUERIES[i % len(QUERIES)]], 1)
         latencies.append((time.perf_counter() - t) * 1000)
     return throughput, statistics.median(latencies)
+
+
+def slice_figures(backend_name: str, sizes: list[int]) -> None:
+    chunks = code_chunks(max(sizes), chars=2000)
+    print(f"bulk slice latency, chunks of 2,000 chars, {os.cpu_count()} cores, {backend_name}")
+    print(f"{'texts':>5} {'threads':>7} {'ms':>8} {'ms/text':>8}")
+    for threads in (1, 0):
+        backend = load_backend(backend_name, None, CACHE, threads)
+        backend.encode(chunks[:2], 8)
+        for size in sizes:
+            best = float("inf")
+            for _ in range(3):
+                t = time.perf_counter()
+                backend.encode(chunks[:size], size)
+                best = min(best, time.perf_counter() - t)
+            label = threads or "all"
+            print(f"{size:>5} {label:>7} {best * 1000:>8.0f} {best * 1000 / size:>8.1f}")
 
 
 def start_service(backend_name: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -95,7 +117,12 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--backends", default="onnx-int8,torch")
+    parser.add_argument("--slices", default="", help="bulk slice sizes to time, e.g. 1,4,8,16")
     args = parser.parse_args()
+    if args.slices:
+        for name in args.backends.split(","):
+            slice_figures(name, [int(n) for n in args.slices.split(",")])
+        return
     texts = code_chunks(args.texts)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,6 @@
 """Indexing throughput on a real codebase, and how busy the pipeline keeps the embedder.
 
-    python -m bench.index [--package jinja2 | --source PATH] [--workers 2]
+    python -m bench.index [--package jinja2 | --source PATH] [--workers 2] [--lane bulk]
 
 Indexes the source of an installed package (default: jinja2 from this environment, a plain
 directory so times come from mtimes) into a fresh database, with the embedder running as
@@ -9,7 +9,8 @@ embeddings/s and the share of wall time during which at least one Embed call was
 (target >= 80%: parsing, blaming and writing overlap with embedding). A second, unchanged
 run shows the incremental path (nothing embedded); a third, after a line was appended to
 every file, replaces the whole index (every file's rows written anew, the previous ones
-deleted when the run is published).
+deleted when the run is published). `--lane query` sends the Embed calls at query priority,
+as indexing did before the embedder's bulk lane (issue 28), for comparison.
 """
 
 from __future__ import annotations
@@ -68,12 +69,12 @@ def start_embedder(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return process, f"127.0.0.1:{ready.read_text().strip()}"
 
 
-async def run(source: Path, workers: int, workdir: Path) -> None:
+async def run(source: Path, workers: int, workdir: Path, lane: str) -> None:
     with cancelled_by_sigterm():  # a killed run still stops its server
-        await _run(source, workers, workdir)
+        await _run(source, workers, workdir, lane)
 
 
-async def _run(source: Path, workers: int, workdir: Path) -> None:
+async def _run(source: Path, workers: int, workdir: Path, lane: str) -> None:
     server: EmbeddedPostgres | None = None
     root_url = os.environ.get("COGRAPH_DATABASE_URL")
     if not root_url:
@@ -90,6 +91,8 @@ async def _run(source: Path, workers: int, workdir: Path) -> None:
         settings = IndexSettings.from_env(Env({"RETRIEVAL_PARSE_WORKERS": str(workers)}))
         client = EmbedderClient(channel, timeout_s=120)
         await client.embed(["warm up"])
+        if lane == "bulk":  # as the retrieval service indexes
+            client = client.for_bulk()
         indexer = Indexer(pool, client, settings, ExtractiveSummarizer(), workdir / "data")
         # A copy, so the changed re-run can edit every file.
         copy = workdir / "src" / source.name
@@ -101,7 +104,7 @@ async def _run(source: Path, workers: int, workdir: Path) -> None:
         stats = await indexer.index_repository(request, job)
         wall = time.perf_counter() - start
         p = job.progress
-        print(f"source: {source}")
+        print(f"source: {source}, Embed calls in the {lane} lane")
         print(
             f"files {p.files_done} (skipped {dict(p.skipped)}), nodes {p.nodes}, "
             f"edges {p.edges}, doc chunks {p.chunks}, embeddings {stats.texts} "
@@ -158,10 +161,11 @@ def main() -> None:
     group.add_argument("--package", default="jinja2", help="an installed package to index")
     group.add_argument("--source", help="a directory or git repository to index")
     parser.add_argument("--workers", type=int, default=2, help="prepare threads")
+    parser.add_argument("--lane", choices=("bulk", "query"), default="bulk", help="Embed priority")
     args = parser.parse_args()
     source = Path(args.source).resolve() if args.source else package_dir(args.package)
     with tempfile.TemporaryDirectory(prefix="bench-index-") as workdir:
-        asyncio.run(run(source, args.workers, Path(workdir)))
+        asyncio.run(run(source, args.workers, Path(workdir), args.lane))
 
 
 if __name__ == "__main__":

@@ -323,6 +323,21 @@ META: dict[str, Meta] = {
     "EMBEDDER_MAX_WAIT_MS": Meta(
         "How long an idle batcher waits for companions before it runs a batch, in milliseconds."
     ),
+    "EMBEDDER_BULK_BATCH_TEXTS": Meta(
+        "Texts per model call in the bulk lane (indexing): bulk requests run in slices of at "
+        "most this many, beside queries, so a query never waits for bulk work."
+    ),
+    "EMBEDDER_BULK_QUEUE_TEXTS": Meta(
+        "Bulk (indexing) texts the embedder holds queued at most; a bulk request that would "
+        "pass it gets RESOURCE_EXHAUSTED and the indexer retries after a pause. An empty "
+        "lane takes any request."
+    ),
+    "EMBEDDER_BULK_THREADS": Meta(
+        "Inference threads of the bulk lane's model session (onnx-int8; torch and openai "
+        "share the query lane's); 0 lets the runtime use every core. Keep it below "
+        "`EMBEDDER_THREADS` so indexing leaves cores to queries. The second session costs "
+        "about 70 MiB; equal to `EMBEDDER_THREADS`, both lanes share one session."
+    ),
     "EMBEDDER_RERANKER_PATH": Meta(
         "A local cross-encoder model directory, for `RETRIEVAL_RERANK_PROVIDER="
         "local_cross_encoder`. Unset or unloadable: Rerank is unavailable, embeddings are not "

@@ -35,6 +35,11 @@ class EmbedderUnavailable(Exception):
     """The embedder did not answer in time or is down."""
 
 
+class EmbedderBusy(EmbedderUnavailable):
+    """The embedder's bulk lane is full (RESOURCE_EXHAUSTED): it is up and working through
+    other bulk requests; retry after a pause. Only bulk clients (`for_bulk`) see it."""
+
+
 @dataclass(frozen=True)
 class Identity:
     """The model an embedder serves: vectors of two identities are never compared."""
@@ -115,6 +120,15 @@ class EmbedderClient:
         self._timeout_s = timeout_s
         self._breaker = breaker
         self._answered_by: Identity | None = None
+        self._priority: embedder_pb2.EmbedPriority.ValueType = embedder_pb2.EMBED_PRIORITY_QUERY
+
+    def for_bulk(self) -> EmbedderClient:
+        """The same client whose calls wait in the embedder's bulk lane: for indexing and
+        re-embedding, so queries never queue behind them. Calls raise EmbedderBusy while
+        that lane is full."""
+        clone = copy.copy(self)
+        clone._priority = embedder_pb2.EMBED_PRIORITY_BULK
+        return clone
 
     def with_breaker(self, breaker: CircuitBreaker) -> EmbedderClient:
         """The same client (channel, deadline) whose calls go through `breaker`: for the
@@ -152,6 +166,8 @@ class EmbedderClient:
             breaker.succeeded()
             decided = True
             return vectors
+        except EmbedderBusy:
+            raise  # the embedder answered: not a failure, and not a success either
         except EmbedderUnavailable:
             breaker.failed()
             decided = True
@@ -163,12 +179,14 @@ class EmbedderClient:
     async def _embed(self, texts: list[str], timeout: float | None) -> Vectors:
         try:
             response = await self._stub.Embed(
-                embedder_pb2.EmbedRequest(texts=texts),
+                embedder_pb2.EmbedRequest(texts=texts, priority=self._priority),
                 timeout=self._timeout_s if timeout is None else timeout,
             )
         except grpc.aio.AioRpcError as err:
             if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise InvalidArgument(err.details() or "invalid embed request") from err
+            if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise EmbedderBusy(f"{err.code().name}: {err.details()}") from err
             if err.code() in _UNAVAILABLE_CODES:
                 raise EmbedderUnavailable(f"{err.code().name}: {err.details()}") from err
             raise

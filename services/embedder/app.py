@@ -74,9 +74,20 @@ async def start_embedder(
         settings.endpoint,
     )
     encode = partial(backend.encode, batch_size=settings.batch_size)
+    bulk_backend = await loop.run_in_executor(None, _bulk_backend, settings, backend)
+    bulk_encode = partial(bulk_backend.encode, batch_size=settings.bulk_batch_texts)
     # Warm-up: the first inference allocates and plans; do it before reporting SERVING.
     await loop.run_in_executor(None, encode, ["warm up the model", "def warm(): pass"])
-    batcher = Batcher(encode, max_texts=settings.batch_size, max_wait_s=settings.max_wait_ms / 1000)
+    if bulk_backend is not backend:
+        await loop.run_in_executor(None, bulk_encode, ["warm up the bulk lane"])
+    batcher = Batcher(
+        encode,
+        max_texts=settings.batch_size,
+        max_wait_s=settings.max_wait_ms / 1000,
+        bulk_encode=bulk_encode,
+        bulk_max_texts=settings.bulk_batch_texts,
+        bulk_queue_texts=settings.bulk_queue_texts,
+    )
     batcher.start()
     limits = EmbedLimits(settings.max_batch_texts, settings.max_text_chars)
     reranker = await loop.run_in_executor(
@@ -98,6 +109,22 @@ async def start_embedder(
         extra={"port": host.port, "backend": backend.name, "model": backend.model_name},
     )
     return EmbedderApp(host, batcher, backend)
+
+
+def _bulk_backend(settings: EmbedderSettings, backend: Backend) -> Backend:
+    """The model the bulk lane runs: on onnx-int8 a second session of the same weights
+    with EMBEDDER_BULK_THREADS threads, so indexing leaves cores to queries (which run on
+    the first session meanwhile); torch sets its threads per process and openai is remote,
+    so they share the one backend."""
+    if backend.name != "onnx-int8" or settings.bulk_threads == settings.threads:
+        return backend
+    return load_backend(
+        settings.backend,
+        settings.model_path,
+        settings.cache_dir,
+        settings.bulk_threads,
+        settings.endpoint,
+    )
 
 
 class _Deferred(embedder_pb2_grpc.EmbedderServiceServicer):

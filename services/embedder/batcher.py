@@ -1,20 +1,37 @@
-"""Coalesces concurrent embedding requests into model-sized batches.
+"""Coalesces concurrent embedding requests into model-sized batches, in two lanes.
 
 Many services embed one query at a time; the model is several times faster per text in a
-batch. Requests queue here, and one worker drains the queue into batches of at most
-`max_texts` texts, running the model off the event loop. While a batch runs, the next one
-forms, so under load batches fill up without any request waiting on a timer.
+batch. Requests queue here, and a worker per lane drains its queue into batches, running
+the model off the event loop. While a batch runs, the next one forms, so under load
+batches fill up without any request waiting on a timer.
+
+The two lanes keep searches answering while repositories are indexed (issue 28: with
+one FIFO queue a query waited behind every queued indexing batch, several seconds on a
+small machine, and timed out):
+
+- the query lane (EMBED_PRIORITY_QUERY, the default) takes whole requests, up to
+  `max_texts` texts a batch, on its own inference thread;
+- the bulk lane (EMBED_PRIORITY_BULK: indexing, re-embedding) cuts requests into slices
+  of at most `bulk_max_texts` texts and runs one slice at a time on another thread, so
+  a query never waits for bulk work: at most it shares the CPU with one bounded slice
+  (whose model, on onnx-int8, uses its own few threads; see app.py). The bulk lane holds
+  at most `bulk_queue_texts` texts; a request that would overflow it is refused at once
+  (BulkLaneFull) and the indexer retries after a pause, instead of piling up requests
+  whose deadlines run out in the queue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -25,8 +42,31 @@ Vectors = npt.NDArray[np.float32]
 EncodeFn = Callable[[list[str]], Vectors]
 
 
+# The bulk lane's inference thread runs at this nice value (Linux; 0 is the default, 19
+# the lowest priority): when the CPU is short, the kernel gives it to queries and to the
+# other services first (searches also need retrieval and PostgreSQL), and bulk work takes
+# what is left; on an idle machine it still takes a whole core.
+BULK_NICE = 10
+
+
+def yield_cpu_to_queries() -> None:
+    """Lowers the calling thread's CPU priority to BULK_NICE (Linux: nice is per thread)."""
+    if sys.platform != "linux":
+        return  # elsewhere setpriority would renice the whole process
+    tid = threading.get_native_id()
+    try:
+        # Never above the process's own nice: raising priority needs privileges.
+        os.setpriority(os.PRIO_PROCESS, tid, max(BULK_NICE, os.getpriority(os.PRIO_PROCESS, tid)))
+    except OSError as err:  # a sandbox may refuse; bulk work then competes as before
+        log.warning("could not lower the bulk lane's CPU priority", extra={"error": str(err)})
+
+
 class DeadlinePassed(Exception):
     """The request's deadline passed before its batch was run; no work was done for it."""
+
+
+class BulkLaneFull(Exception):
+    """The bulk lane holds `bulk_queue_texts` texts already; retry after a pause."""
 
 
 @dataclass
@@ -34,6 +74,9 @@ class _Pending:
     texts: list[str]
     deadline: float | None  # time.monotonic() value
     future: asyncio.Future[Vectors]
+    # Bulk requests run slice by slice: the next text to run, and the rows done so far.
+    taken: int = 0
+    rows: list[Vectors] = field(default_factory=list)
 
 
 @dataclass
@@ -41,6 +84,12 @@ class BatchStats:
     batches: int = 0
     texts: int = 0
     expired: int = 0
+
+
+@dataclass
+class BulkStats(BatchStats):
+    rejected: int = 0  # requests refused because the lane was full
+    queued_texts: int = 0  # texts accepted and not yet run (now)
 
 
 class Batcher:
@@ -51,40 +100,92 @@ class Batcher:
         max_texts: int,
         max_wait_s: float,
         executor: Executor | None = None,
+        bulk_encode: EncodeFn | None = None,
+        bulk_max_texts: int = 8,
+        bulk_queue_texts: int = 256,
+        bulk_executor: Executor | None = None,
     ) -> None:
         self._encode = encode
+        self._bulk_encode = bulk_encode or encode
         self._max_texts = max_texts
         self._max_wait_s = max_wait_s
-        # One inference thread: the model parallelises internally; two would fight for cores.
+        self._bulk_max_texts = bulk_max_texts
+        self._bulk_queue_texts = bulk_queue_texts
+        # One inference thread per lane: the model parallelises internally, and a second
+        # thread on the same lane would only fight for cores. The bulk lane's own thread
+        # is what lets a query run while a bulk slice is in the model.
         self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="embed")
+        self._bulk_executor = bulk_executor or ThreadPoolExecutor(
+            1, thread_name_prefix="embed-bulk", initializer=yield_cpu_to_queries
+        )
         self._queue: deque[_Pending] = deque()
+        self._bulk: deque[_Pending] = deque()
         self._wakeup = asyncio.Event()
-        self._worker: asyncio.Task[None] | None = None
+        self._bulk_wakeup = asyncio.Event()
+        self._workers: list[asyncio.Task[None]] = []
         self.stats = BatchStats()
+        self.bulk_stats = BulkStats()
+
+    @property
+    def bulk_max_texts(self) -> int:
+        return self._bulk_max_texts
+
+    @property
+    def bulk_queue_texts(self) -> int:
+        return self._bulk_queue_texts
 
     def start(self) -> None:
-        if self._worker is None:
-            self._worker = asyncio.get_running_loop().create_task(self._run(), name="batcher")
+        if not self._workers:
+            loop = asyncio.get_running_loop()
+            self._workers = [
+                loop.create_task(self._run(), name="batcher"),
+                loop.create_task(self._run_bulk(), name="batcher-bulk"),
+            ]
 
     async def close(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
-            self._worker = None
-        for pending in self._queue:
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        for pending in (*self._queue, *self._bulk):
             if not pending.future.done():
                 pending.future.cancel()
         self._queue.clear()
+        self._bulk.clear()
+        self.bulk_stats.queued_texts = 0
 
-    async def embed(self, texts: list[str], timeout_s: float | None = None) -> Vectors:
-        """Queues texts and waits for their vectors; `timeout_s` is the caller's remaining time."""
-        if self._worker is None:
+    async def embed(
+        self, texts: list[str], timeout_s: float | None = None, *, bulk: bool = False
+    ) -> Vectors:
+        """Queues texts and waits for their vectors; `timeout_s` is the caller's remaining
+        time. `bulk` puts them in the bulk lane, which raises BulkLaneFull when full."""
+        if not self._workers:
             raise RuntimeError("batcher not started")
         future: asyncio.Future[Vectors] = asyncio.get_running_loop().create_future()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        self._queue.append(_Pending(list(texts), deadline, future))
-        self._wakeup.set()
-        return await future
+        pending = _Pending(list(texts), deadline, future)
+        if not bulk:
+            self._queue.append(pending)
+            self._wakeup.set()
+            return await future
+        queued = self.bulk_stats.queued_texts
+        # An empty lane takes any request (max_batch_texts may exceed the lane's size),
+        # so a big request is never refused forever.
+        if queued and queued + len(texts) > self._bulk_queue_texts:
+            self.bulk_stats.rejected += 1
+            raise BulkLaneFull(
+                f"the bulk lane holds {queued} texts; {len(texts)} more would pass "
+                f"EMBEDDER_BULK_QUEUE_TEXTS {self._bulk_queue_texts}"
+            )
+        self.bulk_stats.queued_texts += len(texts)
+        self._bulk.append(pending)
+        self._bulk_wakeup.set()
+        try:
+            return await future
+        finally:
+            # Whatever is left of it (expired, cancelled, failed) no longer counts.
+            self.bulk_stats.queued_texts -= len(texts) - pending.taken
+            pending.taken = len(texts)
 
     def _take_batch(self) -> list[_Pending]:
         batch: list[_Pending] = []
@@ -106,6 +207,32 @@ class Batcher:
             batch.append(head)
             count += len(head.texts)
         return batch
+
+    def _take_slice(self) -> list[tuple[_Pending, int, int]]:
+        """Up to bulk_max_texts texts from the head of the bulk lane, as (request, start,
+        end) ranges; a request bigger than that is finished over several slices."""
+        pieces: list[tuple[_Pending, int, int]] = []
+        room = self._bulk_max_texts
+        now = time.monotonic()
+        while self._bulk and room > 0:
+            head = self._bulk[0]
+            if head.future.done():
+                self._bulk.popleft()
+                continue
+            if head.deadline is not None and head.deadline <= now:
+                self._bulk.popleft()
+                self.bulk_stats.expired += 1
+                head.future.set_exception(DeadlinePassed())
+                continue
+            start = head.taken
+            end = min(len(head.texts), start + room)
+            pieces.append((head, start, end))
+            room -= end - start
+            head.taken = end
+            self.bulk_stats.queued_texts -= end - start
+            if end == len(head.texts):
+                self._bulk.popleft()
+        return pieces
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -135,4 +262,33 @@ class Batcher:
                 n = len(pending.texts)
                 if not pending.future.done():
                     pending.future.set_result(vectors[offset : offset + n])
+                offset += n
+
+    async def _run_bulk(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._bulk:
+                self._bulk_wakeup.clear()
+                await self._bulk_wakeup.wait()
+            pieces = self._take_slice()
+            if not pieces:
+                continue
+            texts = [t for pending, start, end in pieces for t in pending.texts[start:end]]
+            try:
+                vectors = await loop.run_in_executor(self._bulk_executor, self._bulk_encode, texts)
+            except Exception as err:
+                log.exception("bulk embedding batch failed", extra={"texts": len(texts)})
+                for pending, _, _ in pieces:
+                    if not pending.future.done():
+                        pending.future.set_exception(err)
+                continue
+            self.bulk_stats.batches += 1
+            self.bulk_stats.texts += len(texts)
+            offset = 0
+            for pending, start, end in pieces:
+                n = end - start
+                if not pending.future.done():
+                    pending.rows.append(vectors[offset : offset + n])
+                    if end == len(pending.texts):
+                        pending.future.set_result(np.concatenate(pending.rows))
                 offset += n

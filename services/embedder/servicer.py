@@ -6,10 +6,18 @@ import grpc
 
 from cograph.common.v1 import common_pb2
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
-from embedder.batcher import Batcher, DeadlinePassed
+from embedder.batcher import Batcher, BulkLaneFull, DeadlinePassed
 from embedder.cross_encoder import CrossEncoderScorer
 from embedder.limits import EmbedLimits
-from svckit.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument
+from svckit.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    ResourceExhausted,
+)
+
+# The stable reason a refused bulk request carries: the lane is full, not the service down.
+BULK_LANE_FULL = "embedder_bulk_lane_full"
 
 
 class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
@@ -35,10 +43,13 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
     ) -> embedder_pb2.EmbedResponse:
         texts = list(request.texts)
         self._limits.check(texts)
+        bulk = request.priority == embedder_pb2.EMBED_PRIORITY_BULK
         try:
-            vectors = await self._batcher.embed(texts, context.time_remaining())
+            vectors = await self._batcher.embed(texts, context.time_remaining(), bulk=bulk)
         except DeadlinePassed:
             raise DeadlineExceeded("deadline passed before the batch ran") from None
+        except BulkLaneFull as err:
+            raise ResourceExhausted(str(err), reason=BULK_LANE_FULL) from None
         return embedder_pb2.EmbedResponse(
             vectors=[common_pb2.Vector(values=row.tolist()) for row in vectors],
             model=self._model,
@@ -55,6 +66,8 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
             max_batch_texts=self._limits.max_batch_texts,
             max_text_chars=self._limits.max_text_chars,
             reranker=self._reranker.name if self._reranker is not None else "",
+            bulk_batch_texts=self._batcher.bulk_max_texts,
+            bulk_queue_texts=self._batcher.bulk_queue_texts,
         )
 
     async def Rerank(

@@ -21,6 +21,9 @@ class EmbedderSettings:
     max_text_chars: int
     batch_size: int  # per model call, after coalescing
     max_wait_ms: float  # how long an idle batcher waits for companions
+    bulk_batch_texts: int  # bulk (indexing) texts per model call: what a query may wait on
+    bulk_queue_texts: int  # bulk texts queued at most; more are refused (RESOURCE_EXHAUSTED)
+    bulk_threads: int  # inference threads of the bulk lane (onnx-int8); 0: every core
     reranker_path: Path | None  # local cross-encoder, optional
     threads: int  # inference threads; 0 lets the runtime use every core it sees
     ready_file: Path | None
@@ -46,6 +49,13 @@ class EmbedderSettings:
             max_text_chars=env.int("EMBEDDER_MAX_TEXT_CHARS", 16384, min=16, max=1_000_000),
             batch_size=env.int("EMBEDDER_BATCH_SIZE", 64, min=1, max=1024),
             max_wait_ms=env.float("EMBEDDER_MAX_WAIT_MS", 2.0, min=0.0, max=1000.0),
+            # 8 code chunks of 2,000 characters take about 0.4 s on one core (bench/RESULTS.md,
+            # "Queries first"); queries run beside that on their own thread.
+            bulk_batch_texts=env.int("EMBEDDER_BULK_BATCH_TEXTS", 8, min=1, max=1024),
+            bulk_queue_texts=env.int("EMBEDDER_BULK_QUEUE_TEXTS", 256, min=1, max=65536),
+            # One thread leaves the other cores to queries and the other services; on one
+            # text at a time a second thread barely speeds the model up (bench/RESULTS.md).
+            bulk_threads=env.int("EMBEDDER_BULK_THREADS", 1, min=0, max=256),
             reranker_path=Path(reranker) if reranker else None,
             threads=env.int("EMBEDDER_THREADS", 0, min=0, max=256),
             ready_file=Path(ready) if ready else None,

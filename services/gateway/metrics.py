@@ -8,15 +8,44 @@ gateways in one test process never share counters. Labels use the route *templat
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections import Counter as Tally
+from collections import deque
+from collections.abc import Callable, Mapping
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 UNMATCHED = "unmatched"
+
+# How far back /readyz looks for searches answered without their query vector: one in
+# that window makes it report `search` degraded (issue 28: it said ready while most
+# searches lost their vector to a busy embedder).
+SEARCH_DEGRADED_WINDOW_S = 60.0
+# The error a note search answers when its query could not be embedded in time.
+SEMANTIC_SEARCH_UNAVAILABLE = b'"semantic_search_unavailable"'
+
+
+class SearchHealth:
+    """Searches answered without their query vector in the last `window_s`, by kind
+    (`code`: no vector stream; `notes`: 503 semantic_search_unavailable). Memory is
+    bounded by the searches of one window."""
+
+    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window_s = window_s
+        self._clock = clock
+        self._events: deque[tuple[float, str]] = deque()
+
+    def lost_vector(self, kind: str) -> None:
+        self._events.append((self._clock(), kind))
+
+    def recent(self) -> dict[str, int]:
+        horizon = self._clock() - self.window_s
+        while self._events and self._events[0][0] < horizon:
+            self._events.popleft()
+        return dict(Tally(kind for _, kind in self._events))
 
 
 class Metrics:
@@ -44,11 +73,38 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.semantic_search_unavailable = Counter(
+            "cograph_gateway_semantic_search_unavailable_total",
+            "Note searches answered 503 semantic_search_unavailable (their query could not "
+            "be embedded in time).",
+            registry=self.registry,
+        )
+        self.search_health = SearchHealth(SEARCH_DEGRADED_WINDOW_S)
+        recent = Gauge(
+            "cograph_gateway_searches_without_vector_recent",
+            f"Searches answered without their query vector in the last "
+            f"{SEARCH_DEGRADED_WINDOW_S:g} s, by kind (code: no vector stream; notes: 503 "
+            "semantic_search_unavailable); /readyz says `search` degraded while above 0.",
+            ("kind",),
+            registry=self.registry,
+        )
+        for kind in ("code", "notes"):
+            recent.labels(kind).set_function(self._recent_count(kind))
+
+    def _recent_count(self, kind: str) -> Callable[[], float]:
+        return lambda: float(self.search_health.recent().get(kind, 0))
+
     def count_degraded_search(self, streams: Mapping[str, object]) -> None:
         """Counts one answer per stream its response marks unavailable."""
         for stream, state in streams.items():
             if state == "unavailable":
                 self.degraded_searches.labels(stream).inc()
+        if streams.get("vector") == "unavailable":
+            self.search_health.lost_vector("code")
+
+    def count_semantic_search_unavailable(self) -> None:
+        self.semantic_search_unavailable.inc()
+        self.search_health.lost_vector("notes")
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         labels = (method, route, str(status))
@@ -77,6 +133,14 @@ class MetricsMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+            elif (
+                status == 503
+                and message["type"] == "http.response.body"
+                and SEMANTIC_SEARCH_UNAVAILABLE in message.get("body", b"")
+            ):
+                # Seen here, where every response passes (REST and MCP alike); only 503
+                # bodies are looked at, and they are small error documents.
+                self._metrics.count_semantic_search_unavailable()
             await send(message)
 
         try:

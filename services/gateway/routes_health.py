@@ -11,6 +11,12 @@
 - `not_ready` (503): the database or a backend does not answer; the body also carries the
   usual `error` and `detail`.
 
+`search` appears, as `vector_stream_unavailable`, when a search was answered without its
+query vector in the last 60 s (gateway.metrics.SEARCH_DEGRADED_WINDOW_S): a code search
+without its vector stream or a note search answered 503 semantic_search_unavailable, as
+when the embedder is too busy to embed queries in time. `degraded`, still 200: the
+gateway serves, with worse answers; the detail says how many of each.
+
 `embedding_space` appears, as `embedding_model_mismatch`, when retrieval or the commons
 found that the embedder serves another model than the one their stored vectors come from
 (or a re-embed is running): `degraded`, with `embedding_model_mismatch` naming those
@@ -32,12 +38,13 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from gateway.backends import Backends
-from gateway.metrics import Metrics
+from gateway.metrics import Metrics, SearchHealth
 from svckit.deadline import within
 from svckit.errors import DomainError
 
 # Dependencies whose loss degrades answers instead of stopping them.
-OPTIONAL = frozenset({"embedder", "embedding_space"})
+OPTIONAL = frozenset({"embedder", "embedding_space", "search"})
+SEARCH_DEGRADED = "vector_stream_unavailable"
 
 
 async def _database_status(pool: asyncpg.Pool, timeout_s: float) -> str:
@@ -62,19 +69,40 @@ def space_status(verdicts: dict[str, str]) -> dict[str, str]:
     return {"embedding_space": bad[0]} if bad else {}
 
 
-def _down_detail(name: str, status: str) -> str:
+def search_status(health: SearchHealth) -> tuple[dict[str, str], str]:
+    """The `search` pseudo-dependency (listed only while searches lost their query vector
+    recently) and the words /readyz's detail gives it."""
+    recent = health.recent()
+    if not recent:
+        return {}, ""
+    window = f"{health.window_s:g} s"
+    what = (
+        f"search: in the last {window}, {recent.get('code', 0)} code searches without "
+        f"their vector stream, {recent.get('notes', 0)} note searches 503 "
+        "semantic_search_unavailable"
+    )
+    return {"search": SEARCH_DEGRADED}, what
+
+
+def _down_detail(name: str, status: str, search_detail: str = "") -> str:
     if name == "embedding_space":
         return f"embedding_space {status} (run `cograph reembed`)"
+    if name == "search" and search_detail:
+        return search_detail
     return f"{name} unavailable"
 
 
 def readiness(
-    statuses: dict[str, str], space: dict[str, str] | None = None
+    statuses: dict[str, str],
+    space: dict[str, str] | None = None,
+    search: SearchHealth | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """The status code and body /readyz answers for these dependency statuses; `space` is
-    each vector-holding backend's embedding-space verdict (Backends.space_health)."""
+    each vector-holding backend's embedding-space verdict (Backends.space_health),
+    `search` the recent searches that lost their query vector."""
     space = space or {}
-    statuses = {**statuses, **space_status(space)}
+    searched, search_detail = search_status(search) if search is not None else ({}, "")
+    statuses = {**statuses, **space_status(space), **searched}
     mismatched = sorted(name for name, verdict in space.items() if verdict != "serving")
     down = sorted(name for name, status in statuses.items() if status != "serving")
     required = [name for name in down if name not in OPTIONAL]
@@ -88,7 +116,8 @@ def readiness(
     if down:
         body: dict[str, Any] = {
             "status": "degraded",
-            "detail": "degraded: " + ", ".join(_down_detail(n, statuses[n]) for n in down),
+            "detail": "degraded: "
+            + ", ".join(_down_detail(n, statuses[n], search_detail) for n in down),
             "degraded": down,
             "dependencies": statuses,
         }
@@ -115,7 +144,9 @@ def health_router(backends: Backends, pool: asyncpg.Pool, metrics: Metrics) -> A
             _database_status(pool, backends.health_timeout_s),
             backends.space_health(),
         )
-        status, body = readiness({**served, "database": database, **probed}, space)
+        status, body = readiness(
+            {**served, "database": database, **probed}, space, metrics.search_health
+        )
         return JSONResponse(body, status_code=status)
 
     router.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)

@@ -122,7 +122,8 @@ async def start_retrieval(
     index_embedder: TextEmbedder
     if embedder is None:
         embedder = client
-        index_embedder = space.checked(client)
+        # Indexing waits in the embedder's bulk lane, so searches never queue behind it.
+        index_embedder = space.checked(client.for_bulk())
     else:
         index_embedder = embedder
     summarizer = summarizer or build_summarizer(settings.summarizer)

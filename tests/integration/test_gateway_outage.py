@@ -1,5 +1,6 @@
 """Outages seen through the gateway: the embedder down behind the commons (503
-semantic_search_unavailable, never a keyword fallback), a backend down (/readyz 503) and the
+semantic_search_unavailable, never a keyword fallback, and /readyz degraded while searches
+lose their vector), a backend down (/readyz 503) and the
 embedder down behind search (/readyz degraded, degraded answers counted)."""
 
 from __future__ import annotations
@@ -37,10 +38,24 @@ async def test_dead_embedder_is_503_semantic_search_unavailable_and_readyz_flips
         assert reply.json()["error"] == "semantic_search_unavailable"
         assert reply.json()["detail"]
 
+        # Every dependency answers, but searches just lost their query vector: degraded,
+        # still 200 (issue 28: it said ready while searches were failing), and counted.
         ready = await anon.get("/readyz")
         assert ready.status_code == 200, ready.text
-        assert ready.json()["status"] == "ready"
-        assert set(ready.json()["dependencies"]) == {"commons", "database"}
+        assert ready.json()["status"] == "degraded"
+        assert ready.json()["degraded"] == ["search"]
+        assert ready.json()["dependencies"] == {
+            "commons": "serving",
+            "database": "serving",
+            "search": "vector_stream_unavailable",
+        }
+        assert "1 note searches 503 semantic_search_unavailable" in ready.json()["detail"]
+        scrape = (await anon.get("/metrics")).text
+        assert metric_value(scrape, "cograph_gateway_semantic_search_unavailable_total") == 1
+        assert (
+            metric_value(scrape, "cograph_gateway_searches_without_vector_recent", kind="notes")
+            == 1
+        )
         # Routes of a backend that is not configured answer 503, not 500.
         missing = await alice.get("/api/repositories")
         assert missing.status_code == 503 and missing.json()["error"] == "unavailable"

@@ -8,7 +8,12 @@ import asyncio
 import numpy as np
 import pytest
 
-from cograph_api.embedder_client import CircuitBreaker, EmbedderClient, EmbedderUnavailable
+from cograph_api.embedder_client import (
+    CircuitBreaker,
+    EmbedderBusy,
+    EmbedderClient,
+    EmbedderUnavailable,
+)
 from svckit.config import Env, embedder_breaker
 
 
@@ -125,3 +130,30 @@ def test_breaker_settings() -> None:
         Env({"EMBEDDER_BREAKER_FAILURES": "5", "EMBEDDER_BREAKER_COOLDOWN_S": "0.5"})
     )
     assert (custom.failures, custom.cooldown_s) == (5, 0.5)
+
+
+def test_a_full_bulk_lane_neither_opens_nor_closes_the_breaker() -> None:
+    """EmbedderBusy means the embedder answered (its bulk lane is full): not an outage."""
+
+    async def scenario() -> None:
+        clock = Clock()
+        breaker = CircuitBreaker(2, 5.0, clock=clock)
+
+        async def busy(texts: list[str], timeout: float | None) -> np.ndarray:
+            raise EmbedderBusy("RESOURCE_EXHAUSTED: the bulk lane holds 256 texts")
+
+        client = _client(breaker, Backend())
+        client._embed = busy  # type: ignore[method-assign]
+        for _ in range(5):
+            with pytest.raises(EmbedderBusy):
+                await client.embed(["q"])
+        assert breaker.state == "closed"
+        breaker.failed()
+        clock.now += 10  # cool-down over: the next call is the probe
+        breaker.failed()  # two failures in a row: open
+        clock.now += 10
+        with pytest.raises(EmbedderBusy):
+            await client.embed(["q"])  # the probe found it busy: decides nothing
+        assert breaker.state == "half_open"
+
+    asyncio.run(scenario())

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from cograph_api.embedder_client import EmbedderUnavailable, Vectors
+from cograph_api.embedder_client import EmbedderBusy, EmbedderUnavailable, Vectors
 from retrieval.indexing.jobs import failure_message
 from retrieval.indexing.pipeline import EmbedPipeline, Emit, WorkUnit
 
@@ -73,3 +73,55 @@ def test_failure_message_unwraps_nested_groups() -> None:
     inner = BaseExceptionGroup("inner", [asyncio.CancelledError(), ValueError("bad source")])
     assert failure_message(BaseExceptionGroup("outer", [inner])) == "bad source"
     assert failure_message(RuntimeError()) == "RuntimeError"
+
+
+class BusyFor:
+    """Refuses with EmbedderBusy (bulk lane full) for `seconds` since the first call; counts
+    the calls in flight at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.first: float | None = None
+        self.refused = 0
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def embed(self, texts: list[str], timeout: float | None = None) -> Vectors:
+        now = time.monotonic()
+        self.first = self.first or now
+        if now - self.first < self.seconds:
+            self.refused += 1
+            raise EmbedderBusy("RESOURCE_EXHAUSTED: the bulk lane holds 256 texts")
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)
+        finally:
+            self.in_flight -= 1
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def test_a_full_bulk_lane_makes_indexing_wait_without_saying_the_embedder_is_down() -> None:
+    states: list[bool] = []
+    embedder = BusyFor(0.5)
+    pipeline = EmbedPipeline(
+        embedder, batch_size=2, concurrency=2, wait_s=0.1, on_waiting=states.append
+    )
+    written = asyncio.run(_run(pipeline, units=4))
+    assert sorted(written) == ["u0", "u1", "u2", "u3"]
+    assert states == []  # busy is not down; and wait_s (0.1 s) did not apply to it
+    # Backed off: a handful of retries per batch in 0.5 s, not a spin.
+    assert 2 <= embedder.refused <= 12
+    assert embedder.most_in_flight <= 2  # never more than `concurrency` requests out
+
+
+def test_indexing_gives_up_when_the_bulk_lane_stays_full() -> None:
+    pipeline = EmbedPipeline(BusyFor(60), batch_size=2, capacity_wait_s=0.4)
+    began = time.monotonic()
+    with pytest.raises(ExceptionGroup) as caught:
+        asyncio.run(_run(pipeline))
+    assert 0.4 <= time.monotonic() - began < 5
+    assert failure_message(caught.value) == (
+        "no room in the embedder's bulk lane for 0.4 s: "
+        "RESOURCE_EXHAUSTED: the bulk lane holds 256 texts"
+    )

@@ -4,13 +4,16 @@ Preparing (read, parse, blame, summarise) and writing (PostgreSQL) run concurren
 embedding: prepared units wait in a bounded queue, the dispatcher packs their texts into
 full batches across unit boundaries and keeps several Embed calls in flight, and a unit
 goes to the writer as soon as its last vector arrives. The bounded queues give
-back-pressure, so a fast parser cannot fill memory while the embedder catches up.
+back-pressure, so a fast parser cannot fill memory while the embedder catches up. The
+embedder pushes back too: its bulk lane refuses calls beyond EMBEDDER_BULK_QUEUE_TEXTS
+(EmbedderBusy), and a refused batch waits for room here rather than queuing there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,11 +23,16 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from cograph_api.embedder_client import EmbedderUnavailable
+from cograph_api.embedder_client import EmbedderBusy, EmbedderUnavailable
 
 log = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
+
+# Pauses before retrying a batch the embedder refused because its bulk lane was full: the
+# first about one bulk slice's time (EMBEDDER_BULK_BATCH_TEXTS texts), doubling to the cap.
+BUSY_FIRST_PAUSE_S = 0.2
+BUSY_MAX_PAUSE_S = 2.0
 
 
 class TextEmbedder(Protocol):
@@ -92,6 +100,11 @@ class EmbedPipeline:
     # before the run fails; `on_waiting(True)` when batches start waiting, False when the
     # embedder answers again (the job's progress says so meanwhile).
     wait_s: float = 120.0
+    # How long a batch waits for room in the embedder's bulk lane (EmbedderBusy: the lane
+    # is full of other jobs' batches) before the run fails. The embedder is working
+    # meanwhile, so this is generous; the batch is not sent until there is room, so queued
+    # requests never time out inside the embedder.
+    capacity_wait_s: float = 600.0
     on_embedded: Callable[[int], None] | None = None
     on_waiting: Callable[[bool], None] | None = None
     _waiting: int = field(default=0, init=False, repr=False)
@@ -203,12 +216,29 @@ class EmbedPipeline:
         (still loading its model, restarting, briefly down), retrying with backoff."""
         delay = 0.25
         gave_up_at: float | None = None
+        busy_until: float | None = None
+        busy_delay = BUSY_FIRST_PAUSE_S
         waiting = False
         try:
             while True:
                 try:
                     vectors = await self.embedder.embed(texts, timeout=self.timeout_s)
                     return list(vectors)
+                except EmbedderBusy as err:
+                    # Back-pressure: the embedder is up and its bulk lane full. Wait for
+                    # room (jittered, so jobs do not retry in lockstep) instead of queuing
+                    # more; not "waiting for the embedder" in the job's progress.
+                    now = time.monotonic()
+                    if busy_until is None:
+                        busy_until = now + self.capacity_wait_s
+                    if now >= busy_until:
+                        raise EmbedderUnavailable(
+                            f"no room in the embedder's bulk lane for {self.capacity_wait_s:g} s: "
+                            f"{err}"
+                        ) from err
+                    pause = busy_delay * (0.5 + random.random())
+                    await asyncio.sleep(min(pause, busy_until - now))
+                    busy_delay = min(busy_delay * 2, BUSY_MAX_PAUSE_S)
                 except EmbedderUnavailable as err:
                     now = time.monotonic()
                     if gave_up_at is None:

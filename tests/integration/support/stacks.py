@@ -177,7 +177,7 @@ async def wait_searchable(client: httpx.AsyncClient, post_id: str, timeout_s: fl
 def metric_value(text: str, name: str, **labels: str) -> float:
     """The value of one sample in Prometheus text format (0 when absent)."""
     for line in text.splitlines():
-        if not line.startswith(name + "{"):
+        if not line.startswith((name + "{", name + " ")):
             continue
         head, _, value = line.rpartition(" ")
         if all(f'{k}="{v}"' in head for k, v in labels.items()):

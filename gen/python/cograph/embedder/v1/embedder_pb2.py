@@ -25,25 +25,27 @@ _sym_db = _symbol_database.Default()
 from cograph.common.v1 import common_pb2 as cograph_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"cograph/embedder/v1/embedder.proto\x12\x13\x63ograph.embedder.v1\x1a\x1e\x63ograph/common/v1/common.proto\"\x1d\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\"]\n\rEmbedResponse\x12*\n\x07vectors\x18\x01 \x03(\x0b\x32\x19.cograph.common.v1.Vector\x12\r\n\x05model\x18\x02 \x01(\t\x12\x11\n\tdimension\x18\x03 \x01(\x05\"\r\n\x0bInfoRequest\"\x84\x01\n\x0cInfoResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x17\n\x0fmax_batch_texts\x18\x04 \x01(\x05\x12\x16\n\x0emax_text_chars\x18\x05 \x01(\x05\x12\x10\n\x08reranker\x18\x06 \x01(\t\"1\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\tdocuments\x18\x02 \x03(\t\"/\n\x0eRerankResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x01\x12\r\n\x05model\x18\x02 \x01(\t2\x81\x02\n\x0f\x45mbedderService\x12N\n\x05\x45mbed\x12!.cograph.embedder.v1.EmbedRequest\x1a\".cograph.embedder.v1.EmbedResponse\x12K\n\x04Info\x12 .cograph.embedder.v1.InfoRequest\x1a!.cograph.embedder.v1.InfoResponse\x12Q\n\x06Rerank\x12\".cograph.embedder.v1.RerankRequest\x1a#.cograph.embedder.v1.RerankResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"cograph/embedder/v1/embedder.proto\x12\x13\x63ograph.embedder.v1\x1a\x1e\x63ograph/common/v1/common.proto\"S\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x34\n\x08priority\x18\x02 \x01(\x0e\x32\".cograph.embedder.v1.EmbedPriority\"]\n\rEmbedResponse\x12*\n\x07vectors\x18\x01 \x03(\x0b\x32\x19.cograph.common.v1.Vector\x12\r\n\x05model\x18\x02 \x01(\t\x12\x11\n\tdimension\x18\x03 \x01(\x05\"\r\n\x0bInfoRequest\"\xb8\x01\n\x0cInfoResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x17\n\x0fmax_batch_texts\x18\x04 \x01(\x05\x12\x16\n\x0emax_text_chars\x18\x05 \x01(\x05\x12\x10\n\x08reranker\x18\x06 \x01(\t\x12\x18\n\x10\x62ulk_batch_texts\x18\x07 \x01(\x05\x12\x18\n\x10\x62ulk_queue_texts\x18\x08 \x01(\x05\"1\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\tdocuments\x18\x02 \x03(\t\"/\n\x0eRerankResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x01\x12\r\n\x05model\x18\x02 \x01(\t*b\n\rEmbedPriority\x12\x1e\n\x1a\x45MBED_PRIORITY_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45MBED_PRIORITY_QUERY\x10\x01\x12\x17\n\x13\x45MBED_PRIORITY_BULK\x10\x02\x32\x81\x02\n\x0f\x45mbedderService\x12N\n\x05\x45mbed\x12!.cograph.embedder.v1.EmbedRequest\x1a\".cograph.embedder.v1.EmbedResponse\x12K\n\x04Info\x12 .cograph.embedder.v1.InfoRequest\x1a!.cograph.embedder.v1.InfoResponse\x12Q\n\x06Rerank\x12\".cograph.embedder.v1.RerankRequest\x1a#.cograph.embedder.v1.RerankResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cograph.embedder.v1.embedder_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_EMBEDPRIORITY']._serialized_start=573
+  _globals['_EMBEDPRIORITY']._serialized_end=671
   _globals['_EMBEDREQUEST']._serialized_start=91
-  _globals['_EMBEDREQUEST']._serialized_end=120
-  _globals['_EMBEDRESPONSE']._serialized_start=122
-  _globals['_EMBEDRESPONSE']._serialized_end=215
-  _globals['_INFOREQUEST']._serialized_start=217
-  _globals['_INFOREQUEST']._serialized_end=230
-  _globals['_INFORESPONSE']._serialized_start=233
-  _globals['_INFORESPONSE']._serialized_end=365
-  _globals['_RERANKREQUEST']._serialized_start=367
-  _globals['_RERANKREQUEST']._serialized_end=416
-  _globals['_RERANKRESPONSE']._serialized_start=418
-  _globals['_RERANKRESPONSE']._serialized_end=465
-  _globals['_EMBEDDERSERVICE']._serialized_start=468
-  _globals['_EMBEDDERSERVICE']._serialized_end=725
+  _globals['_EMBEDREQUEST']._serialized_end=174
+  _globals['_EMBEDRESPONSE']._serialized_start=176
+  _globals['_EMBEDRESPONSE']._serialized_end=269
+  _globals['_INFOREQUEST']._serialized_start=271
+  _globals['_INFOREQUEST']._serialized_end=284
+  _globals['_INFORESPONSE']._serialized_start=287
+  _globals['_INFORESPONSE']._serialized_end=471
+  _globals['_RERANKREQUEST']._serialized_start=473
+  _globals['_RERANKREQUEST']._serialized_end=522
+  _globals['_RERANKRESPONSE']._serialized_start=524
+  _globals['_RERANKRESPONSE']._serialized_end=571
+  _globals['_EMBEDDERSERVICE']._serialized_start=674
+  _globals['_EMBEDDERSERVICE']._serialized_end=931
 # @@protoc_insertion_point(module_scope)

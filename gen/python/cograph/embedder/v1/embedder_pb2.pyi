@@ -8,6 +8,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -19,6 +20,42 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _EmbedPriority:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _EmbedPriorityEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EmbedPriority.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EMBED_PRIORITY_UNSPECIFIED: _EmbedPriority.ValueType  # 0
+    """Not set: treated as EMBED_PRIORITY_QUERY, so callers that predate the lanes keep
+    their latency.
+    """
+    EMBED_PRIORITY_QUERY: _EmbedPriority.ValueType  # 1
+    """Someone is waiting for the answer (a search query, a note being written): runs before
+    any queued bulk work, so it waits behind at most one bounded bulk batch.
+    """
+    EMBED_PRIORITY_BULK: _EmbedPriority.ValueType  # 2
+    """Bulk work (indexing, re-embedding): runs in bounded batches when no query waits, and
+    is refused with RESOURCE_EXHAUSTED while the bulk lane is full; retry after a pause.
+    """
+
+class EmbedPriority(_EmbedPriority, metaclass=_EmbedPriorityEnumTypeWrapper):
+    """Which lane of the embedder a request waits in."""
+
+EMBED_PRIORITY_UNSPECIFIED: EmbedPriority.ValueType  # 0
+"""Not set: treated as EMBED_PRIORITY_QUERY, so callers that predate the lanes keep
+their latency.
+"""
+EMBED_PRIORITY_QUERY: EmbedPriority.ValueType  # 1
+"""Someone is waiting for the answer (a search query, a note being written): runs before
+any queued bulk work, so it waits behind at most one bounded bulk batch.
+"""
+EMBED_PRIORITY_BULK: EmbedPriority.ValueType  # 2
+"""Bulk work (indexing, re-embedding): runs in bounded batches when no query waits, and
+is refused with RESOURCE_EXHAUSTED while the bulk lane is full; retry after a pause.
+"""
+Global___EmbedPriority: _TypeAlias = EmbedPriority  # noqa: Y015
+
 @_typing.final
 class EmbedRequest(_message.Message):
     """A batch of texts to embed."""
@@ -26,6 +63,9 @@ class EmbedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TEXTS_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    priority: Global___EmbedPriority.ValueType
+    """The lane the request waits in; unset means EMBED_PRIORITY_QUERY."""
     @_builtins.property
     def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The texts; non-empty, at most max_batch_texts, each at most max_text_chars."""
@@ -34,10 +74,11 @@ class EmbedRequest(_message.Message):
         self,
         *,
         texts: _abc.Iterable[_builtins.str] | None = ...,
+        priority: Global___EmbedPriority.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["texts", b"texts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["priority", b"priority", "texts", b"texts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -104,6 +145,8 @@ class InfoResponse(_message.Message):
     MAX_BATCH_TEXTS_FIELD_NUMBER: _builtins.int
     MAX_TEXT_CHARS_FIELD_NUMBER: _builtins.int
     RERANKER_FIELD_NUMBER: _builtins.int
+    BULK_BATCH_TEXTS_FIELD_NUMBER: _builtins.int
+    BULK_QUEUE_TEXTS_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     """The model name."""
     dimension: _builtins.int
@@ -116,6 +159,10 @@ class InfoResponse(_message.Message):
     """The longest text, in characters, one Embed call may carry."""
     reranker: _builtins.str
     """The loaded cross-encoder (empty when none is configured)."""
+    bulk_batch_texts: _builtins.int
+    """The most texts one bulk batch runs at once (a query waits behind at most one)."""
+    bulk_queue_texts: _builtins.int
+    """The most bulk texts queued at once; bulk requests beyond it get RESOURCE_EXHAUSTED."""
     def __init__(
         self,
         *,
@@ -125,10 +172,12 @@ class InfoResponse(_message.Message):
         max_batch_texts: _builtins.int = ...,
         max_text_chars: _builtins.int = ...,
         reranker: _builtins.str = ...,
+        bulk_batch_texts: _builtins.int = ...,
+        bulk_queue_texts: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "dimension", b"dimension", "max_batch_texts", b"max_batch_texts", "max_text_chars", b"max_text_chars", "model", b"model", "reranker", b"reranker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "bulk_batch_texts", b"bulk_batch_texts", "bulk_queue_texts", b"bulk_queue_texts", "dimension", b"dimension", "max_batch_texts", b"max_batch_texts", "max_text_chars", b"max_text_chars", "model", b"model", "reranker", b"reranker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
