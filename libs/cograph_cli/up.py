@@ -38,6 +38,7 @@ from svckit.config import (
     internal_secret,
 )
 from svckit.db import database_problem, ensure_extensions
+from svckit.disk import DiskSettings, DiskState, DiskWatch
 from svckit.embedded import EmbeddedPostgres
 from svckit.logs import LogSettings
 from svckit.ports import PortInUse, check_port_free
@@ -137,7 +138,9 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             dsn = await asyncio.get_running_loop().run_in_executor(None, embedded.start)
             print(f"postgres   embedded, data in {root / 'pg'}", flush=True)
             # Watched from here on: a server lost during migrations or start-up comes back too.
-            pg_watch = PostgresWatch(embedded, dsn, policy, report)
+            pg_watch = PostgresWatch(
+                embedded, dsn, policy, report, disk=DiskWatch(DiskSettings.from_env(env))
+            )
             pg_watch.start()
         else:
             print("postgres   COGRAPH_DATABASE_URL", flush=True)
@@ -234,11 +237,22 @@ async def _up(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print("stopped", flush=True)
 
 
+# Even with the watch off (COGRAPH_DISK_MIN_FREE_MB=0), PostgreSQL is not restarted with
+# less than this free: it would only fail its recovery again.
+PG_MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
 class PostgresWatch:
     """Restarts the embedded PostgreSQL when its postmaster dies, with the services' policy.
 
     The services are left running: their pools drop the broken connections and open new
     ones (to the same socket) once the server is back.
+
+    A server that died on a full disk (its WAL could not grow) cannot be restarted into
+    health: recovery needs room too. So when the data directory's filesystem has less than
+    COGRAPH_DISK_MIN_FREE_MB (at least `PG_MIN_FREE_BYTES`) free, the watch says so and
+    waits for room instead of restarting, and none of that counts towards giving up; once
+    there is room it restarts the server with a fresh crash history.
     """
 
     def __init__(
@@ -247,8 +261,11 @@ class PostgresWatch:
         dsn: str,
         policy: RestartPolicy,
         report: Callable[[str], None],
+        *,
+        disk: DiskWatch | None = None,
     ) -> None:
         self._embedded = embedded
+        self._disk = disk
         self._dsn = dsn
         self._policy = policy
         self._report = report
@@ -270,6 +287,9 @@ class PostgresWatch:
             if self._embedded.is_running():
                 continue
             while True:
+                if await self._waited_for_room(why):
+                    history = CrashHistory(self._policy)  # a full disk was no crash
+                    up_since = time.monotonic()
                 now = time.monotonic()
                 delay = history.next_delay(now, now - up_since)
                 if delay is None:
@@ -308,6 +328,28 @@ class PostgresWatch:
                     "reconnect by themselves"
                 )
                 break
+
+    def _low(self) -> DiskState | None:
+        if self._disk is None:
+            return None
+        state = self._disk.state()
+        floor = max(self._disk.settings.min_free_bytes, PG_MIN_FREE_BYTES)
+        return state if state.free_bytes < floor else None
+
+    async def _waited_for_room(self, why: str) -> bool:
+        """Waits while the disk is nearly full; whether it had to."""
+        low = self._low()
+        if low is None or self._disk is None:
+            return False
+        self._report(
+            f"postgres {why}; {low.describe(self._disk.settings)}: a restart cannot fix "
+            "that, so it waits for room (not counted as a crash)"
+        )
+        while low is not None:
+            await asyncio.sleep(max(self._disk.settings.check_s, 1.0))
+            low = self._low()
+        self._report("the disk has room again; restarting postgres")
+        return True
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -397,6 +398,45 @@ def test_giving_up_on_postgres_stops_everything(tmp_path: Path) -> None:
         _, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"left running: {alive}"
         assert not restarted.is_running() or restarted.status() == psutil.STATUS_ZOMBIE
+
+
+def test_postgres_on_a_full_disk_waits_for_room_and_is_not_given_up(tmp_path: Path) -> None:
+    """A full disk is no crash: the watch waits for room instead of restarting the server
+    into the same failure until it gives up, and restarts it once there is room. The disk
+    is this machine's, its floor set a margin below what is free and a ballast file taking
+    twice the margin (as in test_disk_full.py)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    free_mb = shutil.disk_usage(data).free // 2**20
+    margin_mb = min(1024, free_mb // 4)
+    assert margin_mb >= 100, f"the test needs at least 400 MB free, not {free_mb} MB"
+    with _cograph_up(
+        tmp_path,
+        COGRAPH_DISK_MIN_FREE_MB=str(free_mb - margin_mb),
+        COGRAPH_DISK_CHECK_S="0.2",
+        COGRAPH_UP_GIVE_UP_CRASHES="2",
+        COGRAPH_UP_RESTART_BACKOFF_S="0.2",
+    ) as (process, endpoints):
+        output = _Output(process)
+        ballast = data / "ballast"
+        fd = os.open(ballast, os.O_CREAT | os.O_WRONLY, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, 2 * margin_mb * 2**20)
+        finally:
+            os.close(fd)
+        try:
+            postgres = _postmaster_pid(endpoints)
+            os.kill(postgres, signal.SIGKILL)
+            output.wait_for(r"postgres exited .*a restart cannot fix that, so it waits", 20)
+            time.sleep(3)  # longer than the backoffs and the give-up policy need
+            assert process.poll() is None
+            waited = "".join(output.lines)
+            assert "restarting in" not in waited and "giving up" not in waited, waited
+        finally:
+            ballast.unlink()
+        output.wait_for(r"the disk has room again; restarting postgres", 20)
+        output.wait_for(r"postgres is serving again", 40)
+        assert _postmaster_pid(endpoints) != postgres and process.poll() is None
 
 
 def _free_port_block(count: int) -> int:
