@@ -18,7 +18,9 @@ from retrieval.indexing.freshness import HeadProbe
 from retrieval.indexing.indexer import Indexer
 from retrieval.indexing.jobs import JobManager
 from retrieval.indexing.pipeline import TextEmbedder
+from retrieval.indexing.source_policy import LocalPolicy
 from retrieval.indexing.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
+from retrieval.indexing.sync import Schedule, Syncer, recording_syncs
 from retrieval.search.cursors import CursorCodec
 from retrieval.search.engine import SearchEngine
 from retrieval.search.rerank import CrossEncoderReranker, Reranker, build_reranker
@@ -64,6 +66,7 @@ class RetrievalApp:
     reranker: Reranker | None = None
     index_pool: asyncpg.Pool | None = None  # the indexer's, with its longer statement budget
     space: EmbeddingSpace | None = None  # the embedder's model against the stored vectors'
+    sync: Syncer | None = None  # None: RETRIEVAL_SYNC_INTERVAL_S=0
 
     @property
     def port(self) -> int:
@@ -71,6 +74,8 @@ class RetrievalApp:
 
     async def stop(self) -> None:
         await self.host.stop()
+        if self.sync is not None:
+            await self.sync.stop()
         if self.space is not None:
             await self.space.stop()
         await self.jobs.close()
@@ -199,11 +204,35 @@ async def start_retrieval(
     space.on_verdict = report
     space.start()
     # Workers take queued jobs, and jobs whose worker died, from index_jobs (any replica's).
-    jobs.start(servicer.run_job)
+    # A run the sync asked for notes when it published (last_synced_at).
+    jobs.start(recording_syncs(pool, servicer.run_job))
     try:
         await queue_reindex_after_upgrade(pool, jobs)
     except (asyncpg.PostgresError, OSError) as err:  # the next start queues them again
         log.warning("could not queue the re-index after an upgrade", extra={"error": str(err)})
+    sync = None
+    if settings.sync.enabled:
+        sync = Syncer(
+            pool,
+            jobs,
+            # The sync's own probe: no memory (each check sees the source as it is now), its
+            # own parallelism, and the authority of the jobs it queues (freshness.py).
+            HeadProbe(
+                settings.head_check_timeout_s,
+                0.0,
+                settings.sync.concurrency,
+                hosts=indexer.host_policy,
+                credentials=indexer.credentials,
+                admin=True,
+            ),
+            LocalPolicy(
+                "any", settings.data_dir, settings.index.local_roots, settings.index.protected_dirs
+            ),
+            Schedule(settings.sync.interval_s, settings.sync.backoff_max_s),
+            concurrency=settings.sync.concurrency,
+            check_timeout_s=settings.head_check_timeout_s,
+        )
+        sync.start()
     await host.set_serving()
     log.info(
         "retrieval serving",
@@ -215,5 +244,5 @@ async def start_retrieval(
         },
     )
     return RetrievalApp(
-        host, pool, jobs, indexer, summarizer, channel, engine, reranker, index_pool, space
+        host, pool, jobs, indexer, summarizer, channel, engine, reranker, index_pool, space, sync
     )

@@ -52,6 +52,7 @@ async def repository_readable_by(conn: asyncpg.Connection, slug: str, viewer: Vi
 _REPOSITORY_COLUMNS = """
     r.id, r.slug, r.branch, r.source, r.source_kind, r.commit_sha, r.indexed_at, r.public,
     r.file_count, r.node_count, r.edge_count, r.doc_chunk_count, r.reindex_reason,
+    r.last_checked_at, r.last_synced_at,
     COALESCE((SELECT jsonb_object_agg(language, n) FROM (
         SELECT language, count(*) AS n FROM files f WHERE f.repository_id = r.id
         GROUP BY language) l), '{}'::jsonb) AS files_by_language
@@ -106,7 +107,7 @@ async def list_collections(conn: asyncpg.Connection, viewer: Viewer) -> list[asy
         await conn.fetch(
             f"""
             SELECT c.name, c.description, c.public, c.document_count, c.chunk_count,
-                   c.indexed_at
+                   c.indexed_at, c.last_checked_at, c.last_synced_at
             FROM collections c WHERE {collection_readable("c", "$1", "$2")} ORDER BY c.name
             """,
             viewer.principal_id,

@@ -153,6 +153,8 @@ def repository_to_proto(
         head_commit=head.head_commit,
         freshness=_FRESHNESS[head.freshness],
         freshness_detail=scrub(head.detail, source, admin=viewer.admin),
+        last_checked_at=_timestamp(row["last_checked_at"]),
+        last_synced_at=_timestamp(row["last_synced_at"]),
     )
 
 
@@ -437,6 +439,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                     document_count=row["document_count"],
                     chunk_count=row["chunk_count"],
                     indexed_at=_timestamp(row["indexed_at"]),
+                    last_checked_at=_timestamp(row["last_checked_at"]),
+                    last_synced_at=_timestamp(row["last_synced_at"]),
                 )
                 for row in rows
             ]

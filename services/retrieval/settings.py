@@ -173,6 +173,42 @@ class IndexSettings:
         )
 
 
+# The shortest sync interval but 0 (off): shorter would poll the database for little gain.
+MIN_SYNC_INTERVAL_S = 0.1
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """Keeping indexes fresh without anyone asking (indexing/sync.py)."""
+
+    # How often each indexed repository and directory collection is compared with its
+    # source; 0 turns sync off.
+    interval_s: float = 300.0
+    # Checks (head lookups, directory listings) in flight at once, per replica.
+    concurrency: int = 4
+    # The longest wait between checks of a source that keeps failing (never below the
+    # interval).
+    backoff_max_s: float = 3600.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.interval_s > 0
+
+    @classmethod
+    def from_env(cls, env: Env) -> SyncSettings:
+        interval = env.float("RETRIEVAL_SYNC_INTERVAL_S", 300.0, min=0.0, max=604_800.0)
+        if 0 < interval < MIN_SYNC_INTERVAL_S:
+            raise ConfigError(
+                f"RETRIEVAL_SYNC_INTERVAL_S: must be 0 (off) or at least "
+                f"{MIN_SYNC_INTERVAL_S:g}, got {interval:g}"
+            )
+        return cls(
+            interval_s=interval,
+            concurrency=env.int("RETRIEVAL_SYNC_CONCURRENCY", 4, min=1, max=64),
+            backoff_max_s=env.float("RETRIEVAL_SYNC_BACKOFF_MAX_S", 3600.0, min=1.0, max=604_800.0),
+        )
+
+
 @dataclass(frozen=True)
 class RetrievalSettings:
     address: str
@@ -195,6 +231,8 @@ class RetrievalSettings:
     embedding_space_check_s: float = 10.0
     # Free space kept on the data directory's disk (svckit.disk); None watches nothing.
     disk: DiskSettings | None = None
+    # Re-indexing what moved at its source (indexing/sync.py).
+    sync: SyncSettings = field(default_factory=SyncSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -220,4 +258,5 @@ class RetrievalSettings:
                 "EMBEDDING_SPACE_CHECK_S", 10.0, min=0.05, max=3600.0
             ),
             disk=DiskSettings.from_env(env),
+            sync=SyncSettings.from_env(env),
         )

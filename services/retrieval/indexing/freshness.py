@@ -9,9 +9,13 @@ so listing many repositories does not reach out to every remote on every call.
 A lookup reaches the source's host as an index run does, so it obeys the same host policy
 (source_policy.HostPolicy) on the service's own authority, which is that of a key that is
 not an admin (no one asked for the lookup): a source the policy refuses is not looked up
-and its freshness is `unknown`, with the refusal as the detail. A remote lookup uses the
-source's registered credential (indexing/credentials.py), as a fetch would. Details are
-raw here; the servicer shows them through redaction.scrub.
+and its freshness is `unknown`, with the refusal as the detail. The sync (indexing/sync.py)
+looks up heads to re-index what moved, as its index jobs then fetch: on the service's own
+authority as an admin (`admin=True`), like upgrades.py, since an operator or a permitted
+key indexed the source already; the policy is still checked, so a host refused to everyone
+stays refused. A remote lookup uses the source's registered credential
+(indexing/credentials.py), as a fetch would. Details are raw here; the servicer shows them
+through redaction.scrub.
 """
 
 from __future__ import annotations
@@ -70,16 +74,18 @@ async def ls_remote(
     timeout_s: float,
     hosts: HostPolicy | None = None,
     credentials: GitCredentials | None = None,
+    *,
+    admin: bool = False,
 ) -> str:
     """The commit `branch` points at in `source` (a path or URL).
 
     The stored source and branch are checked again before git sees them (a row written
     before validation existed must not reach the command line), a remote source against
-    `hosts` as a non-admin caller (the policy a stored source was accepted under may have
-    changed, and so may its host's addresses), and the lookup goes through the service's
-    guarded git runner: `file` transport only for a local source, https pinned to the
-    addresses checked, with the source's credential. A secret an older release stored in
-    the source is stripped before use.
+    `hosts` as a non-admin caller unless `admin` (the policy a stored source was accepted
+    under may have changed, and so may its host's addresses), and the lookup goes through
+    the service's guarded git runner: `file` transport only for a local source, https
+    pinned to the addresses checked, with the source's credential. A secret an older
+    release stored in the source is stripped before use.
     """
     try:
         checked = parse_source(strip_secrets(source))
@@ -89,7 +95,7 @@ async def ls_remote(
     config: tuple[str, ...] = ()
     if hosts is not None:
         try:
-            config = await hosts.check(checked, admin=False)
+            config = await hosts.check(checked, admin=admin)
         except (InvalidArgument, PermissionDenied) as err:
             raise HeadLookupError(f"not looked up: {err.message}") from None
     auth = GitAuth(())
@@ -130,6 +136,7 @@ class HeadProbe:
     `hosts`: the host policy remote lookups obey (see the module docstring), the service's
     configured one. None: lookups are not restricted (tests of local sources).
     `credentials`: the operator's registered credentials (None: none).
+    `admin`: the authority lookups have under the host policy (see the module docstring).
     """
 
     def __init__(
@@ -141,8 +148,10 @@ class HeadProbe:
         *,
         hosts: HostPolicy | None = None,
         credentials: GitCredentials | None = None,
+        admin: bool = False,
     ) -> None:
         self._hosts = hosts
+        self._admin = admin
         self._credentials = credentials
         self._timeout_s = timeout_s
         self._ttl_s = ttl_s
@@ -171,7 +180,9 @@ class HeadProbe:
             try:
                 entry = (
                     self._clock(),
-                    await ls_remote(*key, self._timeout_s, self._hosts, self._credentials),
+                    await ls_remote(
+                        *key, self._timeout_s, self._hosts, self._credentials, admin=self._admin
+                    ),
                     True,
                 )
             except (HeadLookupError, OSError) as err:

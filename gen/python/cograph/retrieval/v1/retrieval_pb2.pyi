@@ -733,6 +733,8 @@ class Repository(_message.Message):
     HEAD_COMMIT_FIELD_NUMBER: _builtins.int
     FRESHNESS_FIELD_NUMBER: _builtins.int
     FRESHNESS_DETAIL_FIELD_NUMBER: _builtins.int
+    LAST_CHECKED_AT_FIELD_NUMBER: _builtins.int
+    LAST_SYNCED_AT_FIELD_NUMBER: _builtins.int
     slug: _builtins.str
     """host/owner/name."""
     branch: _builtins.str
@@ -767,6 +769,18 @@ class Repository(_message.Message):
     def files_by_language(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Indexed files by language."""
 
+    @_builtins.property
+    def last_checked_at(self) -> _timestamp_pb2.Timestamp:
+        """When the sync (RETRIEVAL_SYNC_INTERVAL_S) last compared the index with its source,
+        whether or not the source could be read; unset when it never has.
+        """
+
+    @_builtins.property
+    def last_synced_at(self) -> _timestamp_pb2.Timestamp:
+        """When an index run the sync queued, because the source had moved, last finished;
+        unset when none has.
+        """
+
     def __init__(
         self,
         *,
@@ -784,10 +798,12 @@ class Repository(_message.Message):
         head_commit: _builtins.str = ...,
         freshness: Global___Freshness.ValueType = ...,
         freshness_detail: _builtins.str = ...,
+        last_checked_at: _timestamp_pb2.Timestamp | None = ...,
+        last_synced_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["indexed_at", b"indexed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["indexed_at", b"indexed_at", "last_checked_at", b"last_checked_at", "last_synced_at", b"last_synced_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "commit", b"commit", "doc_chunk_count", b"doc_chunk_count", "edge_count", b"edge_count", "file_count", b"file_count", "files_by_language", b"files_by_language", "freshness", b"freshness", "freshness_detail", b"freshness_detail", "head_commit", b"head_commit", "indexed_at", b"indexed_at", "node_count", b"node_count", "public", b"public", "slug", b"slug", "source", b"source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "commit", b"commit", "doc_chunk_count", b"doc_chunk_count", "edge_count", b"edge_count", "file_count", b"file_count", "files_by_language", b"files_by_language", "freshness", b"freshness", "freshness_detail", b"freshness_detail", "head_commit", b"head_commit", "indexed_at", b"indexed_at", "last_checked_at", b"last_checked_at", "last_synced_at", b"last_synced_at", "node_count", b"node_count", "public", b"public", "slug", b"slug", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -936,6 +952,8 @@ class Collection(_message.Message):
     DOCUMENT_COUNT_FIELD_NUMBER: _builtins.int
     CHUNK_COUNT_FIELD_NUMBER: _builtins.int
     INDEXED_AT_FIELD_NUMBER: _builtins.int
+    LAST_CHECKED_AT_FIELD_NUMBER: _builtins.int
+    LAST_SYNCED_AT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The unique name."""
     description: _builtins.str
@@ -950,6 +968,18 @@ class Collection(_message.Message):
     def indexed_at(self) -> _timestamp_pb2.Timestamp:
         """When the last successful index finished."""
 
+    @_builtins.property
+    def last_checked_at(self) -> _timestamp_pb2.Timestamp:
+        """When the sync last compared a collection indexed from a server directory with that
+        directory; unset when it never has (and always for uploaded documents).
+        """
+
+    @_builtins.property
+    def last_synced_at(self) -> _timestamp_pb2.Timestamp:
+        """When an index run the sync queued, because the directory had changed, last finished;
+        unset when none has.
+        """
+
     def __init__(
         self,
         *,
@@ -959,10 +989,12 @@ class Collection(_message.Message):
         document_count: _builtins.int = ...,
         chunk_count: _builtins.int = ...,
         indexed_at: _timestamp_pb2.Timestamp | None = ...,
+        last_checked_at: _timestamp_pb2.Timestamp | None = ...,
+        last_synced_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["indexed_at", b"indexed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["indexed_at", b"indexed_at", "last_checked_at", b"last_checked_at", "last_synced_at", b"last_synced_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_count", b"chunk_count", "description", b"description", "document_count", b"document_count", "indexed_at", b"indexed_at", "name", b"name", "public", b"public"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_count", b"chunk_count", "description", b"description", "document_count", b"document_count", "indexed_at", b"indexed_at", "last_checked_at", b"last_checked_at", "last_synced_at", b"last_synced_at", "name", b"name", "public", b"public"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
