@@ -28,6 +28,8 @@ def _row(reason: str) -> dict[str, Any]:
         "doc_chunk_count": 0,
         "files_by_language": {"python": 2},
         "reindex_reason": reason,
+        "last_checked_at": None,
+        "last_synced_at": None,
     }
 
 

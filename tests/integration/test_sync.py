@@ -1,0 +1,248 @@
+"""Sync end to end (retrieval/indexing/sync.py): a commit pushed to an indexed branch, a
+file added to an indexed directory, become searchable without anyone asking, through the
+real retrieval service, embedder and PostgreSQL; a failing source is checked less and less
+often; RETRIEVAL_SYNC_INTERVAL_S=0 does nothing; replicas never claim the same target."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from cograph.retrieval.v1 import retrieval_pb2 as pb
+from cograph.retrieval.v1 import retrieval_pb2_grpc
+from retrieval.indexing.sync import SYNC_REQUESTER, claim_due
+from tests.integration.support.git_repos import MAR, commit_all, git, make_repo, write
+from tests.integration.support.retrieval import ADMIN, serving, wait_job
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+GIT_SLUG = "example.com/team/demo"
+PLAIN_SLUG = "example.com/team/plain"
+COLLECTION = "handbook"
+
+
+async def _eventually(what: str, probe: object, timeout_s: float = 60.0) -> object:
+    """Polls the coroutine function `probe` until it returns something truthy."""
+    assert callable(probe)
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        value = await probe()
+        if value:
+            return value
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting: {what}"
+        await asyncio.sleep(0.1)
+
+
+async def _repository(
+    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub, slug: str
+) -> pb.Repository:
+    reply = await stub.GetRepository(pb.GetRepositoryRequest(slug=slug), metadata=ADMIN, timeout=5)
+    return reply.repository
+
+
+async def _collection(
+    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub, name: str
+) -> pb.Collection:
+    reply = await stub.ListCollections(pb.ListCollectionsRequest(), metadata=ADMIN, timeout=5)
+    return next(c for c in reply.collections if c.name == name)
+
+
+async def _found(
+    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub, query: str, path: str, **scope: str
+) -> bool:
+    reply = await stub.Search(pb.SearchRequest(query=query, **scope), metadata=ADMIN, timeout=30)
+    return any(r.path == path for r in reply.results)
+
+
+async def test_changes_at_the_source_become_searchable_without_asking(
+    fresh_db_url: str, embedder_address: str, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "demo")
+    plain = tmp_path / "plain"
+    write(plain, "tool.py", "def tool() -> int:\n    return 1\n")
+    docs = tmp_path / "handbook"
+    write(docs, "billing.md", "# Billing\n\nRetries happen nightly.\n")
+    async with serving(
+        fresh_db_url,
+        tmp_path / "data",
+        embedder_address,
+        RETRIEVAL_SYNC_INTERVAL_S="0.3",
+        RETRIEVAL_HEAD_CACHE_S="0",  # listings look the head up each time, as the sync does
+    ) as (app, stub):
+        assert app.sync is not None
+        jobs = [
+            await stub.IndexRepository(
+                pb.IndexRepositoryRequest(source=str(repo), slug=GIT_SLUG), metadata=ADMIN
+            ),
+            await stub.IndexRepository(
+                pb.IndexRepositoryRequest(source=str(plain), slug=PLAIN_SLUG), metadata=ADMIN
+            ),
+            await stub.IndexCollection(
+                pb.IndexCollectionRequest(name=COLLECTION, directory=str(docs)), metadata=ADMIN
+            ),
+        ]
+        for started in jobs:
+            await wait_job(stub, started.job.id)
+
+        # Checked one interval after the index; the git repository is current, so nothing
+        # is queued for it. (A directory's first check has no listing to compare with: it
+        # is re-indexed once, which finds nothing changed.)
+        async def checked() -> pb.Repository | None:
+            found = await _repository(stub, GIT_SLUG)
+            return found if found.HasField("last_checked_at") else None
+
+        first = await _eventually("the first check", checked)
+        assert isinstance(first, pb.Repository)
+        assert first.freshness == pb.FRESHNESS_CURRENT
+        assert not first.HasField("last_synced_at")
+        old_commit = first.commit
+
+        # The source moves: a commit on the indexed branch, a file in each directory.
+        write(repo, "pkg/ledger.py", "def reconcile_ledger_entries(rows):\n    return rows\n")
+        commit_all(repo, "add the ledger", MAR)
+        head = git(repo, "rev-parse", "HEAD")
+        write(plain, "audit.py", "def audit_trail_exporter() -> str:\n    return 'ok'\n")
+        write(docs, "refunds.md", "# Refunds\n\nChargebacks are disputed within ninety days.\n")
+
+        # Nobody calls index again.
+        await _eventually(
+            "the commit in search",
+            lambda: _found(stub, "reconcile_ledger_entries", "pkg/ledger.py", repo=GIT_SLUG),
+        )
+        await _eventually(
+            "the plain directory's new file in search",
+            lambda: _found(stub, "audit_trail_exporter", "audit.py", repo=PLAIN_SLUG),
+        )
+        await _eventually(
+            "the collection's new document in search",
+            lambda: _found(stub, "chargebacks disputed", "refunds.md", collection=COLLECTION),
+        )
+
+        synced = await _repository(stub, GIT_SLUG)
+        assert synced.commit == head != old_commit
+        assert synced.freshness == pb.FRESHNESS_CURRENT
+        assert synced.HasField("last_synced_at")
+        assert synced.last_synced_at.ToDatetime() >= first.last_checked_at.ToDatetime()
+        assert synced.last_checked_at.ToDatetime() > first.last_checked_at.ToDatetime()
+        plain_repo = await _repository(stub, PLAIN_SLUG)
+        assert plain_repo.HasField("last_checked_at") and plain_repo.HasField("last_synced_at")
+        collection = await _collection(stub, COLLECTION)
+        assert collection.HasField("last_checked_at") and collection.HasField("last_synced_at")
+
+        # The re-index was an ordinary job, queued by the sync as itself; incremental.
+        rows = await app.pool.fetch(
+            "SELECT requested_by, progress FROM index_jobs WHERE target = $1 ORDER BY created_at",
+            GIT_SLUG,
+        )
+        assert [list(r["requested_by"]) for r in rows] == [["root"], [SYNC_REQUESTER.principal_id]]
+        progress = await app.pool.fetchval(
+            "SELECT progress->>'files_done' FROM index_jobs WHERE target = $1 "
+            "AND 'cograph-sync' = ANY(requested_by)",
+            GIT_SLUG,
+        )
+        assert progress == "1"  # only the new file was read and embedded
+
+
+async def test_a_failing_source_is_checked_less_and_less_often(
+    fresh_db_url: str, embedder_address: str, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "gone")
+    async with serving(
+        fresh_db_url,
+        tmp_path / "data",
+        embedder_address,
+        RETRIEVAL_SYNC_INTERVAL_S="0.2",
+        RETRIEVAL_SYNC_BACKOFF_MAX_S="30",
+    ) as (app, stub):
+        started = await stub.IndexRepository(
+            pb.IndexRepositoryRequest(source=str(repo), slug=GIT_SLUG), metadata=ADMIN
+        )
+        await wait_job(stub, started.job.id)
+        shutil.rmtree(repo)  # the source is gone: every check fails
+
+        waits: dict[int, timedelta] = {}
+
+        async def failed_three_times() -> bool:
+            row = await app.pool.fetchrow(
+                "SELECT sync_failures, last_checked_at, sync_due_at FROM repositories "
+                "WHERE slug = $1",
+                GIT_SLUG,
+            )
+            assert row is not None
+            if row["sync_failures"] and row["sync_due_at"] > row["last_checked_at"]:
+                # The first sight after a check (a later claim moves the due time on).
+                waits.setdefault(row["sync_failures"], row["sync_due_at"] - row["last_checked_at"])
+            return bool(row["sync_failures"] >= 3)
+
+        await _eventually("three failed checks", failed_three_times, timeout_s=30)
+        # Each failure doubles the wait (0.4 s, 0.8 s, 1.6 s, each cut by up to 20 %).
+        assert set(waits) >= {1, 2, 3}
+        seconds = [waits[n].total_seconds() for n in (1, 2, 3)]
+        assert seconds[0] < seconds[1] < seconds[2]
+        for n, wait in zip((1, 2, 3), seconds, strict=True):
+            assert 0.2 * 2**n * 0.8 - 0.01 <= wait <= 0.2 * 2**n + 0.01
+        # Nothing was queued for a source that cannot be read.
+        assert await app.pool.fetchval("SELECT count(*) FROM index_jobs") == 1
+        got = await _repository(stub, GIT_SLUG)
+        assert got.HasField("last_checked_at") and not got.HasField("last_synced_at")
+
+
+async def test_sync_off_does_nothing(
+    fresh_db_url: str, embedder_address: str, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "demo")
+    async with serving(
+        fresh_db_url, tmp_path / "data", embedder_address, RETRIEVAL_SYNC_INTERVAL_S="0"
+    ) as (app, stub):
+        assert app.sync is None
+        started = await stub.IndexRepository(
+            pb.IndexRepositoryRequest(source=str(repo), slug=GIT_SLUG), metadata=ADMIN
+        )
+        await wait_job(stub, started.job.id)
+        write(repo, "pkg/ledger.py", "def reconcile_ledger_entries(rows):\n    return rows\n")
+        commit_all(repo, "add the ledger", MAR)
+        await asyncio.sleep(1.0)  # what a 0.2 s interval would have used for several checks
+        got = await _repository(stub, GIT_SLUG)
+        assert got.freshness == pb.FRESHNESS_STALE
+        assert not got.HasField("last_checked_at") and not got.HasField("last_synced_at")
+        assert await app.pool.fetchval("SELECT count(*) FROM index_jobs") == 1
+
+
+async def test_replicas_never_claim_the_same_target(retrieval_pool: asyncpg.Pool) -> None:
+    await retrieval_pool.execute(
+        """
+        INSERT INTO repositories (slug, source, source_kind, indexed_at)
+        SELECT 'example.com/team/r' || n, '/srv/r' || n, 'git', now() - interval '1 hour'
+        FROM generate_series(1, 10) AS n
+        """
+    )
+    # Not due: indexed moments ago, due later, never indexed; a collection of uploads.
+    await retrieval_pool.execute(
+        """
+        INSERT INTO repositories (slug, source, source_kind, indexed_at, sync_due_at) VALUES
+            ('example.com/team/fresh', '/srv/fresh', 'git', now(), NULL),
+            ('example.com/team/later', '/srv/later', 'git', now() - interval '1 hour',
+             now() + interval '1 hour'),
+            ('example.com/team/new', '/srv/new', 'git', NULL, NULL);
+        INSERT INTO collections (name, source, indexed_at) VALUES
+            ('uploads', '', now() - interval '1 hour'),
+            ('docs', '/srv/docs', now() - interval '1 hour');
+        """
+    )
+    claims = await asyncio.gather(
+        *(claim_due(retrieval_pool, "repository", 4, 300.0, 60.0) for _ in range(3))
+    )
+    slugs = [t.name for claim in claims for t in claim]
+    assert sorted(len(c) for c in claims) == [2, 4, 4]
+    assert len(set(slugs)) == 10 and all(s.startswith("example.com/team/r") for s in slugs)
+    # Claimed means leased: nobody gets them again until the lease runs out.
+    assert await claim_due(retrieval_pool, "repository", 4, 300.0, 60.0) == []
+    collections = await claim_due(retrieval_pool, "collection", 4, 300.0, 60.0)
+    assert [(c.name, c.source_kind) for c in collections] == [("docs", "dir")]
+    assert await claim_due(retrieval_pool, "collection", 4, 300.0, 60.0) == []
