@@ -359,6 +359,22 @@ META: dict[str, Meta] = {
         "seconds; past it `freshness` is `unknown`."
     ),
     "RETRIEVAL_HEAD_CACHE_S": Meta("Freshness: how long a looked-up head is trusted, in seconds."),
+    "RETRIEVAL_SYNC_INTERVAL_S": Meta(
+        "Sync: how often each indexed repository and each collection indexed from a server "
+        "directory is compared with its source (a git branch's head; a plain directory's "
+        "listing of paths, sizes and mtimes), in seconds; when it moved, an incremental "
+        "re-index is queued. Each wait is cut by up to 20 % at random. `0` turns sync off; "
+        "otherwise at least 0.1."
+    ),
+    "RETRIEVAL_SYNC_CONCURRENCY": Meta(
+        "Sync: checks (head lookups, directory listings) in flight at once on each replica. "
+        "Replicas never check the same source at once (a claim in PostgreSQL)."
+    ),
+    "RETRIEVAL_SYNC_BACKOFF_MAX_S": Meta(
+        "Sync: the longest wait between checks of a source that keeps failing (unreadable, "
+        "or its re-index failed), in seconds; each failure in a row doubles the wait from "
+        "the interval up to this (never below the interval)."
+    ),
     # ---- retrieval: indexing ----
     "RETRIEVAL_MAX_FILE_BYTES": Meta("Larger files are skipped and counted as `too_large`."),
     "RETRIEVAL_EMBED_BATCH": Meta("Texts per Embed call while indexing."),
