@@ -54,9 +54,15 @@ async def _collection(
 
 
 async def _found(
-    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub, query: str, path: str, **scope: str
+    stub: retrieval_pb2_grpc.RetrievalServiceAsyncStub,
+    query: str,
+    path: str,
+    *,
+    repo: str = "",
+    collection: str = "",
 ) -> bool:
-    reply = await stub.Search(pb.SearchRequest(query=query, **scope), metadata=ADMIN, timeout=30)
+    request = pb.SearchRequest(query=query, repo=repo, collection=collection)
+    reply = await stub.Search(request, metadata=ADMIN, timeout=30)
     return any(r.path == path for r in reply.results)
 
 
@@ -77,18 +83,25 @@ async def test_changes_at_the_source_become_searchable_without_asking(
     ) as (app, stub):
         assert app.sync is not None
         jobs = [
-            await stub.IndexRepository(
-                pb.IndexRepositoryRequest(source=str(repo), slug=GIT_SLUG), metadata=ADMIN
-            ),
-            await stub.IndexRepository(
-                pb.IndexRepositoryRequest(source=str(plain), slug=PLAIN_SLUG), metadata=ADMIN
-            ),
-            await stub.IndexCollection(
-                pb.IndexCollectionRequest(name=COLLECTION, directory=str(docs)), metadata=ADMIN
-            ),
+            (
+                await stub.IndexRepository(
+                    pb.IndexRepositoryRequest(source=str(repo), slug=GIT_SLUG), metadata=ADMIN
+                )
+            ).job,
+            (
+                await stub.IndexRepository(
+                    pb.IndexRepositoryRequest(source=str(plain), slug=PLAIN_SLUG), metadata=ADMIN
+                )
+            ).job,
+            (
+                await stub.IndexCollection(
+                    pb.IndexCollectionRequest(name=COLLECTION, directory=str(docs)),
+                    metadata=ADMIN,
+                )
+            ).job,
         ]
-        for started in jobs:
-            await wait_job(stub, started.job.id)
+        for job in jobs:
+            await wait_job(stub, job.id)
 
         # Checked one interval after the index; the git repository is current, so nothing
         # is queued for it. (A directory's first check has no listing to compare with: it
