@@ -1,7 +1,8 @@
 """Sync end to end (retrieval/indexing/sync.py): a commit pushed to an indexed branch, a
 file added to an indexed directory, become searchable without anyone asking, through the
 real retrieval service, embedder and PostgreSQL; a failing source is checked less and less
-often; RETRIEVAL_SYNC_INTERVAL_S=0 does nothing; replicas never claim the same target."""
+often; RETRIEVAL_SYNC_INTERVAL_S=0 does nothing; replicas never claim the same target; REST
+and MCP show when a repository was last checked and synced."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from retrieval.indexing.sync import SYNC_REQUESTER, claim_due
 from tests.integration.support.git_repos import MAR, commit_all, git, make_repo, write
+from tests.integration.support.mcp_client import call, http_client
 from tests.integration.support.retrieval import ADMIN, serving, wait_job
+from tests.integration.support.stacks import gateway_stack
+from tests.integration.support.stacks import wait_job as gateway_wait_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -259,3 +263,45 @@ async def test_replicas_never_claim_the_same_target(retrieval_pool: asyncpg.Pool
     collections = await claim_due(retrieval_pool, "collection", 4, 300.0, 60.0)
     assert [(c.name, c.source_kind) for c in collections] == [("docs", "dir")]
     assert await claim_due(retrieval_pool, "collection", 4, 300.0, 60.0) == []
+
+
+async def test_rest_and_mcp_show_when_a_repository_was_checked_and_synced(
+    pg_server_url: str, embedder_address: str, tmp_path: Path
+) -> None:
+    """The gateway follows the proto (to_json): no gateway code for the new fields."""
+    repo = make_repo(tmp_path / "demo")
+    async with gateway_stack(
+        pg_server_url,
+        embedder_address,
+        tmp_path / "stack",
+        services=("retrieval",),
+        service_env={"RETRIEVAL_SYNC_INTERVAL_S": "0.3"},
+    ) as stack:
+        async with stack.client(stack.admin_key) as admin:
+            created = await admin.post(
+                "/api/repositories", json={"source": str(repo), "slug": GIT_SLUG}
+            )
+            assert created.status_code == 202, created.text
+            await gateway_wait_job(admin, created.json()["job"]["id"])
+            shown = (await admin.get(f"/api/repositories/{GIT_SLUG}")).json()
+            assert shown["last_synced_at"] is None  # null until the sync has re-indexed it
+
+            write(repo, "pkg/ledger.py", "def reconcile_ledger_entries(rows):\n    return rows\n")
+            commit_all(repo, "add the ledger", MAR)
+
+            async def synced() -> dict[str, object] | None:
+                got = (await admin.get(f"/api/repositories/{GIT_SLUG}")).json()
+                return got if got["last_synced_at"] else None
+
+            rest = await _eventually("last_synced_at over REST", synced)
+            assert isinstance(rest, dict) and isinstance(rest["last_checked_at"], str)
+            assert rest["commit"] == git(repo, "rev-parse", "HEAD")
+            listed = (await admin.get("/api/repositories")).json()["repositories"]
+            assert listed[0]["last_synced_at"] == rest["last_synced_at"]
+
+        async with http_client(stack, stack.admin_key) as client:
+            failed, status = await call(client, "cograph_status", {"repo": GIT_SLUG})
+        assert not failed, status
+        (entry,) = status["repositories"]
+        assert entry["last_synced_at"] == rest["last_synced_at"]
+        assert entry["last_checked_at"]
