@@ -16,7 +16,17 @@ import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
-from retrieval.indexing.sync import SYNC_REQUESTER, claim_due
+from retrieval.indexing.freshness import HeadProbe
+from retrieval.indexing.jobs import JobManager
+from retrieval.indexing.source_policy import LocalPolicy
+from retrieval.indexing.sync import (
+    SYNC_REQUESTER,
+    Schedule,
+    Syncer,
+    Target,
+    claim_due,
+    directory_fingerprint,
+)
 from tests.integration.support.git_repos import MAR, commit_all, git, make_repo, write
 from tests.integration.support.mcp_client import call, http_client
 from tests.integration.support.retrieval import ADMIN, serving, wait_job
@@ -305,3 +315,65 @@ async def test_rest_and_mcp_show_when_a_repository_was_checked_and_synced(
         (entry,) = status["repositories"]
         assert entry["last_synced_at"] == rest["last_synced_at"]
         assert entry["last_checked_at"]
+
+
+async def test_a_failed_sync_run_is_queued_again_later_and_a_busy_target_is_left_alone(
+    retrieval_pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    write(docs, "a.md", "# A\n")
+    jobs = JobManager(retrieval_pool)  # not started: the queued jobs stay queued
+    syncer = Syncer(
+        retrieval_pool,
+        jobs,
+        HeadProbe(5.0, 0.0),
+        LocalPolicy("any", tmp_path / "data", (), ()),
+        Schedule(interval_s=10.0, backoff_max_s=1000.0, jitter=0.0),
+        concurrency=2,
+        check_timeout_s=5.0,
+    )
+    await retrieval_pool.execute(
+        "INSERT INTO collections (name, source, indexed_at, sync_fingerprint) "
+        "VALUES ('docs', $1, now() - interval '1 hour', $2)",
+        str(docs),
+        directory_fingerprint(docs),
+    )
+
+    async def claim() -> Target:
+        # Due now, without waiting the interval.
+        await retrieval_pool.execute("UPDATE collections SET sync_due_at = now()")
+        (target,) = await claim_due(retrieval_pool, "collection", 2, 10.0, 60.0)
+        return target
+
+    async def state() -> asyncpg.Record:
+        row = await retrieval_pool.fetchrow(
+            "SELECT sync_failures, sync_job_id, last_checked_at, "
+            "extract(epoch FROM sync_due_at - last_checked_at) AS wait FROM collections"
+        )
+        assert row is not None
+        return row
+
+    # Unchanged since the last check: nothing queued.
+    await syncer.check(await claim())
+    row = await state()
+    assert (row["sync_failures"], row["sync_job_id"], row["wait"]) == (0, None, 10)
+    assert await retrieval_pool.fetchval("SELECT count(*) FROM index_jobs") == 0
+
+    # The run the previous check queued failed: queued again, one failure, a longer wait.
+    failed = await jobs.submit("collection", "docs", {"name": "docs"}, SYNC_REQUESTER)
+    await retrieval_pool.execute("UPDATE index_jobs SET state = 'failed' WHERE id = $1", failed.id)
+    await retrieval_pool.execute("UPDATE collections SET sync_job_id = $1", failed.id)
+    await syncer.check(await claim())
+    row = await state()
+    assert (row["sync_failures"], row["wait"]) == (1, 20)
+    again = await jobs.active_job("collection", "docs")
+    assert again is not None and row["sync_job_id"] == again.id != failed.id
+    assert again.request["directory"] == str(docs)
+
+    # Being indexed (that job is still queued): no verdict, no second job, checked later.
+    checked_before = row["last_checked_at"]
+    await syncer.check(await claim())
+    row = await state()
+    assert (row["sync_failures"], row["sync_job_id"]) == (1, again.id)
+    assert row["last_checked_at"] > checked_before
+    assert await retrieval_pool.fetchval("SELECT count(*) FROM index_jobs") == 2

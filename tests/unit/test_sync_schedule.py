@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.indexing.sync import JITTER, MAX_POLL_S, Schedule, directory_fingerprint
+from retrieval.indexing.sync import (
+    JITTER,
+    MAX_POLL_S,
+    Schedule,
+    Verdict,
+    directory_fingerprint,
+    verdict,
+)
 from retrieval.settings import MIN_SYNC_INTERVAL_S, SyncSettings
 from svckit.config import ConfigError, Env
 
@@ -57,6 +64,18 @@ def test_a_cap_below_the_interval_is_the_interval() -> None:
 def test_replicas_poll_at_most_every_few_seconds() -> None:
     assert Schedule(300.0, 3600.0).poll_s == MAX_POLL_S
     assert Schedule(0.5, 3600.0).poll_s == 0.5
+
+
+def test_verdicts() -> None:
+    # Unchanged: nothing queued, healthy again after failures.
+    assert verdict(0, moved=False, previous_run_failed=False) == Verdict(False, 0)
+    assert verdict(3, moved=False, previous_run_failed=False) == Verdict(False, 0)
+    # Moved: queued.
+    assert verdict(2, moved=True, previous_run_failed=False) == Verdict(True, 0)
+    # The run the last check queued failed: queued again, and it counts as a failure, so
+    # the next check waits longer (moved or not: the index still lacks the change).
+    assert verdict(0, moved=False, previous_run_failed=True) == Verdict(True, 1)
+    assert verdict(4, moved=True, previous_run_failed=True) == Verdict(True, 5)
 
 
 def _sync(**values: str) -> SyncSettings:

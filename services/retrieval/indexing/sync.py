@@ -102,6 +102,25 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """What a check that read its source does: queue a run or not, and the failures in a
+    row to schedule the next check with."""
+
+    queue: bool
+    failures: int
+
+
+def verdict(failures: int, *, moved: bool, previous_run_failed: bool) -> Verdict:
+    """A source that moved is re-indexed. A run the previous check queued that failed is a
+    failure of the target (so a source whose runs keep failing is retried less and less
+    often) and is queued again, since the index still lacks what moved; otherwise the
+    target is healthy again."""
+    if previous_run_failed:
+        return Verdict(True, failures + 1)
+    return Verdict(moved, 0)
+
+
+@dataclass(frozen=True)
 class Target:
     """A repository or directory collection due for a check, as claimed."""
 
@@ -320,17 +339,23 @@ class Syncer:
             )
             await self._record(target, failures + 1, target.fingerprint, None)
             return
+        decided = verdict(failures, moved=moved, previous_run_failed=previous_failed)
         job_id = None
-        if moved or previous_failed:
+        if decided.queue:
             job = await self._jobs.submit(
                 target.kind, target.name, self._request(target), SYNC_REQUESTER
             )
             job_id = job.id
             log.info(
                 "sync: the source moved; re-indexing",
-                extra={"kind": target.kind, "target": target.name, "job": job.id},
+                extra={
+                    "kind": target.kind,
+                    "target": target.name,
+                    "job": job.id,
+                    "retry": previous_failed,
+                },
             )
-        await self._record(target, failures + 1 if previous_failed else 0, fingerprint, job_id)
+        await self._record(target, decided.failures, fingerprint, job_id)
 
     async def _compare(self, target: Target) -> tuple[bool, str]:
         """(whether the source moved since it was indexed, the directory fingerprint or
