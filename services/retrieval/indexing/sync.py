@@ -234,7 +234,7 @@ def recording_syncs(pool: asyncpg.Pool, runner: JobRunner) -> JobRunner:
                 f"UPDATE {_TABLES[job.kind]} SET last_synced_at = now() WHERE {key} = $1",
                 job.target,
             )
-        except (asyncpg.PostgresError, OSError) as err:  # the run itself succeeded
+        except Exception as err:  # the run itself succeeded: it must not fail or run again
             log.warning(
                 "could not note the sync's run", extra={"target": job.target, "error": str(err)}
             )
@@ -283,7 +283,7 @@ class Syncer:
         while True:
             try:
                 checked = await self.run_once()
-            except (asyncpg.PostgresError, OSError) as err:  # the database is away: later
+            except Exception as err:  # the database is away, the pool busy: try again later
                 log.warning("sync could not claim targets", extra={"error": str(err)})
                 checked = 0
             if checked < self._concurrency:
