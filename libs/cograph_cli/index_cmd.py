@@ -1,7 +1,8 @@
 """`cograph index SOURCE` and `cograph collection add NAME DIR`: start an index job on the
 retrieval service over gRPC, follow it with progress bars, and print a summary.
 
-The CLI talks to retrieval directly (RETRIEVAL_ADDR, default 127.0.0.1:50052) as an
+The CLI talks to retrieval directly (RETRIEVAL_ADDR,
+else the port the stack in COGRAPH_DATA_DIR wrote, else 127.0.0.1:50052) as an
 operator, so it sends admin principal metadata, signed with the internal secret
 (cograph_cli.internal_secret); the gateway is the door for agents.
 """
