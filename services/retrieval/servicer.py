@@ -442,6 +442,29 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             ]
         )
 
+    async def DeleteCollection(
+        self, request: retrieval_pb2.DeleteCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.DeleteCollectionResponse:
+        name = request.name.strip()
+        if not name or len(name) > _MAX_NAME:
+            raise InvalidArgument(f"name is required and at most {_MAX_NAME} characters")
+        viewer = Viewer.current()
+        async with self._pool.acquire() as conn:
+            found = await catalog.access_of(conn, "collection", name, viewer)
+            permissions.authorize_delete(found, viewer, "collection", name)
+            collection_id = await catalog.collection_id_by_name(conn, name)
+            if collection_id is None:
+                raise NotFound(f"no collection {name}")
+            if await self._jobs.active_job("collection", name) is not None:
+                raise FailedPrecondition(f"{name} is being indexed; delete it when the job ends")
+        # Finished even if the caller stops waiting, like a repository's delete.
+        await asyncio.shield(self._delete_collection(collection_id))
+        return retrieval_pb2.DeleteCollectionResponse(deleted=True)
+
+    async def _delete_collection(self, collection_id: int) -> None:
+        async with self._maintenance_pool.acquire() as conn:
+            await catalog.delete_collection(conn, collection_id)
+
     # ---- search, graph and access ----
 
     async def Search(

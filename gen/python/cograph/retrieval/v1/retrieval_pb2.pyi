@@ -925,6 +925,50 @@ class DeleteRepositoryResponse(_message.Message):
 Global___DeleteRepositoryResponse: _TypeAlias = DeleteRepositoryResponse  # noqa: Y015
 
 @_typing.final
+class DeleteCollectionRequest(_message.Message):
+    """Asks to remove a collection."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The collection's name."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteCollectionRequest: _TypeAlias = DeleteCollectionRequest  # noqa: Y015
+
+@_typing.final
+class DeleteCollectionResponse(_message.Message):
+    """The outcome of a collection's delete."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.bool
+    """Always true; an unknown name is NOT_FOUND."""
+    def __init__(
+        self,
+        *,
+        deleted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteCollectionResponse: _TypeAlias = DeleteCollectionResponse  # noqa: Y015
+
+@_typing.final
 class Collection(_message.Message):
     """An indexed markdown collection."""
 

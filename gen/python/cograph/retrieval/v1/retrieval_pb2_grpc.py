@@ -70,6 +70,11 @@ class RetrievalServiceStub:
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsResponse.FromString,
                 _registered_method=True)
+        self.DeleteCollection = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/DeleteCollection',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionResponse.FromString,
+                _registered_method=True)
         self.Search = channel.unary_unary(
                 '/cograph.retrieval.v1.RetrievalService/Search',
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchRequest.SerializeToString,
@@ -165,6 +170,13 @@ class RetrievalServiceServicer:
 
     def ListCollections(self, request, context):
         """Lists the collections the caller may read.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCollection(self, request, context):
+        """Removes a collection and everything indexed from it (admin only).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -270,6 +282,11 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.ListCollections,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsResponse.SerializeToString,
+            ),
+            'DeleteCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCollection,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionResponse.SerializeToString,
             ),
             'Search': grpc.unary_unary_rpc_method_handler(
                     servicer.Search,
@@ -507,6 +524,33 @@ class RetrievalService:
             '/cograph.retrieval.v1.RetrievalService/ListCollections',
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsRequest.SerializeToString,
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/DeleteCollection',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,8 @@ class RetrievalServiceStub:
     """Removes a repository and everything indexed from it (admin only)."""
     ListCollections: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListCollectionsRequest, _retrieval_pb2.ListCollectionsResponse]
     """Lists the collections the caller may read."""
+    DeleteCollection: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteCollectionRequest, _retrieval_pb2.DeleteCollectionResponse]
+    """Removes a collection and everything indexed from it (admin only)."""
     Search: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]
     """Hybrid search: vector, lexical and symbol streams fused with RRF, cited and bounded."""
     Graph: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GraphRequest, _retrieval_pb2.GraphResponse]
@@ -85,6 +87,8 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     """Removes a repository and everything indexed from it (admin only)."""
     ListCollections: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListCollectionsRequest, _retrieval_pb2.ListCollectionsResponse]  # type: ignore[assignment]
     """Lists the collections the caller may read."""
+    DeleteCollection: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteCollectionRequest, _retrieval_pb2.DeleteCollectionResponse]  # type: ignore[assignment]
+    """Removes a collection and everything indexed from it (admin only)."""
     Search: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]  # type: ignore[assignment]
     """Hybrid search: vector, lexical and symbol streams fused with RRF, cited and bounded."""
     Graph: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GraphRequest, _retrieval_pb2.GraphResponse]  # type: ignore[assignment]
@@ -162,6 +166,14 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.ListCollectionsResponse, _abc.Awaitable[_retrieval_pb2.ListCollectionsResponse]]:
         """Lists the collections the caller may read."""
+
+    @_abc_1.abstractmethod
+    def DeleteCollection(
+        self,
+        request: _retrieval_pb2.DeleteCollectionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.DeleteCollectionResponse, _abc.Awaitable[_retrieval_pb2.DeleteCollectionResponse]]:
+        """Removes a collection and everything indexed from it (admin only)."""
 
     @_abc_1.abstractmethod
     def Search(
