@@ -39,6 +39,8 @@ from retrieval.indexing.source_policy import (
     parse_source,
 )
 from retrieval.indexing.sources import derive_slug
+from retrieval.outline import Symbol as OutlineSymbol
+from retrieval.outline import outline as file_outline
 from retrieval.search.budget import fit_answer
 from retrieval.search.cursors import CursorCodec
 from retrieval.search.engine import SearchEngine
@@ -153,6 +155,18 @@ def repository_to_proto(
         head_commit=head.head_commit,
         freshness=_FRESHNESS[head.freshness],
         freshness_detail=scrub(head.detail, source, admin=viewer.admin),
+    )
+
+
+def _outline_symbol(symbol: OutlineSymbol) -> retrieval_pb2.OutlineSymbol:
+    return retrieval_pb2.OutlineSymbol(
+        name=symbol.name,
+        qualified_name=symbol.qualified_name,
+        kind=symbol.kind,
+        signature=symbol.signature,
+        start_line=symbol.start_line,
+        end_line=symbol.end_line,
+        children=[_outline_symbol(child) for child in symbol.children],
     )
 
 
@@ -574,6 +588,23 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         if lines.next_start_line is not None:
             reply.next_start_line = lines.next_start_line
         return reply
+
+    async def Outline(
+        self, request: retrieval_pb2.OutlineRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.OutlineResponse:
+        repo = _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower()
+        if not repo:
+            raise InvalidArgument("repo is required")
+        async with self._pool.acquire() as conn:
+            found = await file_outline(conn, Viewer.current(), repo=repo, path=request.path)
+        return retrieval_pb2.OutlineResponse(
+            repo=found.repo,
+            path=found.path,
+            commit=found.commit,
+            language=found.language,
+            symbols=[_outline_symbol(s) for s in found.symbols],
+            truncated=found.truncated,
+        )
 
     async def ListFiles(
         self, request: retrieval_pb2.ListFilesRequest, context: grpc.aio.ServicerContext

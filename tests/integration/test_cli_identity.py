@@ -129,9 +129,7 @@ async def test_repos_and_collections_list_show_and_delete(
     docs = tmp_path / "handbook"
     docs.mkdir()
     (docs / "vault.md").write_text("# Vault\n\nHow the vault is unlocked.\n")
-    code, _, err = await _cograph(
-        operator_env, "index", str(repo), "--slug", SLUG, "--no-progress"
-    )
+    code, _, err = await _cograph(operator_env, "index", str(repo), "--slug", SLUG, "--no-progress")
     assert code == 0, err
     code, _, err = await _cograph(
         operator_env, "collection", "add", "handbook", str(docs), "--no-progress"

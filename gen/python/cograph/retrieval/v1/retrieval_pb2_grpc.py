@@ -95,6 +95,11 @@ class RetrievalServiceStub:
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.FromString,
                 _registered_method=True)
+        self.Outline = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/Outline',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineResponse.FromString,
+                _registered_method=True)
         self.Grep = channel.unary_unary(
                 '/cograph.retrieval.v1.RetrievalService/Grep',
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.GrepRequest.SerializeToString,
@@ -210,6 +215,13 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Outline(self, request, context):
+        """A file's symbols (classes, functions, methods, ...) as indexed, nested, with their lines.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Grep(self, request, context):
         """Finds lines of a repository's indexed files matching a literal or a regular expression.
         """
@@ -307,6 +319,11 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.ListFiles,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.SerializeToString,
+            ),
+            'Outline': grpc.unary_unary_rpc_method_handler(
+                    servicer.Outline,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineResponse.SerializeToString,
             ),
             'Grep': grpc.unary_unary_rpc_method_handler(
                     servicer.Grep,
@@ -659,6 +676,33 @@ class RetrievalService:
             '/cograph.retrieval.v1.RetrievalService/ListFiles',
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.SerializeToString,
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Outline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/Outline',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,8 @@ class RetrievalServiceStub:
     """Returns a line range of one indexed file as it was indexed, with a continuation."""
     ListFiles: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListFilesRequest, _retrieval_pb2.ListFilesResponse]
     """Lists the indexed files of a repository under a path prefix, by path, paged."""
+    Outline: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.OutlineRequest, _retrieval_pb2.OutlineResponse]
+    """A file's symbols (classes, functions, methods, ...) as indexed, nested, with their lines."""
     Grep: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GrepRequest, _retrieval_pb2.GrepResponse]
     """Finds lines of a repository's indexed files matching a literal or a regular expression."""
     References: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ReferencesRequest, _retrieval_pb2.ReferencesResponse]
@@ -97,6 +99,8 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     """Returns a line range of one indexed file as it was indexed, with a continuation."""
     ListFiles: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListFilesRequest, _retrieval_pb2.ListFilesResponse]  # type: ignore[assignment]
     """Lists the indexed files of a repository under a path prefix, by path, paged."""
+    Outline: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.OutlineRequest, _retrieval_pb2.OutlineResponse]  # type: ignore[assignment]
+    """A file's symbols (classes, functions, methods, ...) as indexed, nested, with their lines."""
     Grep: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GrepRequest, _retrieval_pb2.GrepResponse]  # type: ignore[assignment]
     """Finds lines of a repository's indexed files matching a literal or a regular expression."""
     References: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ReferencesRequest, _retrieval_pb2.ReferencesResponse]  # type: ignore[assignment]
@@ -206,6 +210,14 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.ListFilesResponse, _abc.Awaitable[_retrieval_pb2.ListFilesResponse]]:
         """Lists the indexed files of a repository under a path prefix, by path, paged."""
+
+    @_abc_1.abstractmethod
+    def Outline(
+        self,
+        request: _retrieval_pb2.OutlineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.OutlineResponse, _abc.Awaitable[_retrieval_pb2.OutlineResponse]]:
+        """A file's symbols (classes, functions, methods, ...) as indexed, nested, with their lines."""
 
     @_abc_1.abstractmethod
     def Grep(
