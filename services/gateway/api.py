@@ -176,6 +176,20 @@ class GatewayApi:
         )
 
     @limited(Work.INDEX)
+    async def delete_collection(self, name: str) -> None:
+        await self._call(
+            self._backends.retrieval().DeleteCollection,
+            retrieval_pb2.DeleteCollectionRequest(name=name),
+        )
+
+    @limited(Work.READ)
+    async def outline(self, repo: str, path: str) -> Json:
+        reply = await self._call(
+            self._backends.retrieval().Outline, retrieval_pb2.OutlineRequest(repo=repo, path=path)
+        )
+        return dict(to_json(reply))
+
+    @limited(Work.INDEX)
     async def index_collection(self, request: models.IndexCollectionRequest) -> Json:
         message = from_json(retrieval_pb2.IndexCollectionRequest, request.model_dump())
         reply = await self._call(self._backends.retrieval().IndexCollection, message)
