@@ -159,6 +159,10 @@ class ReferencesArgs(BaseModel):
 class IndexArgs(BaseModel):
     model_config = _STRICT
     repo: models.Slug
+    # Given: index this source as `repo` (creating it where the key may create one);
+    # omitted: index `repo` again from its stored source.
+    source: Annotated[str, Field(min_length=1, max_length=L.SOURCE_MAX_CHARS)] | None = None
+    branch: Annotated[str, Field(min_length=1, max_length=L.BRANCH_MAX_CHARS)] | None = None
 
 
 class JobArgs(BaseModel):
@@ -418,7 +422,27 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         ["repo", "symbol"],
     ),
     "cograph_index": _obj(
-        {"repo": {**_SLUG, "description": "The repository to index again from its source."}},
+        {
+            "repo": {
+                **_SLUG,
+                "description": "The repository to index: again from its stored source, or "
+                "from source when given.",
+            },
+            "source": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.SOURCE_MAX_CHARS,
+                "description": "A git URL (https, ssh, git) to index as repo: adds the "
+                "repository where the key may create one. Omit to re-index.",
+            },
+            "branch": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.BRANCH_MAX_CHARS,
+                "description": "The branch to index; default: the stored one, or the "
+                "source's default branch.",
+            },
+        },
         ["repo"],
     ),
     "cograph_job": _obj(
@@ -788,8 +812,9 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "cograph_index": (
         "Index a repository again from its source (e.g. when cograph_status says it is "
-        "stale). Needs a write grant on it; returns the job (poll cograph_status or the "
-        "job id later). Repositories indexed from a server path can only be re-indexed by "
+        "stale), or, with source (a git URL), add it as repo where the key may create "
+        "repositories. Re-indexing needs a write grant; returns the job (follow it with "
+        "cograph_job). Repositories indexed from a server path can only be re-indexed by "
         "an admin."
     ),
     "cograph_job": (
@@ -944,11 +969,19 @@ async def _references(api: CographApi, raw: dict[str, Any]) -> Json:
 
 async def _index(api: CographApi, raw: dict[str, Any]) -> Json:
     args = IndexArgs.model_validate(raw)
+    if args.source is not None:
+        # A new repository, or a new source for one the key may write: the service
+        # decides (create policy, write grant, source host policy), as for REST.
+        return await api.index_repository(
+            models.IndexRepositoryRequest(source=args.source, slug=args.repo, branch=args.branch)
+        )
     # The repository as stored: unknown and unreadable are a 404 here; readable but not
     # writable is the service's 403 on the index call itself.
     stored = await api.get_repository(args.repo)
     request = models.IndexRepositoryRequest(
-        source=stored["source"], slug=stored["slug"], branch=stored.get("branch") or None
+        source=stored["source"],
+        slug=stored["slug"],
+        branch=args.branch or stored.get("branch") or None,
     )
     return await api.index_repository(request)
 
