@@ -328,3 +328,29 @@ async def test_outline_job_and_remove_over_rest_and_mcp(
         assert not names & {"shop-notes", "shop-notes-2"}
         failed, error = await call(admin, "cograph_job", {"job_id": "no-such-job"})
         assert failed and error["error"] == "not_found"
+
+
+async def test_cograph_index_with_a_source_adds_a_repository_where_the_key_may(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = tmp_path_factory.mktemp("gw-agent-new") / "till"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    write(root, "till/drawer.py", "def open_drawer() -> bool:\n    return True\n")
+    commit_all(root, "till", JAN)
+    new = "example.com/acme/till"
+    async with mcp(stack, await stack.key("reader")) as client:
+        # Creating is an admin's (RETRIEVAL_CREATE_SOURCES=admin), and so is a server path.
+        failed, error = await call(client, "cograph_index", {"repo": new, "source": str(root)})
+        assert failed and error["error"] == "permission_denied", error
+    async with mcp(stack, stack.admin_key) as admin, stack.client(stack.admin_key) as rest:
+        failed, started = await call(admin, "cograph_index", {"repo": new, "source": str(root)})
+        assert not failed and started["job"]["target"] == new, started
+        assert (await wait_job(rest, started["job"]["id"]))["state"] == "succeeded"
+        failed, outline = await call(
+            admin, "cograph_outline", {"repo": new, "path": "till/drawer.py"}
+        )
+        assert not failed and [s["name"] for s in outline["symbols"]] == ["open_drawer"]
+        failed, removed = await call(admin, "cograph_remove", {"repo": new})
+        assert not failed and removed == {"removed": new, "kind": "repository"}
+        assert (await rest.get(f"/api/repositories/{new}")).status_code == 404
