@@ -376,6 +376,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             pool = await create_pool(db_url)
             stack.push_async_callback(pool.close)
             for quotas in (False, True):
+                if ("on" if quotas else "off") not in args.gateways:
+                    continue
                 name = "limits on" if quotas else "limits off"
                 async with gateway(db_url, addrs, quotas, workdir) as gateway_url:
                     report[name] = await measure_abuse(gateway_url, pool, queries, args)
@@ -432,6 +434,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8, help="attacker connections per kind")
     parser.add_argument("--victim-keys", type=int, default=8, help="keys the victim rotates")
     parser.add_argument("--parts", default="cost,abuse", help="cost, abuse or both")
+    parser.add_argument(
+        "--gateways", default="off,on", help="which gateways: limits off, on or both"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("--workdir", default=tempfile.gettempdir())
@@ -442,6 +447,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(attack(**spec))), flush=True)
         return
     args.parts = {part.strip() for part in args.parts.split(",")}
+    args.gateways = {part.strip() for part in args.gateways.split(",")}
     report = asyncio.run(run(args))
     print_report(report, args)
     if args.json:

@@ -110,6 +110,27 @@ class Held:
 _ANONYMOUS = "\x00anonymous"
 
 
+def _name(principal: Principal | None) -> str:
+    return principal.id if principal is not None else _ANONYMOUS
+
+
+def _refilled(bucket: _Bucket, allowance: Allowance, now: float) -> float:
+    elapsed = max(0.0, now - bucket.updated_at)
+    return min(float(allowance.burst), bucket.tokens + elapsed * allowance.rate_per_s)
+
+
+def _refusal(work: Work, allowance: Allowance, tokens: float, in_flight: int) -> RateLimited | None:
+    if in_flight >= allowance.concurrent:
+        # A slot frees when one of this key's own requests ends: soon, but unknown.
+        return RateLimited(work, 1, f"{allowance.concurrent} requests already in flight")
+    if tokens < 1.0:
+        wait = (1.0 - tokens) / allowance.rate_per_s
+        return RateLimited(
+            work, max(1, math.ceil(wait)), f"more than {allowance.rate_per_s:g} a second"
+        )
+    return None
+
+
 class Quotas:
     """The buckets of every principal and class, in this process."""
 
@@ -129,13 +150,11 @@ class Quotas:
 
         Synchronous on purpose: nothing can interleave between the check and the taking.
         """
-        allowance = self._settings.allowances.get(work)
-        if allowance is None or (
-            principal is not None and principal.admin and not self._settings.limit_admins
-        ):
+        allowance = self._allowance(principal, work)
+        if allowance is None:
             return Held(None)
         now = self._clock()
-        key = (principal.id if principal is not None else _ANONYMOUS, work)
+        key = (_name(principal), work)
         bucket = self._buckets.get(key)
         if bucket is None:
             self._evict(now)  # before adding: the new bucket is full and idle too
@@ -143,22 +162,36 @@ class Quotas:
             self._buckets[key] = bucket
         else:
             self._buckets.move_to_end(key)
-            elapsed = max(0.0, now - bucket.updated_at)
-            bucket.tokens = min(
-                float(allowance.burst), bucket.tokens + elapsed * allowance.rate_per_s
-            )
+            bucket.tokens = _refilled(bucket, allowance, now)
             bucket.updated_at = now
-        if bucket.in_flight >= allowance.concurrent:
-            # A slot frees when one of this key's own requests ends: soon, but unknown.
-            raise RateLimited(work, 1, f"{allowance.concurrent} requests already in flight")
-        if bucket.tokens < 1.0:
-            wait = (1.0 - bucket.tokens) / allowance.rate_per_s
-            raise RateLimited(
-                work, max(1, math.ceil(wait)), f"more than {allowance.rate_per_s:g} a second"
-            )
+        refused = _refusal(work, allowance, bucket.tokens, bucket.in_flight)
+        if refused is not None:
+            raise refused
         bucket.tokens -= 1.0
         bucket.in_flight += 1
         return Held(bucket)
+
+    def refusal(self, principal: Principal | None, work: Work) -> RateLimited | None:
+        """The RateLimited that `start` would raise now, or None; changes nothing.
+
+        For refusing a request before its body is read (gateway.early_refusal): a request
+        this admits still goes through `start`, which takes the token, so a request is
+        never counted twice. No bucket means a full one, which admits.
+        """
+        allowance = self._allowance(principal, work)
+        if allowance is None:
+            return None
+        bucket = self._buckets.get((_name(principal), work))
+        if bucket is None:
+            return None
+        tokens = _refilled(bucket, allowance, self._clock())
+        return _refusal(work, allowance, tokens, bucket.in_flight)
+
+    def _allowance(self, principal: Principal | None, work: Work) -> Allowance | None:
+        allowance = self._settings.allowances.get(work)
+        if principal is not None and principal.admin and not self._settings.limit_admins:
+            return None
+        return allowance
 
     def _full(self, key: tuple[str, Work], bucket: _Bucket, now: float) -> bool:
         """Whether the bucket has refilled and is idle: forgetting it changes nothing."""

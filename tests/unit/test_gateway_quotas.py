@@ -235,3 +235,34 @@ def test_settings_defaults_and_overrides() -> None:
     assert quota_settings(Env({"GATEWAY_QUOTAS": "false"})) is None
     with pytest.raises(ConfigError, match="GATEWAY_QUOTA_SEARCH_RATE"):
         quota_settings(Env({"GATEWAY_QUOTA_SEARCH_RATE": "0"}))
+
+
+def test_refusal_says_what_start_would_and_takes_nothing() -> None:
+    quotas, clock = _quotas(rate=0.5, burst=2, concurrent=1)
+    assert quotas.refusal(ALICE, Work.SEARCH) is None  # no bucket yet: a full one
+    assert len(quotas) == 0  # and asking made none
+    held = quotas.start(ALICE, Work.SEARCH)
+    in_flight = quotas.refusal(ALICE, Work.SEARCH)
+    assert in_flight is not None and in_flight.retry_after_s == 1
+    assert "1 requests already in flight" in in_flight.detail
+    held.__exit__(None, None, None)
+    assert quotas.refusal(ALICE, Work.SEARCH) is None  # one token left
+    assert quotas.refusal(ALICE, Work.SEARCH) is None  # asking twice took nothing
+    _take(quotas, ALICE)
+    spent = quotas.refusal(ALICE, Work.SEARCH)
+    with pytest.raises(RateLimited) as refused:
+        _take(quotas, ALICE)
+    assert spent is not None and spent.retry_after_s == refused.value.retry_after_s == 2
+    assert spent.detail == refused.value.detail
+    clock.now += 1.999
+    assert quotas.refusal(ALICE, Work.SEARCH) is not None
+    clock.now += 0.001  # a whole token back
+    assert quotas.refusal(ALICE, Work.SEARCH) is None
+    assert quotas.refusal(BOB, Work.SEARCH) is None  # another key's bucket is its own
+
+
+def test_refusal_leaves_unlimited_admins_alone() -> None:
+    quotas, _ = _quotas(burst=1, limit_admins=False)
+    _take(quotas, ROOT)
+    _take(quotas, ROOT)
+    assert quotas.refusal(ROOT, Work.SEARCH) is None

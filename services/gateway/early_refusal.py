@@ -1,0 +1,93 @@
+"""Refuses a request over its key's allowance before its body is read or parsed.
+
+GatewayApi takes the allowance (gateway.quotas) once the route has read and validated
+the body; for a key that keeps sending past its allowance, that is work done only to
+answer 429: reading up to a megabyte, parsing the JSON, validating 4,000 characters, and
+looking the key up in the database. Here, in the auth middleware, a request on one of the
+routes below from a key that authenticated lately (gateway.auth.RecentKeys) is checked
+against its bucket first, and a refusal is answered at once with the same 429
+`rate_limited` and Retry-After that GatewayApi would give. Nothing is taken here: an
+admitted request goes on to the database lookup and GatewayApi, which takes the token.
+
+The table holds the routes a flood would pick (each class of work is here); a route not
+in it is still limited, only later (after its body is read).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.api import GatewayApi, work_of
+from gateway.quotas import Quotas, RateLimited, Work
+from svckit.requestctx import Principal
+
+_POST_ID = r"[^/]+"
+
+# (method, path pattern, the GatewayApi method the route calls): the class of work is that
+# method's @limited one, so it is defined once (tests/unit/test_gateway_early_refusal.py
+# checks that each route calls the method named here).
+ROUTES: tuple[tuple[str, str, Callable[..., Any]], ...] = (
+    ("POST", "/api/search", GatewayApi.search),
+    ("POST", "/api/graph", GatewayApi.graph),
+    ("POST", "/api/references", GatewayApi.references),
+    ("POST", "/api/route", GatewayApi.route),
+    ("GET", "/v1/search", GatewayApi.search_posts),
+    ("POST", "/api/grep", GatewayApi.grep),
+    ("POST", "/api/read", GatewayApi.read),
+    ("GET", "/api/files", GatewayApi.list_files),
+    ("POST", "/api/repositories", GatewayApi.index_repository),
+    ("POST", "/api/collections", GatewayApi.index_collection),
+    ("POST", "/v1/posts", GatewayApi.create_post),
+    ("POST", f"/v1/posts/{_POST_ID}/votes", GatewayApi.vote),
+    ("POST", f"/v1/posts/{_POST_ID}/comments", GatewayApi.create_comment),
+)
+
+
+@dataclass(frozen=True)
+class RouteLabel:
+    """Stands in for the matched route in the ASGI scope (the router never runs for an
+    early refusal), so the metrics label the 429 by its route, not as unmatched."""
+
+    path: str
+
+
+class EarlyRefusal:
+    def __init__(
+        self, quotas: Quotas, routes: tuple[tuple[str, str, Callable[..., Any]], ...] = ROUTES
+    ) -> None:
+        self._quotas = quotas
+        self._exact: dict[tuple[str, str], tuple[Work, RouteLabel]] = {}
+        self._patterns: list[tuple[str, re.Pattern[str], Work, RouteLabel]] = []
+        for method, path, call in routes:
+            work = work_of(call)
+            if work is None:
+                raise ValueError(f"{method} {path}: {call.__name__} is not @limited")
+            label = RouteLabel(path.replace(_POST_ID, "{post_id}"))
+            if _POST_ID in path:
+                self._patterns.append((method, re.compile(f"^{path}$"), work, label))
+            else:
+                self._exact[(method, path)] = (work, label)
+
+    def route(self, method: str, path: str) -> tuple[Work, RouteLabel] | None:
+        """The class of work of a request to this route, and its label; None if not here."""
+        found = self._exact.get((method, path))
+        if found is not None:
+            return found
+        for route_method, pattern, work, label in self._patterns:
+            if route_method == method and pattern.match(path):
+                return work, label
+        return None
+
+    def refusal(
+        self, method: str, path: str, principal: Principal | None
+    ) -> tuple[RateLimited, RouteLabel] | None:
+        """The 429 this principal's request to this route gets now, or None to go on."""
+        found = self.route(method, path)
+        if found is None:
+            return None
+        work, label = found
+        refused = self._quotas.refusal(principal, work)
+        return (refused, label) if refused is not None else None
