@@ -113,7 +113,11 @@ def build_app(
         authenticator=Authenticator(keys, settings.allow_anonymous, settings.key_lookup_timeout_s),
         public=PUBLIC,
         # A key over its allowance is refused here, before the key lookup and the body.
-        early=EarlyRefusal(quotas) if quotas is not None else None,
+        early=(
+            EarlyRefusal(quotas, settings.quotas)
+            if quotas is not None and settings.quotas is not None
+            else None
+        ),
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -245,8 +245,9 @@ class AuthMiddleware:
         refused = self._early.refusal(scope.get("method", "GET"), path, principal)
         if refused is None:
             return False
-        error, label = refused
+        error, work, label = refused
         scope["route"] = label  # what the metrics label the response with
+        await self._early.hold(principal, work, error)
         headers = [(k.lower().encode(), v.encode()) for k, v in error.headers().items()]
         await send_error(send, error, headers)
         return True

@@ -11,17 +11,25 @@ admitted request goes on to the database lookup and GatewayApi, which takes the 
 
 The table holds the routes a flood would pick (each class of work is here); a route not
 in it is still limited, only later (after its body is read).
+
+A key that comes back before the Retry-After it was given (a client looping on 429s) has
+its refusal answered after QuotaSettings.hold_s instead of at once: its connections then
+bring at most one request each per hold, where they would otherwise loop as fast as the
+two ends' CPUs allow. At most max_held_per_key refusals are held for one key and max_held
+in all; past those a refusal is answered at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.api import GatewayApi, work_of
-from gateway.quotas import Quotas, RateLimited, Work
+from gateway.quotas import Quotas, QuotaSettings, RateLimited, Work
 from svckit.requestctx import Principal
 
 _POST_ID = r"[^/]+"
@@ -56,9 +64,15 @@ class RouteLabel:
 
 class EarlyRefusal:
     def __init__(
-        self, quotas: Quotas, routes: tuple[tuple[str, str, Callable[..., Any]], ...] = ROUTES
+        self,
+        quotas: Quotas,
+        settings: QuotaSettings,
+        routes: tuple[tuple[str, str, Callable[..., Any]], ...] = ROUTES,
     ) -> None:
         self._quotas = quotas
+        self._settings = settings
+        self._held: Counter[str] = Counter()  # refusals being held, by principal
+        self._held_total = 0
         self._exact: dict[tuple[str, str], tuple[Work, RouteLabel]] = {}
         self._patterns: list[tuple[str, re.Pattern[str], Work, RouteLabel]] = []
         for method, path, call in routes:
@@ -83,11 +97,38 @@ class EarlyRefusal:
 
     def refusal(
         self, method: str, path: str, principal: Principal | None
-    ) -> tuple[RateLimited, RouteLabel] | None:
+    ) -> tuple[RateLimited, Work, RouteLabel] | None:
         """The 429 this principal's request to this route gets now, or None to go on."""
         found = self.route(method, path)
         if found is None:
             return None
         work, label = found
         refused = self._quotas.refusal(principal, work)
-        return (refused, label) if refused is not None else None
+        return (refused, work, label) if refused is not None else None
+
+    @property
+    def held(self) -> int:
+        """How many refusals are being held now."""
+        return self._held_total
+
+    async def hold(self, principal: Principal | None, work: Work, refused: RateLimited) -> None:
+        """Waits before a refusal is answered, if the key came back early (see above)."""
+        if not self._quotas.came_back_early(principal, work, refused):
+            return
+        name = principal.id if principal is not None else ""
+        settings = self._settings
+        if (
+            settings.hold_s <= 0
+            or self._held[name] >= settings.max_held_per_key
+            or self._held_total >= settings.max_held
+        ):
+            return
+        self._held[name] += 1
+        self._held_total += 1
+        try:
+            await asyncio.sleep(settings.hold_s)
+        finally:
+            self._held_total -= 1
+            self._held[name] -= 1
+            if not self._held[name]:
+                del self._held[name]

@@ -45,6 +45,9 @@ def quota_settings(env: Env) -> QuotaSettings | None:
         allowances,
         limit_admins=env.bool("GATEWAY_QUOTA_ADMINS", True),
         max_buckets=env.int("GATEWAY_QUOTA_MAX_BUCKETS", 100_000, min=100, max=10_000_000),
+        hold_s=env.float("GATEWAY_QUOTA_HOLD_S", 1.0, min=0.0, max=60.0),
+        max_held_per_key=env.int("GATEWAY_QUOTA_MAX_HELD_PER_KEY", 32, min=1, max=100_000),
+        max_held=env.int("GATEWAY_QUOTA_MAX_HELD", 1024, min=1, max=1_000_000),
     )
 
 

@@ -7,6 +7,9 @@ calls (the database lookup itself is tested in tests/integration/test_gateway_qu
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import json
 import re
 from typing import Any, cast
@@ -91,7 +94,7 @@ def test_each_early_route_is_a_real_route_calling_its_limited_method(
 
 
 def test_the_table_maps_paths_to_their_class_and_nothing_else() -> None:
-    early = EarlyRefusal(_quotas()[0])
+    early = _early(_quotas()[0])
     assert early.route("POST", "/api/search") is not None
     assert early.route("POST", "/api/search")[0] is Work.SEARCH  # type: ignore[index]
     assert early.route("POST", "/api/grep")[0] is Work.GREP  # type: ignore[index]
@@ -105,16 +108,23 @@ def test_the_table_maps_paths_to_their_class_and_nothing_else() -> None:
 
 def test_a_method_that_is_not_limited_is_refused_in_the_table() -> None:
     with pytest.raises(ValueError, match="not @limited"):
-        EarlyRefusal(_quotas()[0], (("POST", "/x", GatewayApi.set_post_hidden),))
+        EarlyRefusal(_quotas()[0], SETTINGS, (("POST", "/x", GatewayApi.set_post_hidden),))
 
 
 # ---------------------------------------------------------------- the middleware
+
+
+SETTINGS = QuotaSettings({work: Allowance(0.5, 2, 100) for work in Work})
 
 
 def _quotas(burst: int = 2) -> tuple[Quotas, Clock]:
     clock = Clock()
     settings = QuotaSettings({work: Allowance(0.5, burst, 100) for work in Work})
     return Quotas(settings, clock), clock
+
+
+def _early(quotas: Quotas, **settings: Any) -> EarlyRefusal:
+    return EarlyRefusal(quotas, dataclasses.replace(SETTINGS, **settings))
 
 
 class CountingAuthenticator(Authenticator):
@@ -163,10 +173,15 @@ def _scope(method: str, path: str, authorization: str | None) -> dict[str, Any]:
     return {"type": "http", "method": method, "path": path, "headers": headers}
 
 
-async def _call(quotas: Quotas, authenticator: Authenticator, scope: dict[str, Any]) -> Exchange:
+async def _call(
+    quotas: Quotas,
+    authenticator: Authenticator,
+    scope: dict[str, Any],
+    early: EarlyRefusal | None = None,
+) -> Exchange:
     exchange = Exchange()
     middleware = AuthMiddleware(
-        exchange.app, authenticator, PublicPaths([]), early=EarlyRefusal(quotas)
+        exchange.app, authenticator, PublicPaths([]), early=early or _early(quotas)
     )
     await middleware(scope, exchange.receive, exchange.send)
     return exchange
@@ -242,3 +257,86 @@ async def test_anonymous_requests_share_one_early_checked_allowance() -> None:
     closed = CountingAuthenticator(RecentKeys(), allow_anonymous=False)
     assert (await _call(quotas, closed, _scope("POST", "/api/search", None))).status == 401
     assert closed.lookups == 1
+
+
+# ---------------------------------------------------------------- holding refusals
+
+
+def _spent(burst: int = 1) -> tuple[Quotas, Clock, CountingAuthenticator]:
+    quotas, clock = _quotas(burst=burst)
+    for _ in range(burst):
+        with quotas.start(ALICE, Work.SEARCH):
+            pass
+    recent = RecentKeys(clock=clock)
+    recent.remember(SECRET, ALICE)
+    return quotas, clock, CountingAuthenticator(recent)
+
+
+def _search_scope() -> dict[str, Any]:
+    return _scope("POST", "/api/search", f"Bearer {SECRET}")
+
+
+async def test_a_key_that_waits_as_told_is_never_held() -> None:
+    clock = Clock()
+    quotas = Quotas(QuotaSettings({work: Allowance(0.5, 10, 1) for work in Work}), clock)
+    recent = RecentKeys(clock=clock)
+    recent.remember(SECRET, ALICE)
+    authenticator = CountingAuthenticator(recent)
+    early = _early(quotas, hold_s=30.0)
+    with quotas.start(ALICE, Work.SEARCH):  # one search in flight, the most it may have
+        first = await _call(quotas, authenticator, _search_scope(), early)
+        assert first.status == 429 and first.headers[b"retry-after"] == b"1"
+        clock.now += 1.0  # came back when told to; the search is still running
+        second = await asyncio.wait_for(_call(quotas, authenticator, _search_scope(), early), 5)
+        assert second.status == 429 and early.held == 0
+        clock.now += 0.5  # this time it did not wait the second it was told
+        third = asyncio.create_task(_call(quotas, authenticator, _search_scope(), early))
+        await asyncio.sleep(0.05)
+        assert early.held == 1
+        third.cancel()
+        await asyncio.gather(third, return_exceptions=True)
+
+
+async def test_a_key_that_comes_back_early_is_answered_after_the_hold() -> None:
+    quotas, clock, authenticator = _spent()
+    early = _early(quotas, hold_s=30.0)
+    await _call(quotas, authenticator, _search_scope(), early)  # told: come back in 2 s
+    clock.now += 1.0
+    held = asyncio.create_task(_call(quotas, authenticator, _search_scope(), early))
+    await asyncio.sleep(0.05)
+    assert not held.done() and early.held == 1  # nothing sent yet
+    held.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await held
+    assert early.held == 0  # a cancelled hold gives its place back
+    short = _early(quotas, hold_s=0.01)
+    answered = await asyncio.wait_for(_call(quotas, authenticator, _search_scope(), short), 5)
+    assert answered.status == 429 and answered.body["error"] == "rate_limited"
+    assert answered.headers[b"retry-after"] == b"1"  # one token at 0.5 a second, 1 s left
+    assert authenticator.lookups == 0
+
+
+@pytest.mark.parametrize("cap", ["max_held_per_key", "max_held"])
+async def test_past_the_cap_refusals_are_answered_at_once(cap: str) -> None:
+    quotas, _, authenticator = _spent()
+    early = _early(quotas, hold_s=30.0, **{cap: 2})
+    await _call(quotas, authenticator, _search_scope(), early)
+    held = [
+        asyncio.create_task(_call(quotas, authenticator, _search_scope(), early)) for _ in range(2)
+    ]
+    await asyncio.sleep(0.05)
+    assert early.held == 2
+    third = await asyncio.wait_for(_call(quotas, authenticator, _search_scope(), early), 5)
+    assert third.status == 429  # answered at once: the cap is reached
+    for task in held:
+        task.cancel()
+    await asyncio.gather(*held, return_exceptions=True)
+    assert early.held == 0
+
+
+async def test_hold_zero_answers_every_refusal_at_once() -> None:
+    quotas, _, authenticator = _spent()
+    early = _early(quotas, hold_s=0.0)
+    for _ in range(3):
+        exchange = await asyncio.wait_for(_call(quotas, authenticator, _search_scope(), early), 5)
+        assert exchange.status == 429

@@ -266,3 +266,21 @@ def test_refusal_leaves_unlimited_admins_alone() -> None:
     _take(quotas, ROOT)
     _take(quotas, ROOT)
     assert quotas.refusal(ROOT, Work.SEARCH) is None
+
+
+def test_a_key_that_comes_back_before_its_retry_after_is_told_so() -> None:
+    quotas, clock = _quotas(rate=0.5, burst=1)
+    assert not quotas.came_back_early(ALICE, Work.SEARCH, RateLimited(Work.SEARCH, 2, "x"))
+    _take(quotas, ALICE)
+    with pytest.raises(RateLimited):
+        _take(quotas, ALICE)  # told: come back in 2 s
+    clock.now += 1.999
+    refused = quotas.refusal(ALICE, Work.SEARCH)
+    assert refused is not None
+    assert quotas.came_back_early(ALICE, Work.SEARCH, refused)
+    assert refused.retry_after_s == 1  # told again: come back at 1.999 + 1 s
+    clock.now += 0.5  # past the 2 s first told, not the second refusal's 1 s more
+    assert quotas.came_back_early(ALICE, Work.SEARCH, refused)
+    clock.now += 1.0  # exactly when the last refusal (at 2.499, 1 s) said: not early
+    assert not quotas.came_back_early(ALICE, Work.SEARCH, refused)
+    assert not quotas.came_back_early(BOB, Work.SEARCH, refused)  # no bucket: never told
