@@ -284,3 +284,30 @@ def test_a_key_that_comes_back_before_its_retry_after_is_told_so() -> None:
     clock.now += 1.0  # exactly when the last refusal (at 2.499, 1 s) said: not early
     assert not quotas.came_back_early(ALICE, Work.SEARCH, refused)
     assert not quotas.came_back_early(BOB, Work.SEARCH, refused)  # no bucket: never told
+
+
+def test_hold_settings_defaults_and_edges() -> None:
+    settings = quota_settings(Env({}))
+    assert settings is not None
+    assert (settings.hold_s, settings.max_held_per_key, settings.max_held) == (1.0, 32, 1024)
+    edges = quota_settings(
+        Env(
+            {
+                "GATEWAY_QUOTA_HOLD_S": "0",  # every refusal at once
+                "GATEWAY_QUOTA_MAX_HELD_PER_KEY": "1",
+                "GATEWAY_QUOTA_MAX_HELD": "1000000",
+            }
+        )
+    )
+    assert edges is not None
+    assert (edges.hold_s, edges.max_held_per_key, edges.max_held) == (0.0, 1, 1_000_000)
+    longest = quota_settings(Env({"GATEWAY_QUOTA_HOLD_S": "60"}))
+    assert longest is not None and longest.hold_s == 60.0
+    for name, value in (
+        ("GATEWAY_QUOTA_HOLD_S", "-0.1"),
+        ("GATEWAY_QUOTA_HOLD_S", "60.1"),
+        ("GATEWAY_QUOTA_MAX_HELD_PER_KEY", "0"),
+        ("GATEWAY_QUOTA_MAX_HELD", "0"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            quota_settings(Env({name: value}))
