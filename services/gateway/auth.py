@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 import asyncpg
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cograph_api.admin_keys import hash_key
+from cograph_api.admin_keys import MAX_KEY_CHARS, hash_key
 from gateway.early_refusal import EarlyRefusal
 from gateway.errors import ApiError
 from gateway.keys_store import KeysStore
@@ -71,6 +71,8 @@ class RecentKeys:
 
     def principal(self, secret: str) -> Principal | None:
         """The principal of a key that authenticated within the TTL, else None."""
+        if len(secret) > MAX_KEY_CHARS:
+            return None  # never a key (the lookup refuses it too); not worth hashing
         digest = hash_key(secret)
         found = self._keys.get(digest)
         if found is None:

@@ -18,6 +18,7 @@ import pytest
 from fastapi.routing import APIRoute
 from starlette.types import Message
 
+from cograph_api.admin_keys import MAX_KEY_CHARS
 from gateway.api import GatewayApi, work_of
 from gateway.auth import Authenticator, AuthMiddleware, PublicPaths, RecentKeys
 from gateway.backends import Backends
@@ -65,6 +66,9 @@ def test_recent_keys_keep_only_the_hash_and_at_most_max_keys() -> None:
     assert recent.principal(secrets[0]) is None  # the least recently authenticated went
     assert recent.principal(secrets[2]) == Principal("p2")
     assert all(secret.encode() not in key for key in recent._keys for secret in secrets)
+    too_long = "cg_" + "b" * MAX_KEY_CHARS
+    recent.remember(too_long, ALICE)
+    assert recent.principal(too_long) is None  # longer than any key: not even hashed
 
 
 # ---------------------------------------------------------------- the route table
