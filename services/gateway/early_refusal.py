@@ -2,8 +2,8 @@
 
 GatewayApi takes the allowance (gateway.quotas) once the route has read and validated
 the body; for a key that keeps sending past its allowance, that is work done only to
-answer 429: reading up to a megabyte, parsing the JSON, validating 4,000 characters, and
-looking the key up in the database. Here, in the auth middleware, a request on one of the
+answer 429: reading the body (up to GATEWAY_MAX_BODY_BYTES), parsing the JSON, validating
+a 4,000-character query, and looking the key up in the database. Here, in the auth middleware, a request on one of the
 routes below from a key that authenticated lately (gateway.auth.RecentKeys) is checked
 against its bucket first, and a refusal is answered at once with the same 429
 `rate_limited` and Retry-After that GatewayApi would give. Nothing is taken here: an
@@ -15,8 +15,9 @@ in it is still limited, only later (after its body is read).
 A key that comes back before the Retry-After it was given (a client looping on 429s) has
 its refusal answered after QuotaSettings.hold_s instead of at once: its connections then
 bring at most one request each per hold, where they would otherwise loop as fast as the
-two ends' CPUs allow. At most max_held_per_key refusals are held for one key and max_held
-in all; past those a refusal is answered at once.
+two ends' CPUs allow (its Retry-After is the one computed when it came, so it errs long).
+At most max_held_per_key refusals are held for one key and max_held in all; past those a
+refusal is answered at once.
 """
 
 from __future__ import annotations
