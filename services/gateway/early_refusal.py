@@ -3,11 +3,12 @@
 GatewayApi takes the allowance (gateway.quotas) once the route has read and validated
 the body; for a key that keeps sending past its allowance, that is work done only to
 answer 429: reading the body (up to GATEWAY_MAX_BODY_BYTES), parsing the JSON, validating
-a 4,000-character query, and looking the key up in the database. Here, in the auth middleware, a request on one of the
-routes below from a key that authenticated lately (gateway.auth.RecentKeys) is checked
-against its bucket first, and a refusal is answered at once with the same 429
-`rate_limited` and Retry-After that GatewayApi would give. Nothing is taken here: an
-admitted request goes on to the database lookup and GatewayApi, which takes the token.
+a 4,000-character query, and looking the key up in the database. Here, in the auth
+middleware, a request on one of the routes below from a key that authenticated lately
+(gateway.auth.RecentKeys) is checked against its bucket first, and a refusal is answered
+at once with the same 429 `rate_limited` and Retry-After that GatewayApi would give.
+Nothing is taken here: an admitted request goes on to the database lookup and GatewayApi,
+which takes the token.
 
 The table holds the routes a flood would pick (each class of work is here); a route not
 in it is still limited, only later (after its body is read).
