@@ -52,6 +52,15 @@ def _build(cls: type[M], data: Json) -> M:
         raise invalid(str(err)) from None
 
 
+WORK_ATTRIBUTE = "cograph_work"
+
+
+def work_of(method: Callable[..., Any]) -> Work | None:
+    """The class of work a GatewayApi method is @limited with, if any."""
+    work = getattr(method, WORK_ATTRIBUTE, None)
+    return work if isinstance(work, Work) else None
+
+
 def limited(
     work: Work,
 ) -> Callable[
@@ -68,6 +77,8 @@ def limited(
             with self._start(work):
                 return await method(self, *args, **kwargs)
 
+        # Read by gateway.early_refusal, which refuses over-limit requests before routing.
+        setattr(run, WORK_ATTRIBUTE, work)
         return run
 
     return wrap
