@@ -48,6 +48,7 @@ ROUTES: tuple[tuple[str, str, Callable[..., Any]], ...] = (
     ("POST", "/api/grep", GatewayApi.grep),
     ("POST", "/api/read", GatewayApi.read),
     ("GET", "/api/files", GatewayApi.list_files),
+    ("GET", "/api/outline", GatewayApi.outline),
     ("POST", "/api/repositories", GatewayApi.index_repository),
     ("POST", "/api/collections", GatewayApi.index_collection),
     ("POST", "/v1/posts", GatewayApi.create_post),
