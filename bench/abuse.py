@@ -13,16 +13,20 @@ for grep.
           (symbol, signature, prose) against random 4,000-character queries, server-side
           phase times. The ratio is what a long query costs against a normal one.
   abuse   for each gateway: a victim (--victim-keys keys without grants, in turn, so no
-          victim key is over its own allowance) searches one query after another for
-          --seconds idle, then as long again while an attacker key (no
-          grants either), in a process of its own, floods at full speed (no back-off, a
-          429 is retried at once) with --workers connections each for 4,000-character
-          searches, the pathological grep `(a{1,100}){1,100}$` and note posts. The
-          victim's p50 / p95 under attack over its idle ones is the figure; the attacker's
-          answers are counted by status.
+          victim key is over its own allowance) searches one query after another, in
+          --rounds rounds of an idle window then an attacked one (--seconds of each in
+          all; taking turns, load from outside the benchmark falls on both alike). In an
+          attacked window an attacker key (no grants either), in a process of its own,
+          floods at full speed (no back-off, a 429 is retried at once) with --workers
+          connections each for 4,000-character searches, the pathological grep
+          `(a{1,100}){1,100}$` and note posts. The victim's p50 / p95 under attack over
+          its idle ones is the figure; the attacker's answers are counted by status, and
+          the CPU seconds the gateway and the attacking client used in the windows are
+          reported (the client shares this machine's cores; a remote one would not).
 
-    .venv/bin/python -m bench.abuse                       # 20k nodes, 20 s a phase
+    .venv/bin/python -m bench.abuse                       # 20k nodes, 4 x 5 s + 5 s
     .venv/bin/python -m bench.abuse --nodes 5000 --seconds 10   # quick look
+    .venv/bin/python -m bench.abuse --parts abuse --gateways on  # limits on only
 
 Run it as a module from the repository root. Without COGRAPH_DATABASE_URL an embedded
 PostgreSQL is started in a temporary directory.
@@ -195,7 +199,9 @@ async def attack(url: str, key: str, repo: str, seconds: float, workers: int) ->
                     statuses[kind][0] += 1
 
         await asyncio.gather(*(loop(kind) for kind in statuses for _ in range(workers)))
-    return {kind: dict(sorted(c.items())) for kind, c in statuses.items()}
+    out: dict[str, Any] = {kind: dict(sorted(c.items())) for kind, c in statuses.items()}
+    out["cpu_s"] = time.process_time()  # the client's own CPU, start-up included
+    return out
 
 
 async def attacker_process(
@@ -243,9 +249,26 @@ async def victim(
     return latencies, outcomes
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far; Linux only (nan elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def measure_abuse(
-    url: str, pool: asyncpg.Pool, queries: list[str], args: argparse.Namespace
+    url: str,
+    gateway_pid: int,
+    *,
+    db_url: str,
+    pool: asyncpg.Pool,
+    queries: list[str],
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
+    """--rounds rounds of an idle window then an attacked one (--seconds in all for each),
+    so that load from outside the benchmark drifting over the run falls on both alike."""
     keys = KeysStore(pool)
     run_id = f"{time.time_ns():x}"  # each gateway's keys and principals are new
     victim_keys = []
@@ -253,6 +276,14 @@ async def measure_abuse(
         name = f"victim-{run_id}-{number}"
         victim_keys.append((await keys.create(name, name, False))[1])
     _, attacker_key = await keys.create(f"attacker-{run_id}", f"attacker-{run_id}", False)
+    window = args.seconds / args.rounds
+    idle: list[float] = []
+    attacked: list[float] = []
+    idle_outcomes: Counter[str] = Counter()
+    attacked_outcomes: Counter[str] = Counter()
+    attacker: dict[str, Counter[int]] = {}
+    gateway_cpu = {"idle": 0.0, "attacked": 0.0}
+    attacker_cpu = 0.0
     async with AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(
@@ -267,13 +298,29 @@ async def measure_abuse(
                 "/api/search", json={"query": query, "top_k": 10}
             )
         await asyncio.sleep(10)  # the victim keys' warm-up tokens back
-        idle, idle_outcomes = await victim(clients, queries, args.seconds)
-        process = await attacker_process(
-            url, attacker_key, grep_bench.SLUG, args.seconds + 2, args.workers
-        )
-        await asyncio.sleep(2)  # the flood under way
-        attacked, attacked_outcomes = await victim(clients, queries, args.seconds)
-        output, _ = await process.communicate()
+        for _ in range(args.rounds):
+            before = cpu_seconds(gateway_pid)
+            latencies, outcomes = await victim(clients, queries, window)
+            gateway_cpu["idle"] += cpu_seconds(gateway_pid) - before
+            idle += latencies
+            idle_outcomes += outcomes
+            process = await attacker_process(
+                url, attacker_key, grep_bench.SLUG, window + 2, args.workers
+            )
+            await asyncio.sleep(2)  # the flood under way
+            before = cpu_seconds(gateway_pid)
+            latencies, outcomes = await victim(clients, queries, window)
+            gateway_cpu["attacked"] += cpu_seconds(gateway_pid) - before
+            attacked += latencies
+            attacked_outcomes += outcomes
+            output, _ = await process.communicate()
+            report = json.loads(output.decode().strip().splitlines()[-1])
+            attacker_cpu += report.pop("cpu_s")
+            for kind, statuses in report.items():
+                attacker.setdefault(kind, Counter()).update(
+                    {int(status): n for status, n in statuses.items()}
+                )
+            await drain_notes(db_url)  # the flood's notes embedded before the next window
     return {
         "idle": {"p50_ms": pct(idle, 0.5), "p95_ms": pct(idle, 0.95), "n": len(idle)},
         "idle_outcomes": dict(idle_outcomes),
@@ -284,7 +331,11 @@ async def measure_abuse(
             "mean_ms": statistics.fmean(attacked) if attacked else float("nan"),
         },
         "attacked_outcomes": dict(attacked_outcomes),
-        "attacker": json.loads(output.decode().strip().splitlines()[-1]),
+        "attacker": {kind: dict(sorted(c.items())) for kind, c in attacker.items()},
+        # CPU seconds over the measured windows (--seconds each): what the flood cost the
+        # gateway, and what the attacking client itself burnt on the same machine.
+        "gateway_cpu_s": gateway_cpu,
+        "attacker_cpu_s": attacker_cpu,
     }
 
 
@@ -294,9 +345,9 @@ async def measure_abuse(
 @asynccontextmanager
 async def gateway(
     url: str, addrs: dict[str, str], quotas: bool, workdir: Path
-) -> AsyncIterator[str]:
+) -> AsyncIterator[tuple[str, int]]:
     """`python -m gateway` in a process of its own, as deployed: a flood of 429s costs the
-    gateway's CPU, not the backends' event loop. Yields its base URL."""
+    gateway's CPU, not the backends' event loop. Yields its base URL and process id."""
     ready = workdir / f"gateway-{time.time_ns():x}.port"
     environ = with_secret(
         {
@@ -316,7 +367,7 @@ async def gateway(
             if process.returncode is not None or time.monotonic() > deadline:
                 raise RuntimeError("the gateway did not start")
             await asyncio.sleep(0.1)
-        yield f"http://127.0.0.1:{int(ready.read_text())}"
+        yield f"http://127.0.0.1:{int(ready.read_text())}", process.pid
     finally:
         if process.returncode is None:
             process.terminate()
@@ -376,9 +427,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             pool = await create_pool(db_url)
             stack.push_async_callback(pool.close)
             for quotas in (False, True):
+                if ("on" if quotas else "off") not in args.gateways:
+                    continue
                 name = "limits on" if quotas else "limits off"
-                async with gateway(db_url, addrs, quotas, workdir) as gateway_url:
-                    report[name] = await measure_abuse(gateway_url, pool, queries, args)
+                async with gateway(db_url, addrs, quotas, workdir) as (gateway_url, pid):
+                    report[name] = await measure_abuse(
+                        gateway_url, pid, db_url=db_url, pool=pool, queries=queries, args=args
+                    )
                 print(f"{name}: {json.dumps(report[name])}", flush=True)
                 await drain_notes(db_url)
     return report
@@ -419,7 +474,9 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
             f"{hit['p95_ms']:.1f} ms (x{hit['p95_ms'] / idle['p95_ms']:.2f}); "
             f"victim answers idle {row['idle_outcomes']}, under attack "
             f"{row['attacked_outcomes']}; attacker ({args.workers} connections each) "
-            f"{row['attacker']}"
+            f"{row['attacker']}; CPU s over the windows: gateway idle "
+            f"{row['gateway_cpu_s']['idle']:.1f}, attacked {row['gateway_cpu_s']['attacked']:.1f}; "
+            f"attacking client {row['attacker_cpu_s']:.1f}"
         )
 
 
@@ -428,10 +485,16 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=20_000, help="code nodes to index")
     parser.add_argument("--docs", type=int, default=2_000, help="doc chunks to index")
     parser.add_argument("--files", type=int, default=2_000, help="files for grep")
-    parser.add_argument("--seconds", type=float, default=20.0, help="per measured phase")
+    parser.add_argument(
+        "--seconds", type=float, default=20.0, help="idle and attacked, each, in all rounds"
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="idle / attacked windows, in turn")
     parser.add_argument("--workers", type=int, default=8, help="attacker connections per kind")
     parser.add_argument("--victim-keys", type=int, default=8, help="keys the victim rotates")
     parser.add_argument("--parts", default="cost,abuse", help="cost, abuse or both")
+    parser.add_argument(
+        "--gateways", default="off,on", help="which gateways: limits off, on or both"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("--workdir", default=tempfile.gettempdir())
@@ -442,6 +505,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(attack(**spec))), flush=True)
         return
     args.parts = {part.strip() for part in args.parts.split(",")}
+    args.gateways = {part.strip() for part in args.gateways.split(",")}
     report = asyncio.run(run(args))
     print_report(report, args)
     if args.json:

@@ -708,6 +708,20 @@ META: dict[str, Meta] = {
         "How many (key, class) allowances the gateway remembers; past it the least recently "
         "used idle ones are forgotten (a forgotten key starts again with a full allowance)."
     ),
+    "GATEWAY_QUOTA_HOLD_S": Meta(
+        "A refusal (429) to a key that came back before the `Retry-After` it was given is "
+        "answered after this many seconds instead of at once, so a client looping on 429s "
+        "sends one request per connection per hold; a client that honours `Retry-After` is "
+        "never held. `0` answers every refusal at once."
+    ),
+    "GATEWAY_QUOTA_MAX_HELD_PER_KEY": Meta(
+        "At most this many refusals held at once for one key (`GATEWAY_QUOTA_HOLD_S`); past "
+        "it that key's refusals are answered at once."
+    ),
+    "GATEWAY_QUOTA_MAX_HELD": Meta(
+        "At most this many refusals held at once in all, per gateway process; past it "
+        "refusals are answered at once (bounds the sockets and tasks holding costs)."
+    ),
     **{
         f"GATEWAY_QUOTA_{work}_{what}": Meta(meaning.format(work=classes))
         for work, classes in (

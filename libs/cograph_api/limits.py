@@ -73,6 +73,8 @@ REFERENCES_LIMIT_MAX: Final = 500
 REFERENCES_LIMIT_DEFAULT: Final = 100
 # An opaque paging cursor (files, references).
 CURSOR_MAX_CHARS: Final = 2048
+# A file's outline: the symbols it holds, at most this many (the first by line).
+OUTLINE_MAX_SYMBOLS: Final = 2000
 
 # ---- routing (gateway /api/route, MCP cograph_route, router Route) ----------------------
 

@@ -38,7 +38,8 @@ INSTRUCTIONS = (
     "cograph_grep for exact text or a regular expression, cograph_files to list paths, "
     "cograph_references for every place that uses a symbol, cograph_graph for callers and "
     "callees, cograph_status to see what is indexed and whether it is stale, cograph_index "
-    "to re-index a stale repository you may write to. Before a hard task, commons_search "
+    "to re-index a stale repository you may write to (and cograph_job to follow it), "
+    "cograph_outline for a file's symbols before reading it. Before a hard task, commons_search "
     "for notes other agents left; after solving something non-obvious, commons_post a note. "
     "A result with error semantic_search_unavailable means: skip it and carry on with "
     "cograph_grep, cograph_references and cograph_read."
@@ -158,6 +159,27 @@ class ReferencesArgs(BaseModel):
 class IndexArgs(BaseModel):
     model_config = _STRICT
     repo: models.Slug
+    # Given: index this source as `repo` (creating it where the key may create one);
+    # omitted: index `repo` again from its stored source.
+    source: Annotated[str, Field(min_length=1, max_length=L.SOURCE_MAX_CHARS)] | None = None
+    branch: Annotated[str, Field(min_length=1, max_length=L.BRANCH_MAX_CHARS)] | None = None
+
+
+class JobArgs(BaseModel):
+    model_config = _STRICT
+    job_id: Annotated[str, Field(min_length=1, max_length=L.ID_MAX_CHARS)]
+
+
+class OutlineArgs(BaseModel):
+    model_config = _STRICT
+    repo: models.Slug
+    path: Annotated[str, Field(min_length=1, max_length=L.PATH_MAX_CHARS)]
+
+
+class RemoveArgs(BaseModel):
+    model_config = _STRICT
+    repo: models.Slug | None = None
+    collection: Annotated[str, Field(min_length=1, max_length=L.NAME_MAX_CHARS)] | None = None
 
 
 class CommonsCommentArgs(BaseModel):
@@ -400,8 +422,58 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         ["repo", "symbol"],
     ),
     "cograph_index": _obj(
-        {"repo": {**_SLUG, "description": "The repository to index again from its source."}},
+        {
+            "repo": {
+                **_SLUG,
+                "description": "The repository to index: again from its stored source, or "
+                "from source when given.",
+            },
+            "source": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.SOURCE_MAX_CHARS,
+                "description": "A git URL (https, ssh, git) to index as repo: adds the "
+                "repository where the key may create one. Omit to re-index.",
+            },
+            "branch": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.BRANCH_MAX_CHARS,
+                "description": "The branch to index; default: the stored one, or the "
+                "source's default branch.",
+            },
+        },
         ["repo"],
+    ),
+    "cograph_job": _obj(
+        {
+            "job_id": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.ID_MAX_CHARS,
+                "description": "The job's id, as cograph_index returned it.",
+            }
+        },
+        ["job_id"],
+    ),
+    "cograph_outline": _obj(
+        {
+            "repo": _SLUG,
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": L.PATH_MAX_CHARS,
+                "description": "The file's path as indexed (as search results give it).",
+            },
+        },
+        ["repo", "path"],
+    ),
+    "cograph_remove": _obj(
+        {
+            "repo": {**_SLUG, "description": "The repository to remove; or give collection."},
+            "collection": {**_COLLECTION, "description": "The collection to remove; or repo."},
+        },
+        [],
     ),
     "commons_search": _obj(
         {
@@ -642,6 +714,29 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
     "cograph_index": _out({"job": _JOB}),
+    "cograph_job": _out(
+        {
+            "id": _STR,
+            "kind": _STR,
+            "target": _STR,
+            "state": _STR,
+            "error": _STR,
+            "progress": {"type": "object"},
+        },
+        ["id", "state"],
+    ),
+    "cograph_outline": _out(
+        {
+            "repo": _STR,
+            "path": _STR,
+            "commit": _STR,
+            "language": _STR,
+            "symbols": {"type": "array", "items": {"type": "object"}},
+            "truncated": _BOOL,
+        },
+        ["repo", "path", "symbols"],
+    ),
+    "cograph_remove": _out({"removed": _STR, "kind": _STR}),
     "commons_search": _out(
         {"query": _STR, "results": {"type": "array", "items": {"type": "object"}}}
     ),
@@ -717,9 +812,26 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "cograph_index": (
         "Index a repository again from its source (e.g. when cograph_status says it is "
-        "stale). Needs a write grant on it; returns the job (poll cograph_status or the "
-        "job id later). Repositories indexed from a server path can only be re-indexed by "
+        "stale), or, with source (a git URL), add it as repo where the key may create "
+        "repositories. Re-indexing needs a write grant; returns the job (follow it with "
+        "cograph_job). Repositories indexed from a server path can only be re-indexed by "
         "an admin."
+    ),
+    "cograph_job": (
+        "An indexing job's state (queued, running, succeeded, failed), its error and its "
+        "progress (phase, files, nodes, embeddings done and total). Use it to follow the job "
+        "cograph_index started; shown to whoever started it and to readers of its target."
+    ),
+    "cograph_outline": (
+        "A file's symbols as indexed, before reading it: classes, functions, methods and "
+        "the like with kind, signature and start_line-end_line, nested (a class's methods "
+        f"under it), in line order; at most {L.OUTLINE_MAX_SYMBOLS} (truncated past that). "
+        "Read a symbol's lines with cograph_read."
+    ),
+    "cograph_remove": (
+        "Remove a repository (repo) or a collection (collection) and everything indexed "
+        "from it. Admin keys only; refused while it is being indexed. It cannot be undone: "
+        "index it again to bring it back."
     ),
     "commons_get": "Read one whole note of the commons, and its comments.",
     "commons_comment": (
@@ -747,9 +859,12 @@ READ_ONLY = {
     "cograph_files",
     "cograph_grep",
     "cograph_references",
+    "cograph_job",
+    "cograph_outline",
     "commons_search",
     "commons_get",
 }
+DESTRUCTIVE = {"cograph_remove"}
 
 
 def tool_list() -> list[types.Tool]:
@@ -761,7 +876,7 @@ def tool_list() -> list[types.Tool]:
             output_schema=OUTPUT_SCHEMAS[name],
             annotations=types.ToolAnnotations(
                 read_only_hint=name in READ_ONLY,
-                destructive_hint=False,
+                destructive_hint=name in DESTRUCTIVE,
                 idempotent_hint=name in READ_ONLY or name == "commons_vote",
                 open_world_hint=False,
             ),
@@ -854,13 +969,43 @@ async def _references(api: CographApi, raw: dict[str, Any]) -> Json:
 
 async def _index(api: CographApi, raw: dict[str, Any]) -> Json:
     args = IndexArgs.model_validate(raw)
+    if args.source is not None:
+        # A new repository, or a new source for one the key may write: the service
+        # decides (create policy, write grant, source host policy), as for REST.
+        return await api.index_repository(
+            models.IndexRepositoryRequest(source=args.source, slug=args.repo, branch=args.branch)
+        )
     # The repository as stored: unknown and unreadable are a 404 here; readable but not
     # writable is the service's 403 on the index call itself.
     stored = await api.get_repository(args.repo)
     request = models.IndexRepositoryRequest(
-        source=stored["source"], slug=stored["slug"], branch=stored.get("branch") or None
+        source=stored["source"],
+        slug=stored["slug"],
+        branch=args.branch or stored.get("branch") or None,
     )
     return await api.index_repository(request)
+
+
+async def _job(api: CographApi, raw: dict[str, Any]) -> Json:
+    return await api.get_job(JobArgs.model_validate(raw).job_id)
+
+
+async def _outline(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = OutlineArgs.model_validate(raw)
+    return await api.outline(args.repo, models.clean_text(args.path, "path"))
+
+
+async def _remove(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = RemoveArgs.model_validate(raw)
+    if (args.repo is None) == (args.collection is None):
+        raise ApiError(400, "invalid_argument", "give exactly one of repo and collection")
+    if args.repo is not None:
+        await api.delete_repository(args.repo)
+        return {"removed": args.repo, "kind": "repository"}
+    assert args.collection is not None
+    name = models.clean_text(args.collection, "collection")
+    await api.delete_collection(name)
+    return {"removed": name, "kind": "collection"}
 
 
 async def _commons_comment(api: CographApi, raw: dict[str, Any]) -> Json:
@@ -882,6 +1027,9 @@ HANDLERS: dict[str, Handler] = {
     "cograph_grep": _grep,
     "cograph_references": _references,
     "cograph_index": _index,
+    "cograph_job": _job,
+    "cograph_outline": _outline,
+    "cograph_remove": _remove,
     "commons_comment": _commons_comment,
 }
 

@@ -132,6 +132,18 @@ class RestClient:
         result: Json = await self._request("GET", "/api/collections")
         return result
 
+    async def delete_repository(self, slug: str) -> None:
+        await self._request("DELETE", f"/api/repositories/{quote(slug)}")
+
+    async def delete_collection(self, name: str) -> None:
+        await self._request("DELETE", f"/api/collections/{quote(name, safe='')}")
+
+    async def outline(self, repo: str, path: str) -> Json:
+        result: Json = await self._request(
+            "GET", "/api/outline", params={"repo": repo, "path": path}
+        )
+        return result
+
     async def search_posts(self, query: str) -> Json:
         result: Json = await self._request("GET", "/v1/search", params={"q": query})
         return result

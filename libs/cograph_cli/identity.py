@@ -12,8 +12,9 @@ what `cograph route` and `cograph search` find, and notes are authored by that p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from svckit.config import Env
+from svckit.config import Env, data_dir
 from svckit.requestctx import ADMIN_HEADER, PRINCIPAL_HEADER
 
 OPERATOR_PRINCIPAL = "admin"  # the admin key's principal (cograph_api.admin_keys)
@@ -48,5 +49,22 @@ class OperatorIdentity:
 
 
 def service_address(service: str, env: Env | None = None) -> str:
-    """`<SERVICE>_ADDR`, else the address `cograph up` gives that service by default."""
-    return (env or Env()).str(f"{service.upper()}_ADDR", DEFAULT_ADDRS[service])
+    """`<SERVICE>_ADDR`; else the port of the stack `cograph up` runs from COGRAPH_DATA_DIR
+    (each service writes the port it bound to `run/<service>.port`, whatever --port-base
+    chose), on this machine; else the address `cograph up` gives that service by default."""
+    env = env or Env()
+    given = env.optional_str(f"{service.upper()}_ADDR")
+    if given:
+        return given
+    port = _running_port(data_dir(env) / "run" / f"{service}.port")
+    return f"127.0.0.1:{port}" if port is not None else DEFAULT_ADDRS[service]
+
+
+def _running_port(port_file: Path) -> int | None:
+    try:
+        text = port_file.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        return None  # not what a service writes: the default address, never a guess
+    return int(text)

@@ -1,7 +1,8 @@
 """`cograph index SOURCE` and `cograph collection add NAME DIR`: start an index job on the
 retrieval service over gRPC, follow it with progress bars, and print a summary.
 
-The CLI talks to retrieval directly (RETRIEVAL_ADDR, default 127.0.0.1:50052) as an
+The CLI talks to retrieval directly (RETRIEVAL_ADDR,
+else the port the stack in COGRAPH_DATA_DIR wrote, else 127.0.0.1:50052) as an
 operator, so it sends admin principal metadata, signed with the internal secret
 (cograph_cli.internal_secret); the gateway is the door for agents.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,8 +22,10 @@ from tqdm import tqdm
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
+from cograph_api.proto_json import to_json
 from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
+from svckit.errors import reason_of
 
 _POLL_S = 0.5
 _MARKDOWN = (".md", ".markdown", ".mdx")
@@ -41,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     index.add_argument("--branch", default="", help="branch to index (default: current)")
     index.add_argument("--public", action="store_true", help="readable by every principal")
     index.add_argument("--no-progress", action="store_true", help="no progress bars")
+    index.add_argument("--json", action="store_true", help="print the finished job as JSON")
     index.set_defaults(handler=run_index)
 
     collection = subparsers.add_parser("collection", help="markdown collections")
@@ -56,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="send the files' contents (when the service cannot read this directory)",
     )
     add.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add.add_argument("--json", action="store_true", help="print the finished job as JSON")
     add.set_defaults(handler=run_collection_add)
 
 
@@ -71,13 +77,18 @@ def run_index(args: argparse.Namespace) -> int:
     request = pb.IndexRepositoryRequest(
         source=source, slug=args.slug, branch=args.branch, public=args.public
     )
-    return asyncio.run(_start_and_follow(request, not args.no_progress))
+    return asyncio.run(_start_and_follow(request, _progress(args), as_json=args.json))
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Bars only on a terminal: in a file or a pipe they would be cursor escapes."""
+    return not args.no_progress and not args.json and sys.stderr.isatty()
 
 
 def run_collection_add(args: argparse.Namespace) -> int:
     directory = Path(args.dir).expanduser().resolve()
     if not directory.is_dir():
-        print(f"error: {args.dir} is not a directory", file=sys.stderr)
+        _fail(args.json, "invalid_argument", f"{args.dir} is not a directory")
         return 2
     request = pb.IndexCollectionRequest(
         name=args.name, description=args.description, public=args.public
@@ -93,11 +104,21 @@ def run_collection_add(args: argparse.Namespace) -> int:
                 )
     else:
         request.directory = str(directory)
-    return asyncio.run(_start_and_follow(request, not args.no_progress))
+    return asyncio.run(_start_and_follow(request, _progress(args), as_json=args.json))
+
+
+def _fail(as_json: bool, code: str, detail: str) -> None:
+    if as_json:
+        print(json.dumps({"error": code, "detail": detail}))
+    else:
+        print(f"error: {code}: {detail}", file=sys.stderr)
 
 
 async def _start_and_follow(
-    request: pb.IndexRepositoryRequest | pb.IndexCollectionRequest, progress: bool
+    request: pb.IndexRepositoryRequest | pb.IndexCollectionRequest,
+    progress: bool,
+    *,
+    as_json: bool = False,
 ) -> int:
     address = _address()
     async with operator_channel(address) as channel:
@@ -113,18 +134,25 @@ async def _start_and_follow(
                 ).job
             job = await follow_job(stub, started.id, progress)
         except grpc.aio.AioRpcError as err:
-            if err.code() == grpc.StatusCode.UNAVAILABLE:
-                print(f"error: retrieval service not reachable at {address}", file=sys.stderr)
-            else:
-                print(f"error: {err.code().name}: {err.details()}", file=sys.stderr)
-            return 1
+            code = reason_of(err) or err.code().name.lower()
+            detail = err.details() or code
+            if err.code() == grpc.StatusCode.UNAVAILABLE and not reason_of(err):
+                detail = f"retrieval service not reachable at {address}"
+            _fail(as_json, code, detail)
+            return 2 if err.code() == grpc.StatusCode.INVALID_ARGUMENT else 1
         repository: pb.Repository | None = None
         if job.state == pb.JOB_STATE_SUCCEEDED and job.kind == pb.JOB_KIND_REPOSITORY:
             reply = await stub.GetRepository(
                 pb.GetRepositoryRequest(slug=job.target), metadata=_metadata(), timeout=10
             )
             repository = reply.repository
-    print(render_summary(job, repository))
+    if as_json:
+        body: dict[str, object] = {"job": to_json(job)}
+        if repository is not None:
+            body["repository"] = to_json(repository)
+        print(json.dumps(body, indent=2))
+    else:
+        print(render_summary(job, repository))
     return 0 if job.state == pb.JOB_STATE_SUCCEEDED else 1
 
 

@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "reembed": "cograph_cli.reembed_cmd",
     "index": "cograph_cli.index_cmd",
     "collection": "cograph_cli.index_cmd",
+    "repos": "cograph_cli.catalog_cmd",
+    "collections": "cograph_cli.catalog_cmd",
     "search": "cograph_cli.search_cmd",
     "route": "cograph_cli.route_cmd",
     "notes": "cograph_cli.notes_cmd",

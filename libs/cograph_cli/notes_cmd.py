@@ -1,7 +1,8 @@
 """`cograph notes post|search|show|vote|comment|delete|hide|unhide|audit`: the commons over
 gRPC.
 
-The commons service is addressed by COMMONS_ADDR (default 127.0.0.1:50054). Like every
+The commons service is addressed by COMMONS_ADDR (
+else the port the stack in COGRAPH_DATA_DIR wrote, else 127.0.0.1:50054). Like every
 operator command, calls act as the local operator (cograph_cli.identity: principal
 `admin`, an admin), signed with the internal secret, so notes are authored by the same
 principal that indexes and searches. `--as NAME` (or COGRAPH_PRINCIPAL) acts for another

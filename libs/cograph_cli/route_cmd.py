@@ -1,6 +1,7 @@
 """`cograph route QUESTION [--json]`: which repositories and collections a question belongs to.
 
-The router is addressed by ROUTER_ADDR (default 127.0.0.1:50053). Like every operator
+The router is addressed by ROUTER_ADDR (
+else the port the stack in COGRAPH_DATA_DIR wrote, else 127.0.0.1:50053). Like every operator
 command, the call acts as the local operator, an admin (cograph_cli.identity: principal
 `admin` unless COGRAPH_PRINCIPAL names another), signed with the internal secret, so it
 routes over every repository and collection, the private ones `cograph index` just made

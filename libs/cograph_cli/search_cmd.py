@@ -1,9 +1,12 @@
 """`cograph search QUERY`: hybrid search on the retrieval service over gRPC.
 
-Like `cograph index`, it talks to retrieval directly (RETRIEVAL_ADDR, default
+Like `cograph index`, it talks to retrieval directly (RETRIEVAL_ADDR,
+else the port the stack in COGRAPH_DATA_DIR wrote, else
 127.0.0.1:50052) as an operator, with admin principal metadata signed with the internal
-secret; the gateway is the door for agents. `--json` prints the REST response body:
-snake_case proto field names, enums as their short lower-case names, absent optional scores as null.
+secret; the gateway is the door for agents. `--json` prints the REST response body in the
+form REST and MCP answer by default (compact: cograph_api.search_forms), `--json --verbose`
+the full one: snake_case proto field names, enums as their short lower-case names, absent
+optional scores as null.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api import limits
 from cograph_api.proto_json import enum_name, to_json
+from cograph_api.search_forms import answer_form
 from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 
@@ -87,6 +91,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--stream", action="append", choices=STREAMS, default=[], help=argparse.SUPPRESS
     )
     search.add_argument("--json", action="store_true", help="print the REST response body")
+    search.add_argument(
+        "--verbose", action="store_true", help="with --json: every field of every result"
+    )
     search.set_defaults(handler=run_search)
 
 
@@ -118,10 +125,12 @@ def build_request(args: argparse.Namespace) -> pb.SearchRequest:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    return asyncio.run(_search(build_request(args), args.json, sys.stdout))
+    return asyncio.run(_search(build_request(args), args.json, sys.stdout, verbose=args.verbose))
 
 
-async def _search(request: pb.SearchRequest, as_json: bool, out: TextIO) -> int:
+async def _search(
+    request: pb.SearchRequest, as_json: bool, out: TextIO, *, verbose: bool = False
+) -> int:
     address = _address()
     async with operator_channel(address) as channel:
         stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
@@ -134,7 +143,7 @@ async def _search(request: pb.SearchRequest, as_json: bool, out: TextIO) -> int:
                 print(f"error: {err.code().name}: {err.details()}", file=sys.stderr)
             return 2 if err.code() == grpc.StatusCode.INVALID_ARGUMENT else 1
     if as_json:
-        out.write(json.dumps(response_json(reply), indent=2) + "\n")
+        out.write(json.dumps(answer_form(response_json(reply), verbose), indent=2) + "\n")
     else:
         out.write(render(reply) + "\n")
     return 0

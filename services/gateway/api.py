@@ -52,6 +52,15 @@ def _build(cls: type[M], data: Json) -> M:
         raise invalid(str(err)) from None
 
 
+WORK_ATTRIBUTE = "cograph_work"
+
+
+def work_of(method: Callable[..., Any]) -> Work | None:
+    """The class of work a GatewayApi method is @limited with, if any."""
+    work = getattr(method, WORK_ATTRIBUTE, None)
+    return work if isinstance(work, Work) else None
+
+
 def limited(
     work: Work,
 ) -> Callable[
@@ -68,6 +77,8 @@ def limited(
             with self._start(work):
                 return await method(self, *args, **kwargs)
 
+        # Read by gateway.early_refusal, which refuses over-limit requests before routing.
+        setattr(run, WORK_ATTRIBUTE, work)
         return run
 
     return wrap
@@ -174,6 +185,20 @@ class GatewayApi:
             self._backends.retrieval().DeleteRepository,
             retrieval_pb2.DeleteRepositoryRequest(slug=slug),
         )
+
+    @limited(Work.INDEX)
+    async def delete_collection(self, name: str) -> None:
+        await self._call(
+            self._backends.retrieval().DeleteCollection,
+            retrieval_pb2.DeleteCollectionRequest(name=name),
+        )
+
+    @limited(Work.READ)
+    async def outline(self, repo: str, path: str) -> Json:
+        reply = await self._call(
+            self._backends.retrieval().Outline, retrieval_pb2.OutlineRequest(repo=repo, path=path)
+        )
+        return dict(to_json(reply))
 
     @limited(Work.INDEX)
     async def index_collection(self, request: models.IndexCollectionRequest) -> Json:

@@ -21,6 +21,7 @@ from gateway.api import GatewayApi
 from gateway.auth import Authenticator, AuthMiddleware, PublicPaths, principal_of
 from gateway.backends import Backends
 from gateway.body_limit import BodyLimitMiddleware
+from gateway.early_refusal import EarlyRefusal
 from gateway.errors import install_error_handlers
 from gateway.keys_store import MIGRATIONS, KeysStore
 from gateway.metrics import Metrics, MetricsMiddleware
@@ -112,6 +113,12 @@ def build_app(
         AuthMiddleware,
         authenticator=Authenticator(keys, settings.allow_anonymous, settings.key_lookup_timeout_s),
         public=PUBLIC,
+        # A key over its allowance is refused here, before the key lookup and the body.
+        early=(
+            EarlyRefusal(quotas, settings.quotas)
+            if quotas is not None and settings.quotas is not None
+            else None
+        ),
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

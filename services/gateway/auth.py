@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 
 import asyncpg
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cograph_api.admin_keys import MAX_KEY_CHARS, hash_key
+from gateway.early_refusal import EarlyRefusal
 from gateway.errors import ApiError
 from gateway.keys_store import KeysStore
 from svckit import requestctx
@@ -30,28 +34,102 @@ STATE_PRINCIPAL = "cograph_principal"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._\-]{1,64}$")
 
 
+# How long a key's principal is remembered after the key last passed the database lookup,
+# and for how many keys. Used only to refuse a request over its allowance (gateway.
+# early_refusal), never to admit one: a key revoked a moment ago may get 429 instead of 401
+# until then, and is refused either way.
+RECENT_KEYS_TTL_S = 60.0
+RECENT_KEYS_MAX = 10_000
+
+
+class RecentKeys:
+    """Principals of the keys that authenticated lately, by the key's SHA-256 (the secret
+    itself is not kept): a flood from a key over its allowance is refused with a hash and
+    a dictionary lookup instead of a database round trip per request."""
+
+    def __init__(
+        self,
+        ttl_s: float = RECENT_KEYS_TTL_S,
+        max_keys: int = RECENT_KEYS_MAX,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ttl_s = ttl_s
+        self._max = max_keys
+        self._clock = clock
+        # hash -> (principal, when it authenticated), least recently authenticated first.
+        self._keys: OrderedDict[bytes, tuple[Principal, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def remember(self, secret: str, principal: Principal) -> None:
+        digest = hash_key(secret)
+        self._keys[digest] = (principal, self._clock())
+        self._keys.move_to_end(digest)
+        while len(self._keys) > self._max:
+            self._keys.popitem(last=False)
+
+    def principal(self, secret: str) -> Principal | None:
+        """The principal of a key that authenticated within the TTL, else None."""
+        if len(secret) > MAX_KEY_CHARS:
+            return None  # never a key (the lookup refuses it too); not worth hashing
+        digest = hash_key(secret)
+        found = self._keys.get(digest)
+        if found is None:
+            return None
+        principal, when = found
+        if self._clock() - when > self._ttl_s:
+            del self._keys[digest]
+            return None
+        return principal
+
+
+def _bearer(authorization: str) -> str | None:
+    scheme, _, secret = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return None
+    return secret.strip()
+
+
 class Authenticator:
     """Turns an Authorization header into a principal, or refuses with 401."""
 
     def __init__(
-        self, keys: KeysStore, allow_anonymous: bool, lookup_timeout_s: float = 2.5
+        self,
+        keys: KeysStore,
+        allow_anonymous: bool,
+        lookup_timeout_s: float = 2.5,
+        recent: RecentKeys | None = None,
     ) -> None:
         self._keys = keys
         self._allow_anonymous = allow_anonymous
         self._lookup_timeout_s = lookup_timeout_s
+        self._recent = recent if recent is not None else RecentKeys()
+
+    def recent_principal(self, authorization: str | None) -> tuple[bool, Principal | None]:
+        """Who this request acts for, if that is known without the database: (True, the
+        principal of a key that authenticated lately, or None for an anonymous request
+        where those are allowed); (False, None) when only `principal` can tell."""
+        if authorization is None or not authorization.strip():
+            return self._allow_anonymous, None
+        secret = _bearer(authorization)
+        if secret is None:
+            return False, None
+        principal = self._recent.principal(secret)
+        return principal is not None, principal
 
     async def principal(self, authorization: str | None) -> Principal | None:
         if authorization is None or not authorization.strip():
             if self._allow_anonymous:
                 return None  # anonymous: backends show public data only, writes refuse
             raise ApiError(401, "unauthenticated", "missing API key (Authorization: Bearer ...)")
-        scheme, _, secret = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer" or not secret.strip():
+        secret = _bearer(authorization)
+        if secret is None:
             raise ApiError(401, "unauthenticated", "expected Authorization: Bearer <api key>")
         try:
             # A hard deadline: without it a frozen database holds every request until the
             # client gives up, long before any backend deadline could apply.
-            key = await within(self._keys.authenticate(secret.strip()), self._lookup_timeout_s)
+            key = await within(self._keys.authenticate(secret), self._lookup_timeout_s)
         except TimeoutError:
             log.warning("key lookup timed out", extra={"timeout_s": self._lookup_timeout_s})
             raise ApiError(
@@ -64,7 +142,9 @@ class Authenticator:
             raise ApiError(503, "unavailable", "the key store is unavailable") from None
         if key is None:
             raise ApiError(401, "unauthenticated", "invalid or revoked API key")
-        return Principal(key.principal_id, key.admin)
+        principal = Principal(key.principal_id, key.admin)
+        self._recent.remember(secret, principal)
+        return principal
 
 
 def principal_of(scope: Scope) -> Principal | None:
@@ -99,12 +179,23 @@ async def send_error(
 
 
 class AuthMiddleware:
-    """Sets request id and principal for each HTTP request; 401 without a valid key."""
+    """Sets request id and principal for each HTTP request; 401 without a valid key.
 
-    def __init__(self, app: ASGIApp, authenticator: Authenticator, public: PublicPaths) -> None:
+    With `early` (the per-key limits are on), a request from a key known to be over its
+    allowance is refused with 429 before the key lookup and before its body is read.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        authenticator: Authenticator,
+        public: PublicPaths,
+        early: EarlyRefusal | None = None,
+    ) -> None:
         self._app = app
         self._authenticator = authenticator
         self._public = public
+        self._early = early
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,8 +217,13 @@ class AuthMiddleware:
             if self._public.matches(path):
                 await self._app(scope, receive, send_with_id)
                 return
+            authorization = _header(scope, b"authorization")
+            if self._early is not None and await self._refused_early(
+                scope, path, authorization, send_with_id
+            ):
+                return
             try:
-                principal = await self._authenticator.principal(_header(scope, b"authorization"))
+                principal = await self._authenticator.principal(authorization)
             except ApiError as err:
                 extra = [(b"www-authenticate", b"Bearer")] if err.status == 401 else []
                 await send_error(send_with_id, err, extra)
@@ -140,6 +236,23 @@ class AuthMiddleware:
                 requestctx.reset_principal(token)
         finally:
             requestctx.reset_request_id(rid_token)
+
+    async def _refused_early(
+        self, scope: Scope, path: str, authorization: str | None, send: Send
+    ) -> bool:
+        assert self._early is not None
+        known, principal = self._authenticator.recent_principal(authorization)
+        if not known:
+            return False
+        refused = self._early.refusal(scope.get("method", "GET"), path, principal)
+        if refused is None:
+            return False
+        error, work, label = refused
+        scope["route"] = label  # what the metrics label the response with
+        await self._early.hold(principal, work, error)
+        headers = [(k.lower().encode(), v.encode()) for k, v in error.headers().items()]
+        await send_error(send, error, headers)
+        return True
 
 
 class PublicPaths:

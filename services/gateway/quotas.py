@@ -3,12 +3,17 @@ start, sustained and in a burst) and a cap on how many it may have in flight at 
 
 One key's flood spends only that key's allowance: buckets are per principal and per class,
 so another key's searches are never refused because of it. A refusal happens before any
-backend is called, costs nothing but a dictionary lookup, and is the 429 `rate_limited`
-error with the seconds to wait (the REST `Retry-After` header, the MCP tool error's detail).
+backend is called, and is the 429 `rate_limited` error with the seconds to wait (the REST
+`Retry-After` header, the MCP tool error's detail). Over REST, a key that authenticated
+lately is refused before its key lookup and before its body is read (gateway.early_refusal).
 
 The limiter lives in the gateway process (GatewayApi calls it for REST and MCP alike), so
 with several gateway replicas each enforces its own share; the figures are per replica.
-Requests are refused at once, never queued: a queued flood would still hold connections.
+Requests are refused, never queued: a queued flood would still hold connections. A refusal
+is answered at once, except to a key that came back before the Retry-After it was given:
+that one is answered after `hold_s` (a bounded number at a time), because a client that
+retries at once would otherwise spend the machine's CPU on refusals, its own and the
+gateway's, as fast as it can loop (bench/abuse.py).
 Memory is bounded: a bucket that has refilled and has nothing in flight is the same as no
 bucket, so it is dropped, and past `max_buckets` the least recently used idle ones go.
 """
@@ -55,6 +60,14 @@ class QuotaSettings:
     allowances: Mapping[Work, Allowance]
     limit_admins: bool = True  # admin keys are limited too (their own buckets, same sizes)
     max_buckets: int = 100_000  # past this many, idle buckets are forgotten, oldest first
+    # A refusal to a key that came back before the Retry-After it was given is answered
+    # after this long (gateway.early_refusal), so a client that retries at once cannot turn
+    # refusals into a flood of its own; 0 answers every refusal at once.
+    hold_s: float = 1.0
+    # At most this many refusals held at once per key, and in all; past either a refusal is
+    # answered at once, so holding costs a bounded number of sockets and tasks.
+    max_held_per_key: int = 32
+    max_held: int = 1024
 
 
 class RateLimited(ApiError):
@@ -75,12 +88,13 @@ class RateLimited(ApiError):
 
 
 class _Bucket:
-    __slots__ = ("in_flight", "tokens", "updated_at")
+    __slots__ = ("in_flight", "tokens", "told_until", "updated_at")
 
     def __init__(self, tokens: float, now: float) -> None:
         self.tokens = tokens
         self.updated_at = now
         self.in_flight = 0
+        self.told_until = 0.0  # the latest time a refusal told this key to come back
 
 
 class Held:
@@ -110,6 +124,27 @@ class Held:
 _ANONYMOUS = "\x00anonymous"
 
 
+def _name(principal: Principal | None) -> str:
+    return principal.id if principal is not None else _ANONYMOUS
+
+
+def _refilled(bucket: _Bucket, allowance: Allowance, now: float) -> float:
+    elapsed = max(0.0, now - bucket.updated_at)
+    return min(float(allowance.burst), bucket.tokens + elapsed * allowance.rate_per_s)
+
+
+def _refusal(work: Work, allowance: Allowance, tokens: float, in_flight: int) -> RateLimited | None:
+    if in_flight >= allowance.concurrent:
+        # A slot frees when one of this key's own requests ends: soon, but unknown.
+        return RateLimited(work, 1, f"{allowance.concurrent} requests already in flight")
+    if tokens < 1.0:
+        wait = (1.0 - tokens) / allowance.rate_per_s
+        return RateLimited(
+            work, max(1, math.ceil(wait)), f"more than {allowance.rate_per_s:g} a second"
+        )
+    return None
+
+
 class Quotas:
     """The buckets of every principal and class, in this process."""
 
@@ -129,13 +164,11 @@ class Quotas:
 
         Synchronous on purpose: nothing can interleave between the check and the taking.
         """
-        allowance = self._settings.allowances.get(work)
-        if allowance is None or (
-            principal is not None and principal.admin and not self._settings.limit_admins
-        ):
+        allowance = self._allowance(principal, work)
+        if allowance is None:
             return Held(None)
         now = self._clock()
-        key = (principal.id if principal is not None else _ANONYMOUS, work)
+        key = (_name(principal), work)
         bucket = self._buckets.get(key)
         if bucket is None:
             self._evict(now)  # before adding: the new bucket is full and idle too
@@ -143,22 +176,51 @@ class Quotas:
             self._buckets[key] = bucket
         else:
             self._buckets.move_to_end(key)
-            elapsed = max(0.0, now - bucket.updated_at)
-            bucket.tokens = min(
-                float(allowance.burst), bucket.tokens + elapsed * allowance.rate_per_s
-            )
+            bucket.tokens = _refilled(bucket, allowance, now)
             bucket.updated_at = now
-        if bucket.in_flight >= allowance.concurrent:
-            # A slot frees when one of this key's own requests ends: soon, but unknown.
-            raise RateLimited(work, 1, f"{allowance.concurrent} requests already in flight")
-        if bucket.tokens < 1.0:
-            wait = (1.0 - bucket.tokens) / allowance.rate_per_s
-            raise RateLimited(
-                work, max(1, math.ceil(wait)), f"more than {allowance.rate_per_s:g} a second"
-            )
+        refused = _refusal(work, allowance, bucket.tokens, bucket.in_flight)
+        if refused is not None:
+            bucket.told_until = max(bucket.told_until, now + refused.retry_after_s)
+            raise refused
         bucket.tokens -= 1.0
         bucket.in_flight += 1
         return Held(bucket)
+
+    def refusal(self, principal: Principal | None, work: Work) -> RateLimited | None:
+        """The RateLimited that `start` would raise now, or None; changes nothing.
+
+        For refusing a request before its body is read (gateway.early_refusal): a request
+        this admits still goes through `start`, which takes the token, so a request is
+        never counted twice. No bucket means a full one, which admits.
+        """
+        allowance = self._allowance(principal, work)
+        if allowance is None:
+            return None
+        bucket = self._buckets.get((_name(principal), work))
+        if bucket is None:
+            return None
+        tokens = _refilled(bucket, allowance, self._clock())
+        return _refusal(work, allowance, tokens, bucket.in_flight)
+
+    def came_back_early(
+        self, principal: Principal | None, work: Work, refused: RateLimited
+    ) -> bool:
+        """Notes a refusal made outside `start` (it tells the key to wait `retry_after_s`);
+        returns whether the key had already been told to wait past now, i.e. it did not
+        wait as told (a client that honours Retry-After never comes back early)."""
+        bucket = self._buckets.get((_name(principal), work))
+        if bucket is None:
+            return False
+        now = self._clock()
+        early = now < bucket.told_until
+        bucket.told_until = max(bucket.told_until, now + refused.retry_after_s)
+        return early
+
+    def _allowance(self, principal: Principal | None, work: Work) -> Allowance | None:
+        allowance = self._settings.allowances.get(work)
+        if principal is not None and principal.admin and not self._settings.limit_admins:
+            return None
+        return allowance
 
     def _full(self, key: tuple[str, Work], bucket: _Bucket, now: float) -> bool:
         """Whether the bucket has refilled and is idle: forgetting it changes nothing."""

@@ -20,6 +20,9 @@ SlugParam = Annotated[
     ),
 ]
 JobId = Annotated[str, Path(min_length=1, max_length=limits.ID_MAX_CHARS)]
+CollectionParam = Annotated[
+    str, Path(min_length=1, max_length=limits.NAME_MAX_CHARS, description="The collection's name.")
+]
 
 
 def retrieval_router(api: GatewayApi) -> APIRouter:
@@ -60,6 +63,17 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
             limit=limit,
         )
         return await api.list_files(request)
+
+    @router.get("/outline", tags=["read"], responses=errors(404))
+    async def outline(
+        repo: Annotated[str, Query(min_length=1, max_length=limits.SLUG_MAX_CHARS)],
+        path: Annotated[str, Query(min_length=1, max_length=limits.PATH_MAX_CHARS)],
+    ) -> dict[str, Any]:
+        """A file's symbols as indexed (kind, signature, lines), nested by containment, in
+        line order: what the file holds before reading it. At most 2,000 symbols
+        (`truncated` past that); 404 for a file outside the index or a repository the key
+        cannot read."""
+        return await api.outline(models.clean_text(repo, "repo"), models.clean_text(path, "path"))
 
     @router.post("/grep", tags=["read"], responses=errors(404, 504))
     async def grep(body: models.GrepRequest) -> dict[str, Any]:
@@ -123,6 +137,18 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
     async def list_collections() -> dict[str, Any]:
         """The collections the caller may read."""
         return await api.list_collections()
+
+    @router.delete(
+        "/collections/{name}",
+        status_code=204,
+        tags=["collections"],
+        responses=errors(403, 404, 409),
+    )
+    async def delete_collection(name: CollectionParam) -> Response:
+        """Removes a collection and everything indexed from it (admin only; 404 when the
+        key cannot read it, 403 when it can; 409 while it is being indexed)."""
+        await api.delete_collection(models.clean_text(name, "name"))
+        return Response(status_code=204)
 
     @router.get("/jobs/{job_id}", tags=["repositories"], responses=errors(404))
     async def get_job(job_id: JobId) -> dict[str, Any]:

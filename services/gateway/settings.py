@@ -16,15 +16,23 @@ BACKEND_NAMES: tuple[str, ...] = ("retrieval", "router", "commons")
 
 # Per principal and class of work (gateway.quotas): requests a second sustained, the burst
 # after a pause, and how many at once. An agent waits for a model between calls, so it
-# makes a call every few seconds, a few at once at most; these leave it room for more (a
-# search every 2 s sustained, ten in a row, two at once), while one key's flood is held to
-# a share of a two-core machine that leaves other keys' searches within about 2x
-# (bench/abuse.py, bench/RESULTS.md "Abuse").
+# makes a call every few seconds, a few at once at most; each default leaves it room for
+# more, while one key's flood is held to a share of a two-core machine that leaves other
+# keys' searches within about 2x (bench/abuse.py, bench/RESULTS.md "Abuse").
 DEFAULT_ALLOWANCES: dict[Work, Allowance] = {
+    # A search costs ~100 ms of CPU (a 4,000-character one ~200 ms: embedding 256 tokens,
+    # the lexical streams): a search every 2 s and ten in a row cover an agent fanning out
+    # over a task's first questions; two at once, its parallel tool calls.
     Work.SEARCH: Allowance(rate_per_s=0.5, burst=10, concurrent=2),
+    # Reads are index lookups of a few ms: an agent reading a file's pages or a listing in
+    # a loop needs many a second; four at once for parallel tool calls.
     Work.READ: Allowance(rate_per_s=10.0, burst=60, concurrent=4),
+    # A grep may scan every indexed line of a repository: as often as a search, one at once.
     Work.GREP: Allowance(rate_per_s=0.5, burst=10, concurrent=1),
+    # Indexing runs in the background and is joined, not repeated: one every 10 s.
     Work.INDEX: Allowance(rate_per_s=0.1, burst=10, concurrent=2),
+    # A note is embedded by commons and read by every agent: a few per task, not a stream
+    # (a flood of notes holds the embedder the searches need); 5 in a row, then one a 20 s.
     Work.NOTES: Allowance(rate_per_s=0.05, burst=5, concurrent=1),
 }
 
@@ -45,6 +53,9 @@ def quota_settings(env: Env) -> QuotaSettings | None:
         allowances,
         limit_admins=env.bool("GATEWAY_QUOTA_ADMINS", True),
         max_buckets=env.int("GATEWAY_QUOTA_MAX_BUCKETS", 100_000, min=100, max=10_000_000),
+        hold_s=env.float("GATEWAY_QUOTA_HOLD_S", 1.0, min=0.0, max=60.0),
+        max_held_per_key=env.int("GATEWAY_QUOTA_MAX_HELD_PER_KEY", 32, min=1, max=100_000),
+        max_held=env.int("GATEWAY_QUOTA_MAX_HELD", 1024, min=1, max=1_000_000),
     )
 
 

@@ -90,6 +90,16 @@ async def delete_repository(conn: asyncpg.Connection, repository_id: int) -> Non
         await conn.execute("DELETE FROM repositories WHERE id = $1", repository_id)
 
 
+async def collection_id_by_name(conn: asyncpg.Connection, name: str) -> int | None:
+    found = await conn.fetchval("SELECT id FROM collections WHERE name = $1", name)
+    return int(found) if found is not None else None
+
+
+async def delete_collection(conn: asyncpg.Connection, collection_id: int) -> None:
+    """Its documents, chunks, texts, grants and router terms go with it (ON DELETE CASCADE)."""
+    await conn.execute("DELETE FROM collections WHERE id = $1", collection_id)
+
+
 async def collection_readable_by(conn: asyncpg.Connection, name: str, viewer: Viewer) -> bool:
     return bool(
         await conn.fetchval(

@@ -39,6 +39,8 @@ from retrieval.indexing.source_policy import (
     parse_source,
 )
 from retrieval.indexing.sources import derive_slug
+from retrieval.outline import Symbol as OutlineSymbol
+from retrieval.outline import outline as file_outline
 from retrieval.search.budget import fit_answer
 from retrieval.search.cursors import CursorCodec
 from retrieval.search.engine import SearchEngine
@@ -155,6 +157,18 @@ def repository_to_proto(
         freshness_detail=scrub(head.detail, source, admin=viewer.admin),
         last_checked_at=_timestamp(row["last_checked_at"]),
         last_synced_at=_timestamp(row["last_synced_at"]),
+    )
+
+
+def _outline_symbol(symbol: OutlineSymbol) -> retrieval_pb2.OutlineSymbol:
+    return retrieval_pb2.OutlineSymbol(
+        name=symbol.name,
+        qualified_name=symbol.qualified_name,
+        kind=symbol.kind,
+        signature=symbol.signature,
+        start_line=symbol.start_line,
+        end_line=symbol.end_line,
+        children=[_outline_symbol(child) for child in symbol.children],
     )
 
 
@@ -446,6 +460,29 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             ]
         )
 
+    async def DeleteCollection(
+        self, request: retrieval_pb2.DeleteCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.DeleteCollectionResponse:
+        name = request.name.strip()
+        if not name or len(name) > _MAX_NAME:
+            raise InvalidArgument(f"name is required and at most {_MAX_NAME} characters")
+        viewer = Viewer.current()
+        async with self._pool.acquire() as conn:
+            found = await catalog.access_of(conn, "collection", name, viewer)
+            permissions.authorize_delete(found, viewer, "collection", name)
+            collection_id = await catalog.collection_id_by_name(conn, name)
+            if collection_id is None:
+                raise NotFound(f"no collection {name}")
+            if await self._jobs.active_job("collection", name) is not None:
+                raise FailedPrecondition(f"{name} is being indexed; delete it when the job ends")
+        # Finished even if the caller stops waiting, like a repository's delete.
+        await asyncio.shield(self._delete_collection(collection_id))
+        return retrieval_pb2.DeleteCollectionResponse(deleted=True)
+
+    async def _delete_collection(self, collection_id: int) -> None:
+        async with self._maintenance_pool.acquire() as conn:
+            await catalog.delete_collection(conn, collection_id)
+
     # ---- search, graph and access ----
 
     async def Search(
@@ -555,6 +592,23 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         if lines.next_start_line is not None:
             reply.next_start_line = lines.next_start_line
         return reply
+
+    async def Outline(
+        self, request: retrieval_pb2.OutlineRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.OutlineResponse:
+        repo = _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower()
+        if not repo:
+            raise InvalidArgument("repo is required")
+        async with self._pool.acquire() as conn:
+            found = await file_outline(conn, Viewer.current(), repo=repo, path=request.path)
+        return retrieval_pb2.OutlineResponse(
+            repo=found.repo,
+            path=found.path,
+            commit=found.commit,
+            language=found.language,
+            symbols=[_outline_symbol(s) for s in found.symbols],
+            truncated=found.truncated,
+        )
 
     async def ListFiles(
         self, request: retrieval_pb2.ListFilesRequest, context: grpc.aio.ServicerContext

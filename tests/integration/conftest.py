@@ -10,7 +10,10 @@ Unit tests see none of this: they start no database and load no model.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -33,18 +36,24 @@ from tests.internal_auth import signed_channel
 
 
 @pytest.fixture(scope="session")
-def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_server_url() -> Iterator[str]:
     """URL of the session's PostgreSQL server (the maintenance database)."""
     external = os.environ.get("COGRAPH_TEST_DATABASE_URL")
     if external:
         yield external
         return
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data")
+    # Not under pytest's base temporary directory: any other pytest run as the same user
+    # re-tightens that directory's permissions, which locks the server's own user (as root
+    # it runs as a user of its own) out of its data, and every database test then fails.
+    # A directory of its own lets `make unit` and `make test` run side by side.
+    home = Path(tempfile.mkdtemp(prefix="cograph-test-pg-"))
+    server = EmbeddedPostgres(home / "data")
     url = server.start()
     try:
         yield url
     finally:
         server.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -271,3 +271,86 @@ async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -
         text = sent.content[0]
         assert isinstance(text, types.TextContent)
         assert default_counter()(text.text) <= 80
+
+
+async def test_outline_job_and_remove_over_rest_and_mcp(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Outline: a reader gets the file's symbols, a key without access 404 like read.
+    async with stack.client(await stack.key("reader")) as rest:
+        got = await rest.get("/api/outline", params={"repo": SLUG, "path": "shop/cart.py"})
+        assert got.status_code == 200, got.text
+        symbols = got.json()["symbols"]
+        assert [(s["name"], s["kind"], s["start_line"]) for s in symbols] == [
+            ("add_item", "function", 4),
+            ("checkout", "function", 9),
+        ]
+        bad = await rest.get("/api/outline", params={"repo": SLUG, "path": "../etc/passwd"})
+        assert (bad.status_code, bad.json()["error"]) == (400, "invalid_argument")
+    async with stack.client(await stack.key("stranger")) as rest:
+        hidden = await rest.get("/api/outline", params={"repo": SLUG, "path": "shop/cart.py"})
+        assert (hidden.status_code, hidden.json()["error"]) == (404, "not_found")
+    async with mcp(stack, await stack.key("reader")) as client:
+        failed, outline = await call(
+            client, "cograph_outline", {"repo": SLUG, "path": "shop/cart.py"}
+        )
+        assert not failed and [s["name"] for s in outline["symbols"]] == ["add_item", "checkout"]
+        # cograph_remove is an admin's: a reader is refused, whatever it names.
+        failed, error = await call(client, "cograph_remove", {"repo": SLUG})
+        assert failed and error["error"] == "permission_denied", error
+        failed, error = await call(client, "cograph_remove", {})
+        assert failed and error["error"] == "invalid_argument", error
+
+    # A collection, followed with cograph_job, listed, then removed over REST and MCP.
+    docs = tmp_path_factory.mktemp("gw-agent-docs")
+    write(docs, "cart.md", "# Cart\n\nHow the cart totals.\n")
+    async with stack.client(stack.admin_key) as rest, mcp(stack, stack.admin_key) as admin:
+        for name in ("shop-notes", "shop-notes-2"):
+            started = await rest.post(
+                "/api/collections", json={"name": name, "directory": str(docs)}
+            )
+            assert started.status_code == 202, started.text
+            job_id = started.json()["job"]["id"]
+            failed, job = await call(admin, "cograph_job", {"job_id": job_id})
+            assert not failed and job["id"] == job_id and job["target"] == name, job
+            assert (await wait_job(rest, job_id))["state"] == "succeeded"
+        failed, job = await call(admin, "cograph_job", {"job_id": job_id})
+        assert not failed and job["state"] == "succeeded" and job["progress"]["files_done"] == 1
+        names = {c["name"] for c in (await rest.get("/api/collections")).json()["collections"]}
+        assert {"shop-notes", "shop-notes-2"} <= names
+        deleted = await rest.delete("/api/collections/shop-notes")
+        assert deleted.status_code == 204, deleted.text
+        again = await rest.delete("/api/collections/shop-notes")
+        assert (again.status_code, again.json()["error"]) == (404, "not_found")
+        failed, removed = await call(admin, "cograph_remove", {"collection": "shop-notes-2"})
+        assert not failed and removed == {"removed": "shop-notes-2", "kind": "collection"}
+        names = {c["name"] for c in (await rest.get("/api/collections")).json()["collections"]}
+        assert not names & {"shop-notes", "shop-notes-2"}
+        failed, error = await call(admin, "cograph_job", {"job_id": "no-such-job"})
+        assert failed and error["error"] == "not_found"
+
+
+async def test_cograph_index_with_a_source_adds_a_repository_where_the_key_may(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = tmp_path_factory.mktemp("gw-agent-new") / "till"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    write(root, "till/drawer.py", "def open_drawer() -> bool:\n    return True\n")
+    commit_all(root, "till", JAN)
+    new = "example.com/acme/till"
+    async with mcp(stack, await stack.key("reader")) as client:
+        # Creating is an admin's (RETRIEVAL_CREATE_SOURCES=admin), and so is a server path.
+        failed, error = await call(client, "cograph_index", {"repo": new, "source": str(root)})
+        assert failed and error["error"] == "permission_denied", error
+    async with mcp(stack, stack.admin_key) as admin, stack.client(stack.admin_key) as rest:
+        failed, started = await call(admin, "cograph_index", {"repo": new, "source": str(root)})
+        assert not failed and started["job"]["target"] == new, started
+        assert (await wait_job(rest, started["job"]["id"]))["state"] == "succeeded"
+        failed, outline = await call(
+            admin, "cograph_outline", {"repo": new, "path": "till/drawer.py"}
+        )
+        assert not failed and [s["name"] for s in outline["symbols"]] == ["open_drawer"]
+        failed, removed = await call(admin, "cograph_remove", {"repo": new})
+        assert not failed and removed == {"removed": new, "kind": "repository"}
+        assert (await rest.get(f"/api/repositories/{new}")).status_code == 404

@@ -418,3 +418,43 @@ async def test_search_within_a_token_budget(search_env: SearchEnv) -> None:
         assert await _code(search_env.search(query, metadata=ALICE, max_tokens=bad)) == (
             grpc.StatusCode.INVALID_ARGUMENT
         )
+
+
+async def test_outline_nests_a_files_symbols_in_line_order(search_env: SearchEnv) -> None:
+    stub = search_env.stub
+    got = await stub.Outline(
+        pb.OutlineRequest(repo=DEMO, path="pkg/config.py"), metadata=ALICE, timeout=10
+    )
+    assert (got.repo, got.path, got.language) == (DEMO, "pkg/config.py", "python")
+    repo = await stub.GetRepository(pb.GetRepositoryRequest(slug=DEMO), metadata=ADMIN)
+    assert got.commit == repo.repository.commit and not got.truncated
+    [parse_config] = got.symbols  # the module itself is no symbol
+    assert (parse_config.name, parse_config.kind) == ("ParseConfig", "class")
+    assert [m.name for m in parse_config.children] == ["load", "parse", "validate"]
+    assert all(m.kind == "method" and not m.children for m in parse_config.children)
+    lines = [(m.start_line, m.end_line) for m in parse_config.children]
+    assert lines == sorted(lines) and parse_config.start_line < lines[0][0]
+    assert lines[-1][1] <= parse_config.end_line
+    assert parse_config.children[0].signature.startswith("def load(")
+    # A file without symbols (markdown) has an empty outline; a file not indexed, an
+    # unreadable repository and hostile paths are refused like read refuses them.
+    docs = await stub.Outline(
+        pb.OutlineRequest(repo=DEMO, path="docs/billing.md"), metadata=ALICE, timeout=10
+    )
+    assert list(docs.symbols) == [] and docs.language == "markdown"
+    for request, metadata, code in (
+        (pb.OutlineRequest(repo=DEMO, path="pkg/missing.py"), ALICE, grpc.StatusCode.NOT_FOUND),
+        (pb.OutlineRequest(repo=VAULT, path="vault/core.py"), ALICE, grpc.StatusCode.NOT_FOUND),
+        (
+            pb.OutlineRequest(repo=DEMO, path="../etc/passwd"),
+            ADMIN,
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+        (pb.OutlineRequest(repo=DEMO, path="pkg/\0.py"), ADMIN, grpc.StatusCode.INVALID_ARGUMENT),
+        (pb.OutlineRequest(repo="", path="pkg/config.py"), ADMIN, grpc.StatusCode.INVALID_ARGUMENT),
+    ):
+        assert await _code(stub.Outline(request, metadata=metadata, timeout=10)) == code
+    vault = await stub.Outline(
+        pb.OutlineRequest(repo=VAULT, path="vault/core.py"), metadata=ADMIN, timeout=10
+    )
+    assert [s.name for s in vault.symbols][:1] == ["open_vault"]

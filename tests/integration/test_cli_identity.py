@@ -95,7 +95,8 @@ async def test_index_then_route_search_and_notes_as_one_operator(
     assert [r["slug"] for r in json.loads(out)["repositories"]] == [SLUG]
     code, out, err = await _cograph(operator_env, "search", "unlock_vault", "--json")
     assert code == 0, err
-    assert json.loads(out)["results"][0]["repo"] == SLUG
+    found = json.loads(out)  # the compact form: one source, said once
+    assert found["repo"] == SLUG and found["results"]
 
     # The note's author is the operator: its own vote is refused, another principal's counts.
     code, out, err = await _cograph(
@@ -119,3 +120,50 @@ async def test_index_then_route_search_and_notes_as_one_operator(
     assert "reason" in refused["detail"]
     code, out, err = await _cograph(operator_env, "notes", "delete", post_id, "--json")
     assert code == 0, err
+
+
+async def test_repos_and_collections_list_show_and_delete(
+    operator_env: dict[str, str], tmp_path: Path
+) -> None:
+    repo = make_vault_repo(tmp_path / "vault")
+    docs = tmp_path / "handbook"
+    docs.mkdir()
+    (docs / "vault.md").write_text("# Vault\n\nHow the vault is unlocked.\n")
+    code, _, err = await _cograph(operator_env, "index", str(repo), "--slug", SLUG, "--no-progress")
+    assert code == 0, err
+    code, _, err = await _cograph(
+        operator_env, "collection", "add", "handbook", str(docs), "--no-progress"
+    )
+    assert code == 0, err
+
+    # Found without RETRIEVAL_ADDR: through the port the stack wrote under its data dir.
+    data = tmp_path / "stack"
+    (data / "run").mkdir(parents=True)
+    port = operator_env["RETRIEVAL_ADDR"].rsplit(":", 1)[1]
+    (data / "run" / "retrieval.port").write_text(port)
+    by_data_dir = {k: v for k, v in operator_env.items() if k != "RETRIEVAL_ADDR"}
+    by_data_dir["COGRAPH_DATA_DIR"] = str(data)
+
+    code, out, err = await _cograph(by_data_dir, "repos", "list", "--json")
+    assert code == 0, err
+    [listed] = json.loads(out)["repositories"]
+    assert listed["slug"] == SLUG and listed["file_count"] > 0
+    code, out, err = await _cograph(by_data_dir, "repos", "show", SLUG)
+    assert code == 0 and f"slug: {SLUG}" in out, err
+    code, out, err = await _cograph(by_data_dir, "collections", "list")
+    assert code == 0 and out.startswith("handbook  1 documents"), (out, err)
+    code, out, _ = await _cograph(by_data_dir, "collections", "show", "nothing", "--json")
+    assert (code, json.loads(out)["error"]) == (1, "not_found")
+
+    code, out, err = await _cograph(by_data_dir, "collections", "delete", "handbook", "--json")
+    assert (code, json.loads(out)) == (0, {"deleted": "handbook"}), err
+    code, out, _ = await _cograph(by_data_dir, "collections", "list", "--json")
+    assert json.loads(out) == {"collections": []}
+    code, out, _ = await _cograph(by_data_dir, "collections", "delete", "handbook", "--json")
+    assert (code, json.loads(out)["error"]) == (1, "not_found")
+    code, out, err = await _cograph(by_data_dir, "repos", "delete", SLUG)
+    assert (code, out.strip()) == (0, f"deleted {SLUG}"), err
+    code, out, _ = await _cograph(by_data_dir, "repos", "show", SLUG, "--json")
+    assert (code, json.loads(out)["error"]) == (1, "not_found")
+    code, _, err = await _cograph(by_data_dir, "collections", "delete", "", "--json")
+    assert code == 2

@@ -34,6 +34,9 @@ TOOLS = {
     "cograph_grep",
     "cograph_references",
     "cograph_index",
+    "cograph_job",
+    "cograph_outline",
+    "cograph_remove",
 }
 
 

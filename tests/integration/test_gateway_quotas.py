@@ -13,6 +13,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from gateway.keys_store import KeysStore
 from tests.integration.support.mcp_client import call, http_client
 from tests.integration.support.stacks import Stack, gateway_stack
 
@@ -138,3 +139,32 @@ async def test_openapi_documents_429(stack: Stack) -> None:
         schema = (await anonymous.get("/openapi.json")).json()
     assert "429" in schema["paths"]["/api/search"]["post"]["responses"]
     assert "429" in schema["paths"]["/v1/posts"]["post"]["responses"]
+
+
+async def test_a_key_over_its_allowance_is_refused_before_its_body_is_parsed(stack: Stack) -> None:
+    async with stack.client(await stack.key("unparsed")) as client:
+        body = {"repo": "example.com/acme/none", "pattern": "x"}
+        for _ in range(BURST):
+            assert (await client.post("/api/grep", json=body)).status_code == 404
+        # Not JSON at all: within the allowance this is a 400; past it, the 429 comes first
+        # (the body is never read, let alone parsed or validated).
+        broken = await client.post(
+            "/api/grep", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        _assert_limited(broken, "grep")
+        metrics = (await client.get("/metrics")).text
+    # Refused in the middleware, and still counted under its route.
+    assert 'route="/api/grep",status="429"' in metrics, metrics
+
+
+async def test_a_revoked_key_is_refused_at_once_though_it_was_seen_lately(stack: Stack) -> None:
+    store = KeysStore(stack.gateway.pool)
+    record, secret = await store.create("revoked-soon", "revoked-soon", False)
+    async with stack.client(secret) as client:
+        assert (await _search(client, "retry budget")).status_code == 200  # remembered now
+        await store.revoke(record.id)
+        # The key has tokens left, so the request is admitted only after the database
+        # lookup, which no longer finds it: the memory of recent keys never admits.
+        reply = await _search(client, "retry budget")
+    assert reply.status_code == 401, reply.text
+    assert reply.json()["error"] == "unauthenticated"

@@ -4,6 +4,7 @@ deletion, and a git URL clone, against the real embedder and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -313,6 +314,17 @@ async def test_cli_index_and_collection_add(
     assert await asyncio.to_thread(args.handler, args) == 0
     assert "Indexed collection notes" in capsys.readouterr().out
 
+    # --json: the finished job and the repository as the REST bodies hold them.
+    args = parser.parse_args(["index", str(root), "--slug", "example.com/cli/demo", "--json"])
+    assert await asyncio.to_thread(args.handler, args) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["job"]["state"] == "succeeded" and body["job"]["target"] == "example.com/cli/demo"
+    assert body["repository"]["slug"] == "example.com/cli/demo"
+
+    # Bad input is exit 2 with the reason; --json says it as {"error", "detail"}.
     args = parser.parse_args(["index", str(tmp_path / "missing-dir")])
-    assert await asyncio.to_thread(args.handler, args) == 1
-    assert "INVALID_ARGUMENT" in capsys.readouterr().err
+    assert await asyncio.to_thread(args.handler, args) == 2
+    assert "error: invalid_argument:" in capsys.readouterr().err
+    args = parser.parse_args(["index", str(tmp_path / "missing-dir"), "--json"])
+    assert await asyncio.to_thread(args.handler, args) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == "invalid_argument"

@@ -33,11 +33,26 @@ async def _cograph(env: SearchEnv, *args: str) -> tuple[int, str, str]:
 
 
 async def test_json_output_is_the_rest_body(search_env: SearchEnv) -> None:
-    code, out, err = await _cograph(
-        search_env, "ParseConfig.load", "--repo", DEMO, "--graph", "--top-k", "3", "--json"
-    )
+    args = ("ParseConfig.load", "--repo", DEMO, "--graph", "--top-k", "3", "--json")
+    code, out, err = await _cograph(search_env, *args)
+    assert code == 0, err
+    # By default the compact form REST and MCP answer with: a location per result, the
+    # source said once, no per-stream scores.
+    compact = json.loads(out)
+    assert compact["query"] == "ParseConfig.load", compact
+    assert compact.get("repo") == DEMO, compact
+    assert compact["results"] and all(
+        {"location", "kind", "snippet", "score"} <= set(item) <= {
+            "location", "qualified_name", "kind", "snippet", "truncated", "score"
+        }
+        for item in compact["results"]
+    )  # fmt: skip
+    code, out, err = await _cograph(search_env, *args, "--verbose")
     assert code == 0, err
     body = json.loads(out)
+    assert [r["qualified_name"] for r in body["results"]] == [
+        r.get("qualified_name") for r in compact["results"]
+    ]
     assert body["query"] == "ParseConfig.load"
     assert body["streams"] == {"vector": "ok", "lexical": "ok", "symbol": "ok", "reasons": {}}
     first = body["results"][0]

@@ -276,6 +276,9 @@ def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
         "cograph_grep": mcp_tools.GrepArgs,
         "cograph_references": mcp_tools.ReferencesArgs,
         "cograph_index": mcp_tools.IndexArgs,
+        "cograph_job": mcp_tools.JobArgs,
+        "cograph_outline": mcp_tools.OutlineArgs,
+        "cograph_remove": mcp_tools.RemoveArgs,
     }
     model = models[name]
     minimal = {
@@ -288,6 +291,7 @@ def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
         "direction": "up",
         "path": "p",
         "pattern": "x",
+        "job_id": "j",
     }
     schema = mcp_tools.SCHEMAS[name]
     base = {f: minimal[f] for f in schema["required"]}

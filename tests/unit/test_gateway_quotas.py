@@ -235,3 +235,79 @@ def test_settings_defaults_and_overrides() -> None:
     assert quota_settings(Env({"GATEWAY_QUOTAS": "false"})) is None
     with pytest.raises(ConfigError, match="GATEWAY_QUOTA_SEARCH_RATE"):
         quota_settings(Env({"GATEWAY_QUOTA_SEARCH_RATE": "0"}))
+
+
+def test_refusal_says_what_start_would_and_takes_nothing() -> None:
+    quotas, clock = _quotas(rate=0.5, burst=2, concurrent=1)
+    assert quotas.refusal(ALICE, Work.SEARCH) is None  # no bucket yet: a full one
+    assert len(quotas) == 0  # and asking made none
+    held = quotas.start(ALICE, Work.SEARCH)
+    in_flight = quotas.refusal(ALICE, Work.SEARCH)
+    assert in_flight is not None and in_flight.retry_after_s == 1
+    assert "1 requests already in flight" in in_flight.detail
+    held.__exit__(None, None, None)
+    assert quotas.refusal(ALICE, Work.SEARCH) is None  # one token left
+    assert quotas.refusal(ALICE, Work.SEARCH) is None  # asking twice took nothing
+    _take(quotas, ALICE)
+    spent = quotas.refusal(ALICE, Work.SEARCH)
+    with pytest.raises(RateLimited) as refused:
+        _take(quotas, ALICE)
+    assert spent is not None and spent.retry_after_s == refused.value.retry_after_s == 2
+    assert spent.detail == refused.value.detail
+    clock.now += 1.999
+    assert quotas.refusal(ALICE, Work.SEARCH) is not None
+    clock.now += 0.001  # a whole token back
+    assert quotas.refusal(ALICE, Work.SEARCH) is None
+    assert quotas.refusal(BOB, Work.SEARCH) is None  # another key's bucket is its own
+
+
+def test_refusal_leaves_unlimited_admins_alone() -> None:
+    quotas, _ = _quotas(burst=1, limit_admins=False)
+    _take(quotas, ROOT)
+    _take(quotas, ROOT)
+    assert quotas.refusal(ROOT, Work.SEARCH) is None
+
+
+def test_a_key_that_comes_back_before_its_retry_after_is_told_so() -> None:
+    quotas, clock = _quotas(rate=0.5, burst=1)
+    assert not quotas.came_back_early(ALICE, Work.SEARCH, RateLimited(Work.SEARCH, 2, "x"))
+    _take(quotas, ALICE)
+    with pytest.raises(RateLimited):
+        _take(quotas, ALICE)  # told: come back in 2 s
+    clock.now += 1.999
+    refused = quotas.refusal(ALICE, Work.SEARCH)
+    assert refused is not None
+    assert quotas.came_back_early(ALICE, Work.SEARCH, refused)
+    assert refused.retry_after_s == 1  # told again: come back at 1.999 + 1 s
+    clock.now += 0.5  # past the 2 s first told, not the second refusal's 1 s more
+    assert quotas.came_back_early(ALICE, Work.SEARCH, refused)
+    clock.now += 1.0  # exactly when the last refusal (at 2.499, 1 s) said: not early
+    assert not quotas.came_back_early(ALICE, Work.SEARCH, refused)
+    assert not quotas.came_back_early(BOB, Work.SEARCH, refused)  # no bucket: never told
+
+
+def test_hold_settings_defaults_and_edges() -> None:
+    settings = quota_settings(Env({}))
+    assert settings is not None
+    assert (settings.hold_s, settings.max_held_per_key, settings.max_held) == (1.0, 32, 1024)
+    edges = quota_settings(
+        Env(
+            {
+                "GATEWAY_QUOTA_HOLD_S": "0",  # every refusal at once
+                "GATEWAY_QUOTA_MAX_HELD_PER_KEY": "1",
+                "GATEWAY_QUOTA_MAX_HELD": "1000000",
+            }
+        )
+    )
+    assert edges is not None
+    assert (edges.hold_s, edges.max_held_per_key, edges.max_held) == (0.0, 1, 1_000_000)
+    longest = quota_settings(Env({"GATEWAY_QUOTA_HOLD_S": "60"}))
+    assert longest is not None and longest.hold_s == 60.0
+    for name, value in (
+        ("GATEWAY_QUOTA_HOLD_S", "-0.1"),
+        ("GATEWAY_QUOTA_HOLD_S", "60.1"),
+        ("GATEWAY_QUOTA_MAX_HELD_PER_KEY", "0"),
+        ("GATEWAY_QUOTA_MAX_HELD", "0"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            quota_settings(Env({name: value}))

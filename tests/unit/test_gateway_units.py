@@ -161,6 +161,9 @@ ARG_MODELS: dict[str, type[BaseModel]] = {
     "cograph_grep": mcp_tools.GrepArgs,
     "cograph_references": mcp_tools.ReferencesArgs,
     "cograph_index": mcp_tools.IndexArgs,
+    "cograph_job": mcp_tools.JobArgs,
+    "cograph_outline": mcp_tools.OutlineArgs,
+    "cograph_remove": mcp_tools.RemoveArgs,
 }
 
 

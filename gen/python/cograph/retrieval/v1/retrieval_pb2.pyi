@@ -941,6 +941,50 @@ class DeleteRepositoryResponse(_message.Message):
 Global___DeleteRepositoryResponse: _TypeAlias = DeleteRepositoryResponse  # noqa: Y015
 
 @_typing.final
+class DeleteCollectionRequest(_message.Message):
+    """Asks to remove a collection."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The collection's name."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteCollectionRequest: _TypeAlias = DeleteCollectionRequest  # noqa: Y015
+
+@_typing.final
+class DeleteCollectionResponse(_message.Message):
+    """The outcome of a collection's delete."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.bool
+    """Always true; an unknown name is NOT_FOUND."""
+    def __init__(
+        self,
+        *,
+        deleted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteCollectionResponse: _TypeAlias = DeleteCollectionResponse  # noqa: Y015
+
+@_typing.final
 class Collection(_message.Message):
     """An indexed markdown collection."""
 
@@ -2192,3 +2236,121 @@ class ReferencesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReferencesResponse: _TypeAlias = ReferencesResponse  # noqa: Y015
+
+@_typing.final
+class OutlineRequest(_message.Message):
+    """Asks for the outline of one indexed file."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """The repository slug."""
+    path: _builtins.str
+    """The file's path in the repository, as indexed."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "repo", b"repo"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OutlineRequest: _TypeAlias = OutlineRequest  # noqa: Y015
+
+@_typing.final
+class OutlineSymbol(_message.Message):
+    """One symbol of a file's outline."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    QUALIFIED_NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    CHILDREN_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The symbol's own name."""
+    qualified_name: _builtins.str
+    """Its '.'-separated qualified name."""
+    kind: _builtins.str
+    """class, function, method, struct, interface, trait, impl, enum, ..."""
+    signature: _builtins.str
+    """Its signature line, when the language has one."""
+    start_line: _builtins.int
+    """First line, 1-based."""
+    end_line: _builtins.int
+    """Last line, inclusive."""
+    @_builtins.property
+    def children(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutlineSymbol]:
+        """The symbols it contains (a class's methods), in line order."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        qualified_name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        signature: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+        children: _abc.Iterable[Global___OutlineSymbol] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["children", b"children", "end_line", b"end_line", "kind", b"kind", "name", b"name", "qualified_name", b"qualified_name", "signature", b"signature", "start_line", b"start_line"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OutlineSymbol: _TypeAlias = OutlineSymbol  # noqa: Y015
+
+@_typing.final
+class OutlineResponse(_message.Message):
+    """A file's outline."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
+    SYMBOLS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """The repository slug."""
+    path: _builtins.str
+    """The file's path."""
+    commit: _builtins.str
+    """The indexed commit the outline comes from (empty for a plain directory)."""
+    language: _builtins.str
+    """The file's language."""
+    truncated: _builtins.bool
+    """Whether symbols past OUTLINE_MAX_SYMBOLS (2000) were left out."""
+    @_builtins.property
+    def symbols(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutlineSymbol]:
+        """Its top-level symbols, in line order, each with what it contains."""
+
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        path: _builtins.str = ...,
+        commit: _builtins.str = ...,
+        language: _builtins.str = ...,
+        symbols: _abc.Iterable[Global___OutlineSymbol] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "language", b"language", "path", b"path", "repo", b"repo", "symbols", b"symbols", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OutlineResponse: _TypeAlias = OutlineResponse  # noqa: Y015

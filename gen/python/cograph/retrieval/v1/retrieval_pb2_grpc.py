@@ -70,6 +70,11 @@ class RetrievalServiceStub:
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsResponse.FromString,
                 _registered_method=True)
+        self.DeleteCollection = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/DeleteCollection',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionResponse.FromString,
+                _registered_method=True)
         self.Search = channel.unary_unary(
                 '/cograph.retrieval.v1.RetrievalService/Search',
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchRequest.SerializeToString,
@@ -89,6 +94,11 @@ class RetrievalServiceStub:
                 '/cograph.retrieval.v1.RetrievalService/ListFiles',
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.FromString,
+                _registered_method=True)
+        self.Outline = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/Outline',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineResponse.FromString,
                 _registered_method=True)
         self.Grep = channel.unary_unary(
                 '/cograph.retrieval.v1.RetrievalService/Grep',
@@ -170,6 +180,13 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteCollection(self, request, context):
+        """Removes a collection and everything indexed from it (admin only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Search(self, request, context):
         """Hybrid search: vector, lexical and symbol streams fused with RRF, cited and bounded.
         """
@@ -193,6 +210,13 @@ class RetrievalServiceServicer:
 
     def ListFiles(self, request, context):
         """Lists the indexed files of a repository under a path prefix, by path, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Outline(self, request, context):
+        """A file's symbols (classes, functions, methods, ...) as indexed, nested, with their lines.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -271,6 +295,11 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListCollectionsResponse.SerializeToString,
             ),
+            'DeleteCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCollection,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionResponse.SerializeToString,
+            ),
             'Search': grpc.unary_unary_rpc_method_handler(
                     servicer.Search,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SearchRequest.FromString,
@@ -290,6 +319,11 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.ListFiles,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.SerializeToString,
+            ),
+            'Outline': grpc.unary_unary_rpc_method_handler(
+                    servicer.Outline,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineResponse.SerializeToString,
             ),
             'Grep': grpc.unary_unary_rpc_method_handler(
                     servicer.Grep,
@@ -518,6 +552,33 @@ class RetrievalService:
             _registered_method=True)
 
     @staticmethod
+    def DeleteCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/DeleteCollection',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteCollectionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Search(request,
             target,
             options=(),
@@ -615,6 +676,33 @@ class RetrievalService:
             '/cograph.retrieval.v1.RetrievalService/ListFiles',
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesRequest.SerializeToString,
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Outline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/Outline',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.OutlineResponse.FromString,
             options,
             channel_credentials,
             insecure,

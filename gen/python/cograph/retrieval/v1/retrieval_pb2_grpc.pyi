@@ -47,6 +47,8 @@ class RetrievalServiceStub:
     """Removes a repository and everything indexed from it (admin only)."""
     ListCollections: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListCollectionsRequest, _retrieval_pb2.ListCollectionsResponse]
     """Lists the collections the caller may read."""
+    DeleteCollection: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteCollectionRequest, _retrieval_pb2.DeleteCollectionResponse]
+    """Removes a collection and everything indexed from it (admin only)."""
     Search: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]
     """Hybrid search: vector, lexical and symbol streams fused with RRF, cited and bounded."""
     Graph: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GraphRequest, _retrieval_pb2.GraphResponse]
@@ -55,6 +57,8 @@ class RetrievalServiceStub:
     """Returns a line range of one indexed file as it was indexed, with a continuation."""
     ListFiles: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListFilesRequest, _retrieval_pb2.ListFilesResponse]
     """Lists the indexed files of a repository under a path prefix, by path, paged."""
+    Outline: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.OutlineRequest, _retrieval_pb2.OutlineResponse]
+    """A file's symbols (classes, functions, methods, ...) as indexed, nested, with their lines."""
     Grep: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.GrepRequest, _retrieval_pb2.GrepResponse]
     """Finds lines of a repository's indexed files matching a literal or a regular expression."""
     References: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ReferencesRequest, _retrieval_pb2.ReferencesResponse]
@@ -85,6 +89,8 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     """Removes a repository and everything indexed from it (admin only)."""
     ListCollections: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListCollectionsRequest, _retrieval_pb2.ListCollectionsResponse]  # type: ignore[assignment]
     """Lists the collections the caller may read."""
+    DeleteCollection: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteCollectionRequest, _retrieval_pb2.DeleteCollectionResponse]  # type: ignore[assignment]
+    """Removes a collection and everything indexed from it (admin only)."""
     Search: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.SearchRequest, _retrieval_pb2.SearchResponse]  # type: ignore[assignment]
     """Hybrid search: vector, lexical and symbol streams fused with RRF, cited and bounded."""
     Graph: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GraphRequest, _retrieval_pb2.GraphResponse]  # type: ignore[assignment]
@@ -93,6 +99,8 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     """Returns a line range of one indexed file as it was indexed, with a continuation."""
     ListFiles: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListFilesRequest, _retrieval_pb2.ListFilesResponse]  # type: ignore[assignment]
     """Lists the indexed files of a repository under a path prefix, by path, paged."""
+    Outline: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.OutlineRequest, _retrieval_pb2.OutlineResponse]  # type: ignore[assignment]
+    """A file's symbols (classes, functions, methods, ...) as indexed, nested, with their lines."""
     Grep: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.GrepRequest, _retrieval_pb2.GrepResponse]  # type: ignore[assignment]
     """Finds lines of a repository's indexed files matching a literal or a regular expression."""
     References: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ReferencesRequest, _retrieval_pb2.ReferencesResponse]  # type: ignore[assignment]
@@ -164,6 +172,14 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         """Lists the collections the caller may read."""
 
     @_abc_1.abstractmethod
+    def DeleteCollection(
+        self,
+        request: _retrieval_pb2.DeleteCollectionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.DeleteCollectionResponse, _abc.Awaitable[_retrieval_pb2.DeleteCollectionResponse]]:
+        """Removes a collection and everything indexed from it (admin only)."""
+
+    @_abc_1.abstractmethod
     def Search(
         self,
         request: _retrieval_pb2.SearchRequest,
@@ -194,6 +210,14 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.ListFilesResponse, _abc.Awaitable[_retrieval_pb2.ListFilesResponse]]:
         """Lists the indexed files of a repository under a path prefix, by path, paged."""
+
+    @_abc_1.abstractmethod
+    def Outline(
+        self,
+        request: _retrieval_pb2.OutlineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.OutlineResponse, _abc.Awaitable[_retrieval_pb2.OutlineResponse]]:
+        """A file's symbols (classes, functions, methods, ...) as indexed, nested, with their lines."""
 
     @_abc_1.abstractmethod
     def Grep(
