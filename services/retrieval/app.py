@@ -216,14 +216,15 @@ async def start_retrieval(
             pool,
             jobs,
             # The sync's own probe: no memory (each check sees the source as it is now), its
-            # own parallelism, and the authority of the jobs it queues (freshness.py).
+            # own parallelism, and a writer's authority over remote hosts (sync.py).
             HeadProbe(
                 settings.head_check_timeout_s,
                 0.0,
                 settings.sync.concurrency,
                 hosts=indexer.host_policy,
                 credentials=indexer.credentials,
-                admin=True,
+                # Remote heads as a key that is not an admin (sync.py says why).
+                admin=False,
             ),
             LocalPolicy(
                 "any", settings.data_dir, settings.index.local_roots, settings.index.protected_dirs

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.indexing.indexer import repository_request
 from retrieval.indexing.sync import (
     JITTER,
     MAX_POLL_S,
     Schedule,
+    Syncer,
+    Target,
     Verdict,
     directory_fingerprint,
     verdict,
@@ -146,3 +149,21 @@ def test_fingerprint_follows_what_indexing_would_list(tmp_path: Path) -> None:
     assert touched != edited
     (root / "c.md").unlink()
     assert directory_fingerprint(root) not in (first, added, edited, touched)
+
+
+def test_a_remote_sources_sync_run_checks_its_host_as_a_writer_would() -> None:
+    """The sync's jobs are an admin's, but a remote source may have been set by a key with
+    a write grant: its run checks the host without an admin's authority, so a name that now
+    resolves to an internal address is refused (the indexer reads public_hosts_only)."""
+
+    def target(source: str, kind: str) -> Target:
+        return Target("repository", 1, "h/o/n", source, kind, "main", "c" * 40, "", 0, "", None)
+
+    remote = repository_request(Syncer._request(target("https://example.com/o/n.git", "url")))
+    assert remote.public_hosts_only
+    local = repository_request(Syncer._request(target("/srv/git/n", "git")))
+    assert not local.public_hosts_only
+    # Jobs queued by anyone else keep the requester's own authority.
+    assert not repository_request(
+        {"source": "https://example.com/o/n.git", "slug": "h/o/n"}
+    ).public_hosts_only

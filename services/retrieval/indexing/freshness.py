@@ -10,12 +10,10 @@ A lookup reaches the source's host as an index run does, so it obeys the same ho
 (source_policy.HostPolicy) on the service's own authority, which is that of a key that is
 not an admin (no one asked for the lookup): a source the policy refuses is not looked up
 and its freshness is `unknown`, with the refusal as the detail. The sync (indexing/sync.py)
-looks up heads to re-index what moved, as its index jobs then fetch: on the service's own
-authority as an admin (`admin=True`), like upgrades.py, since an operator or a permitted
-key indexed the source already; the policy is still checked, so a host refused to everyone
-stays refused. A remote lookup uses the source's registered credential
-(indexing/credentials.py), as a fetch would. Details are raw here; the servicer shows them
-through redaction.scrub.
+looks up heads to re-index what moved with that same authority over remote hosts, since a
+key with a write grant may have set the source (`admin` stays False there). A remote
+lookup uses the source's registered credential (indexing/credentials.py), as a fetch
+would. Details are raw here; the servicer shows them through redaction.scrub.
 """
 
 from __future__ import annotations

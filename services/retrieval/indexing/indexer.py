@@ -70,6 +70,9 @@ class RepositoryRequest:
     public: bool = False
     grants: tuple[str, ...] = ()  # read grants an admin asked for
     creator: str | None = None  # a non-admin creating it: gets a write grant on creation
+    # The service's own runs (sync) of a remote source: its host is checked as for a key
+    # that is not an admin, whoever queued the run, since a writer may have set it.
+    public_hosts_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ def repository_request(data: dict[str, Any]) -> RepositoryRequest:
         public=bool(data.get("public", False)),
         grants=tuple(data.get("grants", ())),
         creator=data.get("creator"),
+        public_hosts_only=bool(data.get("public_hosts_only", False)),
     )
 
 
@@ -282,7 +286,9 @@ class Indexer:
         # to the addresses checked) and the source's registered credential. A secret that
         # an older release let into a source is stripped first: never used, never stored.
         source = strip_secrets(request.source)
-        pinned = await self._hosts.check(source, admin=job.requester.admin)
+        pinned = await self._hosts.check(
+            source, admin=job.requester.admin and not request.public_hosts_only
+        )
         auth = (
             await asyncio.to_thread(self._credentials.auth_for, source)
             if not parse_source(source).is_local

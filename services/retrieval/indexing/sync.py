@@ -30,7 +30,12 @@ the re-index the previous check queued failed (queued again, later each time).
 
 The jobs are the service's own, as in upgrades.py: requested by SYNC_REQUESTER, an admin,
 since an operator or a permitted key indexed the source already; the host policy and the
-local-source policy still apply, at the check and when the job runs. A target being
+local-source policy still apply, at the check and when the job runs. A remote source's host
+is checked with the authority of a key that is not an admin, at the head lookup and in the
+run (`public_hosts_only`): a key with a write grant may have set that source, and a name it
+controls that resolves to an internal address by the time the sync runs must be refused as
+it would be for that key. A repository an admin indexed from an internal host is therefore
+not synced (its checks fail and back off); index it again by hand. A target being
 indexed (a job queued or running) is not checked: the running job may predate the move,
 so the next check looks again. `last_checked_at` records each check; `last_synced_at` is
 written when a run the sync queued has published (`recording_syncs`).
@@ -392,7 +397,13 @@ class Syncer:
         if target.kind == "repository":
             return request_to_json(
                 RepositoryRequest(
-                    source=strip_secrets(target.source), slug=target.name, branch=target.branch
+                    source=strip_secrets(target.source),
+                    slug=target.name,
+                    branch=target.branch,
+                    # A remote source may have been set by a key with a write grant: its
+                    # host is checked with that key's authority, never an admin's, so a
+                    # name that now resolves to an internal address is refused.
+                    public_hosts_only=not parse_source(strip_secrets(target.source)).is_local,
                 )
             )
         return request_to_json(
