@@ -66,6 +66,7 @@ from embedder.settings import EmbedderSettings
 from retrieval import term_statistics
 from retrieval.app import MIGRATIONS, RetrievalApp, start_retrieval
 from retrieval.indexing.summaries import SummaryInput, extractive_summary
+from retrieval.layers import Store, Unit
 from retrieval.search import search_sql
 from retrieval.search.lexemes import lexical_text
 from retrieval.search.query_text import code_tsquery, doc_tsquery
@@ -543,13 +544,24 @@ async def profile_streams(
             rows = await conn.fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args)
         plan = json.loads(rows[0][0])[0]
         times.setdefault(label, []).append(plan["Execution Time"])
-        text = json.dumps(plan["Plan"])
-        shape = "hnsw" if '"Index Name": "' in text and "embedding" in text else "other"
         if label.startswith("vector/"):
-            plans.setdefault(label, set()).add(shape)
+            scan = plan["Plan"]
+            while scan.get("Plans") and "Index Name" not in scan:
+                scan = scan["Plans"][0]
+            index = scan.get("Index Name", "")
+            plans.setdefault(label, set()).add("hnsw" if "embedding" in index else "other")
+            # Where the time goes: the index scan itself, and the rows its filter dropped.
+            times.setdefault(f"{label} (index scan)", []).append(scan["Actual Total Time"])
+            removed = float(scan.get("Rows Removed by Filter", 0))
+            times.setdefault(f"{label} (rows filtered)", []).append(removed)
 
+    units: tuple[tuple[Store, Unit], ...] = (
+        ("code", "body"),
+        ("code", "summary"),
+        ("repo_docs", "doc"),
+    )
     for text, vector in zip(texts, vectors, strict=True):
-        for store, unit in (("code", "body"), ("code", "summary"), ("repo_docs", "doc")):
+        for store, unit in units:
             async with conn.transaction():
                 statement = await search_sql.vector_statement(
                     conn, store, unit, scope=scope, vector=vector, cap=cap
@@ -558,7 +570,7 @@ async def profile_streams(
                 await analyze(
                     f"vector/{store}/{unit}", statement.settings, statement.sql, statement.args
                 )
-        for store, unit in (("code", "body"), ("code", "summary"), ("repo_docs", "doc")):
+        for store, unit in units:
             tsquery = code_tsquery(text, True) if store == "code" else doc_tsquery(text)
             if tsquery:
                 sql, args = search_sql.lexical_sql(store, unit, scope, tsquery, cap)
@@ -757,7 +769,8 @@ def print_report(report: dict[str, Any]) -> None:
     )
     for label, figures in report.get("explain_analyze", {}).items():
         plans = "/".join(figures["plans"])
-        print(f"EXPLAIN ANALYZE p50 {label}: {figures['p50_ms']:.1f} ms {plans}")
+        unit = "" if label.endswith("(rows filtered)") else " ms"
+        print(f"EXPLAIN ANALYZE p50 {label}: {figures['p50_ms']:.1f}{unit} {plans}")
     for mode, phases in report["server_phase_ms_p50"].items():
         shown = ", ".join(
             f"{name} {value:.1f}"
