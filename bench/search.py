@@ -26,10 +26,14 @@ and each query goes to all three (alternating the order), after a warm-up pass.
 
     .venv/bin/python -m bench.search                   # 100k nodes, 120 queries x 3 rounds
     .venv/bin/python -m bench.search --nodes 20000 --queries 30 --rounds 1   # quick look
+    .venv/bin/python -m bench.search --nodes 20000 --queries 30 --rounds 1 --explain 10 \
+        --json out.json   # + EXPLAIN ANALYZE of every stream query, headline figures in JSON
 
 Run it as a module from the repository root. Without COGRAPH_DATABASE_URL an embedded
 PostgreSQL is started in a temporary directory; with it, a scratch database is created on
-that server and dropped afterwards.
+that server and dropped afterwards. It needs no `cograph up`: without a configured internal
+secret it makes its own (bench/internal_auth.py). `--explain N` also runs, for the first N
+queries, the vector query as it was before issue 29 (joined to its owners) as the baseline.
 """
 
 from __future__ import annotations
