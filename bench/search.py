@@ -11,8 +11,10 @@ What the index holds (built in a minute or two, not by the indexer):
     indexer's extractive summary.
   * embeddings: real all-MiniLM-L6-v2 vectors (the running embedder) for --real nodes and
     their summaries (the ones prose queries are drawn from) and for the first 500 doc
-    chunks; every other row gets a random unit vector. HNSW work per query is the same
-    either way; only the neighbours are meaningless for the random rows.
+    chunks; every other row gets a random unit vector (`--filler random`, the default), or
+    a noisy copy of a real one (`--filler near`). Random filler is the worst case for HNSW:
+    every filler row is about equally far from a query, so the graph search wanders
+    through them (issue 29 measured several times the index work of near filler).
   * repo_docs: markdown and package METADATA from the same site-packages, chunked by
     heading/paragraph and indexed with the `english` configuration.
   * access: 80% of repositories public; the benchmark searches as a non-admin principal
@@ -267,6 +269,24 @@ def random_unit(rng: np.random.Generator, count: int) -> Vectors:
     vectors = rng.standard_normal((count, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors
+
+
+# How far a `--filler near` vector lies from the real one it copies: noise of this norm
+# relative to the unit vector (cosine similarity to the original about 0.7).
+NEAR_NOISE = 1.0
+
+
+def near_copies(rng: np.random.Generator, real: Vectors, count: int) -> Vectors:
+    """`count` unit vectors, each a real one plus noise: the filler keeps the clustered
+    shape of real embeddings. Uniformly random filler is the worst case for HNSW (every
+    filler row is about equally far from every query, so the graph search has nothing to
+    follow through them); a real corpus is all clusters."""
+    if len(real) == 0 or count <= 0:
+        return random_unit(rng, max(count, 0))
+    sources = real[rng.integers(0, len(real), size=count)]
+    vectors = sources + NEAR_NOISE * random_unit(rng, count)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32)
 
 
 async def embed_all(client: EmbedderClient, texts: list[str], batch: int = 64) -> Vectors:
@@ -669,6 +689,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         doc_vectors[:real_docs] = await embed_all(
             client, [" ".join(d.heading_path) + "\n" + d.body for d in docs[:real_docs]]
         )
+        if args.filler == "near":
+            for vectors, embedded in (
+                (node_vectors, real),
+                (summary_vectors, real),
+                (doc_vectors, real_docs),
+            ):
+                vectors[embedded:] = near_copies(rng, vectors[:embedded], len(vectors) - embedded)
         print(
             f"embedded {2 * real + real_docs} texts ({time.perf_counter() - clock:.1f} s)",
             flush=True,
@@ -824,6 +851,13 @@ def main() -> None:
         type=Path,
         help="also write the report here (top level: concurrent_p50_ms, concurrent_p95_ms, "
         "sequential_p50_ms, sequential_p95_ms, embed_p50_ms)",
+    )
+    parser.add_argument(
+        "--filler",
+        choices=("random", "near"),
+        default="random",
+        help="vectors of the rows beyond --real: uniformly random unit vectors (the worst "
+        "case for HNSW), or noisy copies of the real ones (clustered like a real corpus)",
     )
     parser.add_argument(
         "--explain",
