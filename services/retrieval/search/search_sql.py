@@ -175,13 +175,14 @@ async def vector_statement(
     """The cosine kNN query of a vector stream (score 1 - distance), or None when the
     viewer can read nothing in scope.
 
-    The owners (repositories or collections) the viewer may read in scope, with their
-    published generations, are resolved first by one small query on the same connection
-    (so on the search's snapshot); the kNN query then filters the store's table on its own
-    columns: the owner id among them, the row's generation at most its owner's published
-    one, the time filters. No join sits between the index and the LIMIT, and the filter
-    is evaluated inside the iterative index scan, so how many rows the planner expects a
-    join to keep no longer decides the plan (issue 29: at 20k nodes the join's estimate
+    The owners (repositories or collections) the viewer may read in scope are resolved
+    first, by the access rule, in one small query on the same connection (so on the
+    search's snapshot); the kNN query then filters the store's table on its own columns:
+    the owner id among them, the row's generation at most its owner's published one
+    (looked up by primary key for each row the scan yields), the time filters. No join
+    sits between the index and the LIMIT, and the filter is evaluated inside the iterative
+    index scan, so how many rows the planner expects a join to keep no longer decides the
+    plan (issue 29: at 20k nodes the join's estimate
     turned the plan into a sequential scan and a sort of every row).
 
     The index serves the query unless the scope holds so small a share of the table that
@@ -252,7 +253,7 @@ def use_index(*, scope_rows: float, table_rows: float, max_scan_tuples: float, c
     To collect `cap` rows of the scope, an iterative scan visits about
     cap * table_rows / scope_rows tuples, and stops at max_scan_tuples: when that would
     take more than half of them, the candidate list could come back short, and an exact
-    scan of the scope (a few thousand rows at most, through the owner's index) is the
+    scan of the scope (a small share of the table, through the owner's index) is the
     better plan. A table never analysed (reltuples -1) is taken to be the scope."""
     if table_rows <= 0:
         return True
