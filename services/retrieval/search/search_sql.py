@@ -182,8 +182,8 @@ async def vector_statement(
     (looked up by primary key for each row the scan yields), the time filters. No join
     sits between the index and the LIMIT, and the filter is evaluated inside the iterative
     index scan, so how many rows the planner expects a join to keep no longer decides the
-    plan (issue 29: at 20k nodes the join's estimate
-    turned the plan into a sequential scan and a sort of every row).
+    plan (issue 29: at 20k nodes the join's estimate turned the plan into a sequential scan
+    and a sort of every row).
 
     The index serves the query unless the scope holds so small a share of the table that
     the iterative scan would stop (hnsw.max_scan_tuples) before finding `cap` of its rows;
