@@ -2,11 +2,15 @@
 
 Read the way the operator CLI reads it (COGRAPH_INTERNAL_SECRET_FILE or
 COGRAPH_INTERNAL_SECRET, else the `internal.secret` that `cograph up` keeps in
-COGRAPH_DATA_DIR), so a benchmark runs wherever `cograph up` has run once.
+COGRAPH_DATA_DIR), so a benchmark can call services `cograph up` runs; where there is
+none (a fresh clone), the benchmark makes its own for the process: the services it
+starts get it through with_secret and its clients sign with it.
 """
 
 from __future__ import annotations
 
+import functools
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,16 +18,23 @@ import grpc
 
 from svckit.clients import dial
 from svckit.config import (
+    INTERNAL_SECRET_FILE_NAME,
     INTERNAL_SECRET_FILE_VAR,
     INTERNAL_SECRET_VAR,
     Env,
+    data_dir,
     operator_internal_secret,
 )
 from svckit.internal_auth import TokenSigner
 
 
+@functools.cache  # one secret per process: services and clients must agree on it
 def secret() -> bytes:
-    return operator_internal_secret(Env())
+    env = Env()
+    configured = env.optional_str(INTERNAL_SECRET_FILE_VAR) or env.optional_str(INTERNAL_SECRET_VAR)
+    if configured or (data_dir(env) / INTERNAL_SECRET_FILE_NAME).exists():
+        return operator_internal_secret(env)  # a bad one is still an error, not replaced
+    return secrets.token_hex(32).encode()
 
 
 def with_secret(environ: Mapping[str, str]) -> dict[str, str]:

@@ -11,8 +11,11 @@ What the index holds (built in a minute or two, not by the indexer):
     indexer's extractive summary.
   * embeddings: real all-MiniLM-L6-v2 vectors (the running embedder) for --real nodes and
     their summaries (the ones prose queries are drawn from) and for the first 500 doc
-    chunks; every other row gets a random unit vector. HNSW work per query is the same
-    either way; only the neighbours are meaningless for the random rows.
+    chunks; every other row gets a random unit vector (`--filler random`, the default), or
+    a noisy copy of a real one (`--filler near`). Random filler is the worst case for HNSW:
+    every filler row is about equally far from a query, so the graph search wanders
+    through them (at 20k nodes the index scan took about twice as long as with near
+    filler: bench/RESULTS.md, issue 29).
   * repo_docs: markdown and package METADATA from the same site-packages, chunked by
     heading/paragraph and indexed with the `english` configuration.
   * access: 80% of repositories public; the benchmark searches as a non-admin principal
@@ -26,10 +29,14 @@ and each query goes to all three (alternating the order), after a warm-up pass.
 
     .venv/bin/python -m bench.search                   # 100k nodes, 120 queries x 3 rounds
     .venv/bin/python -m bench.search --nodes 20000 --queries 30 --rounds 1   # quick look
+    .venv/bin/python -m bench.search --nodes 20000 --queries 30 --rounds 1 --explain 10 \
+        --json out.json   # + EXPLAIN ANALYZE of every stream query, headline figures in JSON
 
 Run it as a module from the repository root. Without COGRAPH_DATABASE_URL an embedded
 PostgreSQL is started in a temporary directory; with it, a scratch database is created on
-that server and dropped afterwards.
+that server and dropped afterwards. It needs no `cograph up`: without a configured internal
+secret it makes its own (bench/internal_auth.py). `--explain N` also runs, for the first N
+queries, the vector query as it was before issue 29 (joined to its owners) as the baseline.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 import numpy.typing as npt
+from pgvector.asyncpg import register_vector
 
 from bench.databases import scratch_database
 from bench.internal_auth import signed_channel, with_secret
@@ -65,8 +73,10 @@ from embedder.settings import EmbedderSettings
 from retrieval import term_statistics
 from retrieval.app import MIGRATIONS, RetrievalApp, start_retrieval
 from retrieval.indexing.summaries import SummaryInput, extractive_summary
+from retrieval.layers import Store, Unit
 from retrieval.search import search_sql
 from retrieval.search.lexemes import lexical_text
+from retrieval.search.query_text import code_tsquery, doc_tsquery
 from retrieval.search.search_sql import Scope
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
@@ -262,6 +272,24 @@ def random_unit(rng: np.random.Generator, count: int) -> Vectors:
     return vectors
 
 
+# How far a `--filler near` vector lies from the real one it copies: noise of this norm
+# relative to the unit vector (cosine similarity to the original about 0.7).
+NEAR_NOISE = 1.0
+
+
+def near_copies(rng: np.random.Generator, real: Vectors, count: int) -> Vectors:
+    """`count` unit vectors, each a real one plus noise: the filler keeps the clustered
+    shape of real embeddings. Uniformly random filler is the worst case for HNSW (every
+    filler row is about equally far from every query, so the graph search has nothing to
+    follow through them); a real corpus is all clusters."""
+    if len(real) == 0 or count <= 0:
+        return random_unit(rng, max(count, 0))
+    sources = real[rng.integers(0, len(real), size=count)]
+    vectors = sources + NEAR_NOISE * random_unit(rng, count)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32)
+
+
 async def embed_all(client: EmbedderClient, texts: list[str], batch: int = 64) -> Vectors:
     parts = [
         await client.embed([t[:2000] for t in texts[i : i + batch]], timeout=300)
@@ -408,6 +436,14 @@ async def load(
         await term_statistics.refresh(conn, term_statistics.REPOSITORY_FIELDS, repo_id, 0)
         refresh_s[repo_id] = time.perf_counter() - started
     largest = max(refresh_s, key=lambda r: sizes.get(r, 0))
+    # What publication records with them (index_store.py): the rows each repository holds,
+    # which the vector streams weigh against the table's to choose the index or an exact
+    # scan (search_sql.use_index).
+    await conn.execute(
+        "UPDATE repositories r SET "
+        "node_count = (SELECT count(*) FROM code_nodes WHERE repository_id = r.id), "
+        "doc_chunk_count = (SELECT count(*) FROM repo_docs WHERE repository_id = r.id)"
+    )
     await conn.execute("ANALYZE")
     return {
         "repositories": len(packages),
@@ -503,14 +539,103 @@ async def retrieval_server(
 
 
 async def explain_vector(conn: asyncpg.Connection, vector: Vectors, cap: int) -> str:
-    sql, args = search_sql.vector_sql("code", "body", Scope(Viewer(PRINCIPAL, False)), vector, cap)
+    """The plan of the code-body vector query a search runs (its own settings)."""
+    scope = Scope(Viewer(PRINCIPAL, False))
     async with conn.transaction():
-        await conn.execute(
-            f"SET LOCAL hnsw.ef_search = {cap}; SET LOCAL hnsw.iterative_scan = relaxed_order"
+        statement = await search_sql.vector_statement(
+            conn, "code", "body", scope=scope, vector=vector, cap=cap
         )
-        rows = await conn.fetch("EXPLAIN " + sql, *args)
+        if statement is None:
+            return "nothing readable"
+        await conn.execute(statement.settings)
+        rows = await conn.fetch("EXPLAIN " + statement.sql, *statement.args)
     plan = "\n".join(row[0] for row in rows)
     return "HNSW index scan" if "code_nodes_embedding" in plan else "no HNSW:\n" + plan
+
+
+# The vector query's settings before issue 29 (search_sql.run_vector then).
+OLD_SETTINGS = "SET LOCAL hnsw.ef_search = 300; SET LOCAL hnsw.iterative_scan = relaxed_order"
+
+
+def join_vector_sql(
+    store: Store, unit: Unit, scope: Scope, vector: Vectors, cap: int
+) -> tuple[str, list[Any]]:
+    """The vector query as it was before issue 29: the store's table joined to its owners
+    for the access filter and the published generation, ordered by distance. Built from
+    the filters search_sql still uses for the lexical and symbol streams."""
+    params = search_sql._Params()
+    source, where = search_sql._source(store, scope, params)
+    column = "t.summary_embedding" if unit == "summary" else "t.embedding"
+    query = params.add(vector)
+    return (
+        f"SELECT t.id, 1 - ({column} <=> {query}) AS score FROM {source} "
+        f"WHERE {column} IS NOT NULL AND {' AND '.join(where)} "
+        f"ORDER BY {column} <=> {query} LIMIT {params.add(cap)}",
+        params.values,
+    )
+
+
+async def profile_streams(
+    conn: asyncpg.Connection, texts: list[str], vectors: Vectors, cap: int
+) -> dict[str, dict[str, Any]]:
+    """EXPLAIN ANALYZE of every stream query of a default search, per query text: the
+    database's own execution time (p50 over the texts) and the vector queries' plan."""
+    scope = Scope(Viewer(PRINCIPAL, False))
+    times: dict[str, list[float]] = {}
+    plans: dict[str, set[str]] = {}
+
+    async def analyze(label: str, settings: str, sql: str, args: list[Any]) -> None:
+        async with conn.transaction():
+            if settings:
+                await conn.execute(settings)
+            rows = await conn.fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args)
+        plan = json.loads(rows[0][0])[0]
+        times.setdefault(label, []).append(plan["Execution Time"])
+        if label.startswith("vector/"):
+            scan = plan["Plan"]
+            while scan.get("Plans") and "Index Name" not in scan:
+                scan = scan["Plans"][0]
+            index = scan.get("Index Name", "")
+            plans.setdefault(label, set()).add("hnsw" if "embedding" in index else "other")
+            # Where the time goes: the scan under the LIMIT, and the rows its filter dropped.
+            times.setdefault(f"{label} (scan node)", []).append(scan["Actual Total Time"])
+            removed = float(scan.get("Rows Removed by Filter", 0))
+            times.setdefault(f"{label} (rows filtered)", []).append(removed)
+
+    units: tuple[tuple[Store, Unit], ...] = (
+        ("code", "body"),
+        ("code", "summary"),
+        ("repo_docs", "doc"),
+    )
+    for text, vector in zip(texts, vectors, strict=True):
+        for store, unit in units:
+            # The baseline, measured in the same run: the query as it was before issue 29.
+            sql, args = join_vector_sql(store, unit, scope, vector, cap)
+            await analyze(f"vector/{store}/{unit} joined (before)", OLD_SETTINGS, sql, args)
+            async with conn.transaction():
+                statement = await search_sql.vector_statement(
+                    conn, store, unit, scope=scope, vector=vector, cap=cap
+                )
+            if statement is not None:
+                await analyze(
+                    f"vector/{store}/{unit}", statement.settings, statement.sql, statement.args
+                )
+        for store, unit in units:
+            tsquery = code_tsquery(text, True) if store == "code" else doc_tsquery(text)
+            if tsquery:
+                sql, args = search_sql.lexical_sql(store, unit, scope, tsquery, cap)
+                await analyze(f"lexical/{store}/{unit}", "", sql, args)
+        sql, args = search_sql.symbol_sql(scope, text, cap)
+        await analyze(
+            "symbol/code/body",
+            f"SET LOCAL pg_trgm.similarity_threshold = {search_sql.SYMBOL_THRESHOLD}",
+            sql,
+            args,
+        )
+    return {
+        label: {"p50_ms": round(pct(values, 0.5), 2), "plans": sorted(plans.get(label, ()))}
+        for label, values in sorted(times.items())
+    }
 
 
 @asynccontextmanager
@@ -565,6 +690,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         doc_vectors[:real_docs] = await embed_all(
             client, [" ".join(d.heading_path) + "\n" + d.body for d in docs[:real_docs]]
         )
+        if args.filler == "near":
+            for vectors, embedded in (
+                (node_vectors, real),
+                (summary_vectors, real),
+                (doc_vectors, real_docs),
+            ):
+                vectors[embedded:] = near_copies(rng, vectors[:embedded], len(vectors) - embedded)
         print(
             f"embedded {2 * real + real_docs} texts ({time.perf_counter() - clock:.1f} s)",
             flush=True,
@@ -572,8 +704,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         clock = time.perf_counter()
         conn = await asyncpg.connect(db_url)
         try:
-            from pgvector.asyncpg import register_vector
-
             await register_vector(conn)
             shape = await load(
                 conn,
@@ -615,6 +745,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             started = time.perf_counter()
             await client.embed([query.text])
             embed_ms.append((time.perf_counter() - started) * 1000)
+        if args.explain:
+            conn = await asyncpg.connect(db_url)
+            try:
+                await register_vector(conn)
+                texts = [q.text for q in queries[: args.explain]]
+                query_vectors = await embed_all(client, texts)
+                report["explain_analyze"] = await profile_streams(conn, texts, query_vectors, 300)
+            finally:
+                await conn.close()
         await channel.close(None)
 
         samples = Samples()
@@ -645,6 +784,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         key: {"p50": pct(v, 0.5), "p95": pct(v, 0.95), "n": len(v)}
         for key, v in sorted(samples.latency_ms.items())
     }
+    # The headline figures, at the top level where a script comparing runs looks for them.
+    lat = report["latency_ms"]
+    report.update(
+        concurrent_p50_ms=lat["concurrent"]["p50"],
+        concurrent_p95_ms=lat["concurrent"]["p95"],
+        sequential_p50_ms=lat["sequential"]["p50"],
+        sequential_p95_ms=lat["sequential"]["p95"],
+        embed_p50_ms=report["query_embed_ms"]["p50"],
+    )
     report["server_phase_ms_p50"] = {
         mode: {name: pct(values, 0.5) for name, values in sorted(phases.items())}
         for mode, phases in samples.server_ms.items()
@@ -676,6 +824,10 @@ def print_report(report: dict[str, Any]) -> None:
         f"query embedding alone (EmbedderClient.embed, 1 text): p50 {embed['p50']:.1f} ms, "
         f"p95 {embed['p95']:.1f} ms"
     )
+    for label, figures in report.get("explain_analyze", {}).items():
+        plans = "/".join(figures["plans"])
+        unit = "" if label.endswith("(rows filtered)") else " ms"
+        print(f"EXPLAIN ANALYZE p50 {label}: {figures['p50_ms']:.1f}{unit} {plans}")
     for mode, phases in report["server_phase_ms_p50"].items():
         shown = ", ".join(
             f"{name} {value:.1f}"
@@ -695,7 +847,26 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=120, help="queries (3 kinds)")
     parser.add_argument("--rounds", type=int, default=3, help="measured passes over them")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--json", type=Path, help="also write the report here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        help="also write the report here (top level: concurrent_p50_ms, concurrent_p95_ms, "
+        "sequential_p50_ms, sequential_p95_ms, embed_p50_ms)",
+    )
+    parser.add_argument(
+        "--filler",
+        choices=("random", "near"),
+        default="random",
+        help="vectors of the rows beyond --real: uniformly random unit vectors (the worst "
+        "case for HNSW), or noisy copies of the real ones (clustered like a real corpus)",
+    )
+    parser.add_argument(
+        "--explain",
+        type=int,
+        default=0,
+        metavar="N",
+        help="EXPLAIN ANALYZE every stream query of the first N queries",
+    )
     parser.add_argument("--workdir", default=tempfile.gettempdir())
     args = parser.parse_args()
     report = asyncio.run(run(args))

@@ -99,7 +99,6 @@ def _source(store: Store, scope: Scope, params: _Params) -> tuple[str, list[str]
         if scope.collection is not None:
             where.append(f"c.name = {params.add(scope.collection)}")
         source = "md_collection_chunks t JOIN collections c ON c.id = t.collection_id"
-        changed = "t.updated_at"
     else:
         # Only the repository's published index (indexing/generations.py).
         where = [
@@ -110,10 +109,20 @@ def _source(store: Store, scope: Scope, params: _Params) -> tuple[str, list[str]
             where.append(f"r.slug = {params.add(scope.repo)}")
         table = "code_nodes" if store == "code" else "repo_docs"
         source = f"{table} t JOIN repositories r ON r.id = t.repository_id"
-        # Code nodes without history (plain directories) have neither time; then they
-        # are unknown in time and a temporal filter leaves them out.
-        code_changed = "coalesce(t.last_changed_at, t.created_at)"
-        changed = code_changed if store == "code" else "t.updated_at"
+    return source, where + _time_filters(store, scope, params)
+
+
+def _changed(store: Store) -> str:
+    """SQL: when row `t` last changed. Code nodes without history (plain directories)
+    have neither time; then they are unknown in time and a temporal filter leaves them
+    out."""
+    return "coalesce(t.last_changed_at, t.created_at)" if store == "code" else "t.updated_at"
+
+
+def _time_filters(store: Store, scope: Scope, params: _Params) -> list[str]:
+    """WHERE conditions of the scope's as_of/since/until, on row `t`'s own columns."""
+    changed = _changed(store)
+    where = []
     if scope.as_of is not None:
         # "Existed at as_of" means the version we hold had been written by then: a node
         # changed after as_of shows text that did not exist at as_of, so it is left out.
@@ -122,26 +131,133 @@ def _source(store: Store, scope: Scope, params: _Params) -> tuple[str, list[str]
         where.append(f"{changed} >= {params.add(scope.since)}")
     if scope.until is not None:
         where.append(f"{changed} <= {params.add(scope.until)}")
-    return source, where
+    return where
 
 
-def vector_sql(
-    store: Store, unit: Unit, scope: Scope, vector: npt.NDArray[np.float32], cap: int
-) -> tuple[str, list[Any]]:
-    """Cosine kNN (score 1 - distance). ORDER BY the bare distance so the HNSW index can
-    serve it; ties and relaxed-order inversions are sorted out in Python."""
+# Per store: the table, the table that owns its rows (access, scope, publication), the
+# owner column, and the owner's column counting the rows it published.
+_OWNERS: dict[Store, tuple[str, str, str, str]] = {
+    "code": ("code_nodes", "repositories", "repository_id", "node_count"),
+    "repo_docs": ("repo_docs", "repositories", "repository_id", "doc_chunk_count"),
+    "md_collections": ("md_collection_chunks", "collections", "collection_id", "chunk_count"),
+}
+
+
+# Where an iterative HNSW scan gives up (pgvector's default, set explicitly so that
+# use_index reasons about the value in force): a filtered query that has visited this many
+# tuples returns what it has found, even fewer than its LIMIT.
+MAX_SCAN_TUPLES = 20_000
+
+
+@dataclass(frozen=True)
+class VectorStatement:
+    """One vector stream query, ready to run: the transaction's settings, then the query.
+
+    `indexed` says whether it must be served by the HNSW index (enable_sort off: the only
+    plan left that yields rows in distance order is the index scan) or by an exact scan of
+    a scope too small for the index to fill its candidate list (vector_statement)."""
+
+    settings: str
+    sql: str
+    args: list[Any]
+    indexed: bool
+
+
+async def vector_statement(
+    conn: asyncpg.Connection,
+    store: Store,
+    unit: Unit,
+    *,
+    scope: Scope,
+    vector: npt.NDArray[np.float32],
+    cap: int,
+) -> VectorStatement | None:
+    """The cosine kNN query of a vector stream (score 1 - distance), or None when the
+    viewer can read nothing in scope.
+
+    The owners (repositories or collections) the viewer may read in scope are resolved
+    first, by the access rule, in one small query on the same connection (so on the
+    search's snapshot); the kNN query then filters the store's table on its own columns:
+    the owner id among them, the row's generation at most its owner's published one
+    (looked up by primary key for each row the scan yields), the time filters. No join
+    sits between the index and the LIMIT, and the filter is evaluated inside the iterative
+    index scan, so how many rows the planner expects a join to keep no longer decides the
+    plan (issue 29: at 20k nodes the join's estimate turned the plan into a sequential scan
+    and a sort of every row).
+
+    The index serves the query unless the scope holds so small a share of the table that
+    the iterative scan would stop (hnsw.max_scan_tuples) before finding `cap` of its rows;
+    there an exact scan of the scope is both complete and cheaper. ORDER BY the bare
+    distance so the index can serve it; ties and relaxed-order inversions are sorted out
+    in Python (run_vector)."""
+    table, owners, owner_column, count_column = _OWNERS[store]
     params = _Params()
-    source, where = _source(store, scope, params)
+    principal, admin = params.add(scope.viewer.principal_id), params.add(scope.viewer.admin)
+    if store == "md_collections":
+        where = [collection_readable("o", principal, admin)]
+        if scope.collection is not None:
+            where.append(f"o.name = {params.add(scope.collection)}")
+    else:
+        where = [repository_readable("o", principal, admin)]
+        if scope.repo is not None:
+            where.append(f"o.slug = {params.add(scope.repo)}")
+    resolved = await conn.fetchrow(
+        f"SELECT coalesce(array_agg(o.id), '{{}}') AS ids, "
+        f"coalesce(sum(o.{count_column}), 0)::float8 AS scope_rows, "
+        f"(SELECT reltuples FROM pg_class WHERE oid = '{table}'::regclass)::float8 "
+        f"AS table_rows FROM {owners} o WHERE {' AND '.join(where)}",
+        *params.values,
+    )
+    ids = list(resolved["ids"])
+    if not ids:
+        return None
+    indexed = use_index(
+        scope_rows=resolved["scope_rows"],
+        table_rows=resolved["table_rows"],
+        max_scan_tuples=MAX_SCAN_TUPLES,
+        cap=cap,
+    )
+    params = _Params()
     column = f"t.{_VECTOR_COLUMN.get(unit, 'embedding')}"
     query = params.add(vector)
+    where = [
+        f"{column} IS NOT NULL",
+        f"t.{owner_column} = ANY({params.add(ids)}::bigint[])",
+        # Only the owner's published rows (indexing/generations.py). One index lookup per
+        # row the scan yields, on the same snapshot as the ids above.
+        f"t.generation <= (SELECT o.published_generation FROM {owners} o "
+        f"WHERE o.id = t.{owner_column})",
+        *_time_filters(store, scope, params),
+    ]
     span = _SPAN_COLUMNS if store == "code" else ""
     sql = (
         f"SELECT t.id, 1 - ({column} <=> {query}) AS score{span}{_place_select(store)} "
-        f"FROM {source} "
-        f"WHERE {column} IS NOT NULL AND {' AND '.join(where)} "
+        f"FROM {table} t WHERE {' AND '.join(where)} "
         f"ORDER BY {column} <=> {query} LIMIT {params.add(cap)}"
     )
-    return sql, params.values
+    # HNSW returns at most ef_search rows and filters after the index scan: without the
+    # iterative scan a filtered query silently returns fewer than `cap` candidates.
+    settings = (
+        f"SET LOCAL hnsw.ef_search = {max(int(cap), 40)}; "
+        "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+        f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+    )
+    if indexed:
+        settings += "; SET LOCAL enable_sort = off"
+    return VectorStatement(settings, sql, params.values, indexed)
+
+
+def use_index(*, scope_rows: float, table_rows: float, max_scan_tuples: float, cap: int) -> bool:
+    """Whether the HNSW index should serve a kNN over `scope_rows` of `table_rows` rows.
+
+    To collect `cap` rows of the scope, an iterative scan visits about
+    cap * table_rows / scope_rows tuples, and stops at max_scan_tuples: when that would
+    take more than half of them, the candidate list could come back short, and an exact
+    scan of the scope (a small share of the table, through the owner's index) is the
+    better plan. A table never analysed (reltuples -1) is taken to be the scope."""
+    if table_rows <= 0:
+        return True
+    return cap * table_rows <= scope_rows * max_scan_tuples / 2
 
 
 LexicalScoring = Literal["bm25", "cover_density"]
@@ -299,15 +415,12 @@ async def run_vector(
     vector: npt.NDArray[np.float32],
     cap: int,
 ) -> list[StreamHit]:
-    sql, args = vector_sql(store, unit, scope, vector, cap)
     async with conn.transaction():
-        # HNSW returns at most ef_search rows and filters after the index scan: without
-        # these a filtered query silently returns fewer than `cap` candidates.
-        await conn.execute(
-            f"SET LOCAL hnsw.ef_search = {max(int(cap), 40)}; "
-            "SET LOCAL hnsw.iterative_scan = relaxed_order"
-        )
-        rows = await conn.fetch(sql, *args)
+        statement = await vector_statement(conn, store, unit, scope=scope, vector=vector, cap=cap)
+        if statement is None:
+            return []
+        await conn.execute(statement.settings)
+        rows = await conn.fetch(statement.sql, *statement.args)
     hits = [_hit(row, unit, store) for row in rows]
     hits.sort(key=lambda hit: (-hit.score, hit.place, hit.id))
     return hits
