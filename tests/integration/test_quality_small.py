@@ -19,7 +19,9 @@ import pytest
 from tests.internal_auth import with_secret
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BUDGET_S = 180
+# The run takes about 160 s on 2 quiet cores; the budget leaves room for a busy machine
+# without letting a hung run hold the suite.
+BUDGET_S = 300
 
 
 @pytest.mark.slow

@@ -160,7 +160,10 @@ def test_a_swapping_file_never_yields_the_linked_bytes(tmp_path: Path) -> None:
     target.write_text("# Target\n")
     stop = threading.Event()
 
+    flips = 0
+
     def flip() -> None:
+        nonlocal flips
         while not stop.is_set():
             staged = root / ".flip"
             with open(staged, "w") as out:
@@ -169,6 +172,7 @@ def test_a_swapping_file_never_yields_the_linked_bytes(tmp_path: Path) -> None:
             link = root / ".link"
             os.symlink(secret, link)
             os.replace(link, target)
+            flips += 1
 
     flipper = threading.Thread(target=flip, daemon=True)
     flipper.start()
@@ -186,4 +190,6 @@ def test_a_swapping_file_never_yields_the_linked_bytes(tmp_path: Path) -> None:
     finally:
         stop.set()
         flipper.join(timeout=5)
-    assert reads > 300  # sub/a.md every time, and the target whenever it was a file
+    # sub/a.md every time (and the target whenever it was a file), while the target
+    # really flipped: how often it was caught as a file depends on the scheduler.
+    assert reads >= 300 and flips > 10
