@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,15 +33,23 @@ def test_small_mode_fused_is_not_below_any_single_stream(tmp_path: Path) -> None
     if external:  # the same switch the other integration tests honour
         env["COGRAPH_DATABASE_URL"] = external
     started = time.monotonic()
-    done = subprocess.run(
+    # Its own process group: on the deadline the run and everything it started (the
+    # embedder, PostgreSQL) are killed together, not left behind to load the machine.
+    with subprocess.Popen(
         [sys.executable, "-m", "bench.quality", "--small", "--out", str(tmp_path)],
         cwd=REPO_ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=BUDGET_S,
-        check=False,
-    )
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=BUDGET_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+    done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     elapsed = time.monotonic() - started
     results = tmp_path / "results.json"
     assert results.exists(), done.stdout[-3000:] + done.stderr[-3000:]
