@@ -437,6 +437,9 @@ def test_postgres_on_a_full_disk_waits_for_room_and_is_not_given_up(tmp_path: Pa
         output.wait_for(r"the disk has room again; restarting postgres", 20)
         output.wait_for(r"postgres is serving again", 40)
         assert _postmaster_pid(endpoints) != postgres and process.poll() is None
+        # Stopped as an operator would, so the restarted server goes with it.
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
 
 
 def _free_port_block(count: int) -> int:
