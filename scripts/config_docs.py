@@ -333,10 +333,10 @@ META: dict[str, Meta] = {
         "lane takes any request."
     ),
     "EMBEDDER_BULK_THREADS": Meta(
-        "Inference threads of the bulk lane's model session (onnx-int8; torch and openai "
+        "Inference threads of the bulk lane's own model instance (onnx-int8; torch and openai "
         "share the query lane's); 0 lets the runtime use every core. Keep it below "
-        "`EMBEDDER_THREADS` so indexing leaves cores to queries. The second session costs "
-        "about 70 MiB; equal to `EMBEDDER_THREADS`, both lanes share one session."
+        "`EMBEDDER_THREADS` so indexing leaves cores to queries. The second instance costs "
+        "about 70 MiB; equal to `EMBEDDER_THREADS`, both lanes share one instance."
     ),
     "EMBEDDER_RERANKER_PATH": Meta(
         "A local cross-encoder model directory, for `RETRIEVAL_RERANK_PROVIDER="
