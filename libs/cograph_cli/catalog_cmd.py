@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,9 +20,9 @@ import grpc
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api.proto_json import to_json
+from cograph_cli.cli_errors import print_error, report_rpc_error
 from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
-from svckit.errors import reason_of
 
 TIMEOUT_S = 60.0
 Json = dict[str, Any]
@@ -113,14 +112,9 @@ def _handler(
         try:
             body = asyncio.run(go())
         except grpc.aio.AioRpcError as err:
-            code = reason_of(err) or err.code().name.lower()
-            detail = err.details() or code
-            if err.code() == grpc.StatusCode.UNAVAILABLE and not reason_of(err):
-                detail = f"retrieval service not reachable at {address}"
-            _fail(args, code, detail)
-            return 2 if err.code() == grpc.StatusCode.INVALID_ARGUMENT else 1
+            return report_rpc_error(err, as_json=args.json, service="retrieval", address=address)
         except _NotFound as err:
-            _fail(args, "not_found", str(err))
+            print_error(args.json, "not_found", str(err))
             return 1
         if args.json:
             print(json.dumps(body, indent=2))
@@ -129,13 +123,6 @@ def _handler(
         return 0
 
     return run
-
-
-def _fail(args: argparse.Namespace, code: str, detail: str) -> None:
-    if args.json:
-        print(json.dumps({"error": code, "detail": detail}))
-    else:
-        print(f"error: {code}: {detail}", file=sys.stderr)
 
 
 def _render(body: Json) -> str:

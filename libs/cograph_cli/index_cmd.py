@@ -23,9 +23,9 @@ from tqdm import tqdm
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api.proto_json import to_json
+from cograph_cli.cli_errors import print_error, report_rpc_error
 from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
-from svckit.errors import reason_of
 
 _POLL_S = 0.5
 _MARKDOWN = (".md", ".markdown", ".mdx")
@@ -88,7 +88,7 @@ def _progress(args: argparse.Namespace) -> bool:
 def run_collection_add(args: argparse.Namespace) -> int:
     directory = Path(args.dir).expanduser().resolve()
     if not directory.is_dir():
-        _fail(args.json, "invalid_argument", f"{args.dir} is not a directory")
+        print_error(args.json, "invalid_argument", f"{args.dir} is not a directory")
         return 2
     request = pb.IndexCollectionRequest(
         name=args.name, description=args.description, public=args.public
@@ -105,13 +105,6 @@ def run_collection_add(args: argparse.Namespace) -> int:
     else:
         request.directory = str(directory)
     return asyncio.run(_start_and_follow(request, _progress(args), as_json=args.json))
-
-
-def _fail(as_json: bool, code: str, detail: str) -> None:
-    if as_json:
-        print(json.dumps({"error": code, "detail": detail}))
-    else:
-        print(f"error: {code}: {detail}", file=sys.stderr)
 
 
 async def _start_and_follow(
@@ -134,12 +127,7 @@ async def _start_and_follow(
                 ).job
             job = await follow_job(stub, started.id, progress)
         except grpc.aio.AioRpcError as err:
-            code = reason_of(err) or err.code().name.lower()
-            detail = err.details() or code
-            if err.code() == grpc.StatusCode.UNAVAILABLE and not reason_of(err):
-                detail = f"retrieval service not reachable at {address}"
-            _fail(as_json, code, detail)
-            return 2 if err.code() == grpc.StatusCode.INVALID_ARGUMENT else 1
+            return report_rpc_error(err, as_json=as_json, service="retrieval", address=address)
         repository: pb.Repository | None = None
         if job.state == pb.JOB_STATE_SUCCEEDED and job.kind == pb.JOB_KIND_REPOSITORY:
             reply = await stub.GetRepository(

@@ -24,6 +24,7 @@ import grpc
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph_api.proto_json import to_json
+from cograph_cli.cli_errors import print_error
 from cograph_cli.identity import Metadata, OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 from svckit.errors import reason_of
@@ -131,10 +132,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             return handler(args)
         except grpc.aio.AioRpcError as err:
             code = reason_of(err) or err.code().name.lower()
-            if getattr(args, "json", False):
-                print(json.dumps({"error": code, "detail": err.details()}))
-            else:
-                print(f"error: {code}: {err.details()}", file=sys.stderr)
+            print_error(getattr(args, "json", False), code, err.details())
             return 1
 
     return wrapped

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from typing import Any
 
 import grpc
 
 from cograph.router.v1 import router_pb2, router_pb2_grpc
+from cograph_cli.cli_errors import print_error
 from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 from svckit.errors import reason_of
@@ -89,10 +89,7 @@ def run_route(args: argparse.Namespace) -> int:
         reply = asyncio.run(_call(_request(args)))
     except grpc.aio.AioRpcError as err:
         code = reason_of(err) or err.code().name.lower()
-        if args.json:
-            print(json.dumps({"error": code, "detail": err.details()}))
-        else:
-            print(f"error: {code}: {err.details()}", file=sys.stderr)
+        print_error(args.json, code, err.details())
         return 1
     body = response_body(reply)
     if args.json:
