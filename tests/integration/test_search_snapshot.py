@@ -28,10 +28,10 @@ from retrieval.search.engine import SearchEngine
 from retrieval.search.query import build_query
 from retrieval.search.search_settings import SearchSettings
 from retrieval.search.streams import plan_streams
-from retrieval.settings import RetrievalSettings
 from svckit.config import Env
 from tests.integration.support.git_repos import JAN, MAR, commit_all, git, write
-from tests.internal_auth import signed_channel, with_secret
+from tests.integration.support.retrieval import retrieval_settings
+from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -44,18 +44,8 @@ FILES = 14
 async def retrieval_app(
     fresh_db_url: str, embedder_address: str, tmp_path: Path
 ) -> AsyncIterator[RetrievalApp]:
-    settings = RetrievalSettings.from_env(
-        Env(
-            with_secret(
-                {
-                    "COGRAPH_DATABASE_URL": fresh_db_url,
-                    "COGRAPH_DATA_DIR": str(tmp_path / "data"),
-                    "RETRIEVAL_LISTEN": "127.0.0.1:0",
-                    "EMBEDDER_ADDR": embedder_address,
-                    "RETRIEVAL_HEAD_CACHE_S": "0",
-                }
-            )
-        )
+    settings = retrieval_settings(
+        fresh_db_url, tmp_path / "data", embedder_address, RETRIEVAL_HEAD_CACHE_S="0"
     )
     app = await start_retrieval(settings)
     try:

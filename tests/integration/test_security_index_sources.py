@@ -19,15 +19,14 @@ import pytest_asyncio
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from retrieval.app import RetrievalApp, start_retrieval
-from retrieval.settings import RetrievalSettings
-from svckit.config import Env
 from tests.integration.support.hostile_repos import (
     COMMITTED,
     SECRET,
     UNCOMMITTED,
     make_hostile_repo,
 )
-from tests.internal_auth import signed_channel, with_secret
+from tests.integration.support.retrieval import retrieval_settings
+from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -38,18 +37,8 @@ ADMIN = (("x-cograph-principal", "root"), ("x-cograph-admin", "1"))
 async def retrieval_app(
     fresh_db_url: str, embedder_address: str, tmp_path: Path
 ) -> AsyncIterator[RetrievalApp]:
-    settings = RetrievalSettings.from_env(
-        Env(
-            with_secret(
-                {
-                    "COGRAPH_DATABASE_URL": fresh_db_url,
-                    "COGRAPH_DATA_DIR": str(tmp_path / "data"),
-                    "RETRIEVAL_LISTEN": "127.0.0.1:0",
-                    "EMBEDDER_ADDR": embedder_address,
-                    "RETRIEVAL_HEAD_CACHE_S": "0",
-                }
-            )
-        )
+    settings = retrieval_settings(
+        fresh_db_url, tmp_path / "data", embedder_address, RETRIEVAL_HEAD_CACHE_S="0"
     )
     app = await start_retrieval(settings)
     try:

@@ -16,12 +16,11 @@ import pytest
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from retrieval.app import MIGRATIONS, start_retrieval
-from retrieval.settings import RetrievalSettings
-from svckit.config import Env
 from svckit.db import ensure_extensions
 from svckit.migrations import migrate
 from tests.integration.support.git_repos import git, make_repo
-from tests.internal_auth import signed_channel, with_secret
+from tests.integration.support.retrieval import retrieval_settings
+from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -87,18 +86,8 @@ async def test_an_index_without_file_texts_is_marked_and_reindexed_after_an_upgr
     finally:
         await conn.close()
 
-    settings = RetrievalSettings.from_env(
-        Env(
-            with_secret(
-                {
-                    "COGRAPH_DATABASE_URL": fresh_db_url,
-                    "COGRAPH_DATA_DIR": str(tmp_path / "data"),
-                    "RETRIEVAL_LISTEN": "127.0.0.1:0",
-                    "EMBEDDER_ADDR": embedder_address,
-                    "RETRIEVAL_HEAD_CACHE_S": "0",
-                }
-            )
-        )
+    settings = retrieval_settings(
+        fresh_db_url, tmp_path / "data", embedder_address, RETRIEVAL_HEAD_CACHE_S="0"
     )
     app = await start_retrieval(settings)
     try:
