@@ -31,14 +31,13 @@ from retrieval.indexing import index_store as store
 from retrieval.indexing.credentials import GitCredentials
 from retrieval.indexing.jobs import Job, Progress
 from retrieval.indexing.linking import compute_links
-from retrieval.indexing.local_files import TooLarge, read_regular
 from retrieval.indexing.markdown import heading_tree, is_markdown
 from retrieval.indexing.parsing import detect_language
 from retrieval.indexing.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
 from retrieval.indexing.prepare import FilePreparer, prepare_document, text_language
 from retrieval.indexing.redaction import strip_secrets
 from retrieval.indexing.router_corpus import README_CHARS, collection_corpus, repository_corpus
-from retrieval.indexing.snapshots import Snapshot, Unreadable, open_snapshot
+from retrieval.indexing.snapshots import Snapshot, Unreadable, open_snapshot, read_listed
 from retrieval.indexing.source_policy import (
     HostPolicy,
     LocalPolicy,
@@ -533,12 +532,9 @@ class Indexer:
             # Read once, never through a link (local_files): a document swapped for a link
             # to the service's secrets while the job runs is refused, not read.
             try:
-                read = read_regular(root, path, max_bytes=self._settings.max_file_bytes)
-            except TooLarge:
-                progress.skipped["too_large"] += 1
-                continue
-            except OSError:
-                progress.skipped["not_regular"] += 1
+                read = read_listed(root, path, max_bytes=self._settings.max_file_bytes)
+            except Unreadable as err:
+                progress.skipped[err.reason] += 1
                 continue
             documents[path] = (read.data.decode(errors="replace"), read.modified)
         return documents

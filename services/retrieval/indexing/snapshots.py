@@ -159,14 +159,20 @@ class DirectorySnapshot:
         return Loaded(read.data, LineTimes((), read.modified))
 
     def _read(self, path: str) -> LocalFile:
-        try:
-            return read_regular(self._root, path, max_bytes=self._rules.max_file_bytes)
-        except NotRegular as err:
-            raise Unreadable(path, "not_regular") from err
-        except TooLarge as err:
-            raise Unreadable(path, "too_large") from err
-        except OSError as err:
-            raise Unreadable(path, "unreadable") from err
+        return read_listed(self._root, path, max_bytes=self._rules.max_file_bytes)
+
+
+def read_listed(root: Path, path: str, *, max_bytes: int) -> LocalFile:
+    """A plain directory's file, read as local_files reads it; Unreadable with the skip
+    reason (not_regular, too_large, unreadable) when it cannot be."""
+    try:
+        return read_regular(root, path, max_bytes=max_bytes)
+    except NotRegular as err:
+        raise Unreadable(path, "not_regular") from err
+    except TooLarge as err:
+        raise Unreadable(path, "too_large") from err
+    except OSError as err:
+        raise Unreadable(path, "unreadable") from err
 
 
 def open_snapshot(checkout: Checkout, rules: SkipRules) -> Snapshot:
