@@ -7,8 +7,10 @@ files that lack it. On start the service queues an index job for each one marked
 a source to read again, as the service itself (an admin requester: the target was indexed
 by an operator already); the run re-reads exactly the cleared files, and publishing clears
 the mark (index_store.finish_repository / finish_collection). Until then the repository
-reports `stale` with the reason. Several replicas starting at once queue one job per
-target: a second submission joins the queued or running one.
+reports `stale` with the reason. A remote source's host is checked as for a key that is not
+an admin (indexer.own_repository_request), so a repository an admin indexed from an
+internal host keeps its mark until an admin indexes it again. Several replicas starting
+at once queue one job per target: a second submission joins the queued or running one.
 """
 
 from __future__ import annotations
@@ -18,9 +20,8 @@ import logging
 import asyncpg
 
 from cograph_api.access_rules import Viewer
-from retrieval.indexing.indexer import CollectionRequest, RepositoryRequest, request_to_json
+from retrieval.indexing.indexer import CollectionRequest, own_repository_request, request_to_json
 from retrieval.indexing.jobs import JobManager
-from retrieval.indexing.redaction import strip_secrets
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,7 @@ async def queue_reindex_after_upgrade(pool: asyncpg.Pool, jobs: JobManager) -> i
             "WHERE reindex_reason <> '' AND source <> '' ORDER BY name"
         )
     for row in repositories:
-        request = RepositoryRequest(
-            source=strip_secrets(row["source"]), slug=row["slug"], branch=row["branch"]
-        )
+        request = own_repository_request(row["source"], row["slug"], row["branch"])
         await jobs.submit("repository", row["slug"], request_to_json(request), UPGRADE_REQUESTER)
     for row in collections:
         collection = CollectionRequest(

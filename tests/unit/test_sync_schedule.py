@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.indexing.indexer import repository_request
+from retrieval.indexing.indexer import own_repository_request, repository_request
 from retrieval.indexing.sync import (
     JITTER,
     MAX_POLL_S,
@@ -167,3 +167,6 @@ def test_a_remote_sources_sync_run_checks_its_host_as_a_writer_would() -> None:
     assert not repository_request(
         {"source": "https://example.com/o/n.git", "slug": "h/o/n"}
     ).public_hosts_only
+    # The re-index after an upgrade builds its runs the same way, without a stored secret.
+    upgrade = own_repository_request("https://deploy:hunter2@example.com/o/n.git", "h/o/n", "")
+    assert upgrade.public_hosts_only and "hunter2" not in upgrade.source

@@ -91,6 +91,21 @@ class CollectionRequest:
     creator: str | None = None  # a non-admin creating it: gets a write grant on creation
 
 
+def own_repository_request(source: str, slug: str, branch: str) -> RepositoryRequest:
+    """A run the service queues on its own (sync, the re-index after an upgrade) of a
+    repository indexed already: its stored source without any secret, and, for a remote
+    source, its host checked with the authority of a key that is not an admin
+    (`public_hosts_only`), whoever queues the run: a key with a write grant may have set
+    that source, and a name it controls may resolve to an internal address by now."""
+    source = strip_secrets(source)
+    return RepositoryRequest(
+        source=source,
+        slug=slug,
+        branch=branch,
+        public_hosts_only=not parse_source(source).is_local,
+    )
+
+
 def request_to_json(request: RepositoryRequest | CollectionRequest) -> dict[str, Any]:
     """What a durable job stores to run `request` later, possibly in another process."""
     return dataclasses.asdict(request)

@@ -59,7 +59,11 @@ import asyncpg
 
 from cograph_api.access_rules import Viewer
 from retrieval.indexing.freshness import Freshness, HeadProbe, IndexedSource
-from retrieval.indexing.indexer import CollectionRequest, RepositoryRequest, request_to_json
+from retrieval.indexing.indexer import (
+    CollectionRequest,
+    own_repository_request,
+    request_to_json,
+)
 from retrieval.indexing.jobs import Job, JobManager, JobRunner
 from retrieval.indexing.redaction import strip_secrets
 from retrieval.indexing.source_policy import LocalPolicy, parse_source
@@ -396,15 +400,7 @@ class Syncer:
     def _request(target: Target) -> dict[str, object]:
         if target.kind == "repository":
             return request_to_json(
-                RepositoryRequest(
-                    source=strip_secrets(target.source),
-                    slug=target.name,
-                    branch=target.branch,
-                    # A remote source may have been set by a key with a write grant: its
-                    # host is checked with that key's authority, never an admin's, so a
-                    # name that now resolves to an internal address is refused.
-                    public_hosts_only=not parse_source(strip_secrets(target.source)).is_local,
-                )
+                own_repository_request(target.source, target.name, target.branch)
             )
         return request_to_json(
             CollectionRequest(
