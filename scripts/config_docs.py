@@ -637,6 +637,14 @@ META: dict[str, Meta] = {
         "A collection scoring below this, or matching nothing, ends its rationale with "
         "`(weak/fallback)`."
     ),
+    "ROUTER_CACHE_TERMS": Meta(
+        "Per pool, how many terms' matches the router keeps (about 2 bytes per repository or "
+        "collection each); every route checks, in one small query, that nothing changed since. "
+        "0 turns the cache off: every route derives N and df in SQL."
+    ),
+    "ROUTER_CACHE_VIEWERS": Meta(
+        "Per pool, how many principals' readable sources the router keeps (1 byte per source each)."
+    ),
     # ---- commons ----
     "COMMONS_LISTEN": Meta("Where the commons' gRPC server listens.", allowed=HOST_PORT),
     "COMMONS_READY_FILE": Meta(READY, allowed="a file path"),

@@ -11,6 +11,7 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.router.v1 import router_pb2, router_pb2_grpc
+from router.cache import CachedRouterStore
 from router.routing import Router
 from router.servicer import RouterServicer
 from router.settings import RouterSettings
@@ -34,7 +35,13 @@ class SchemaMissing(RuntimeError):
 async def check_schema(pool: asyncpg.Pool) -> None:
     missing = await pool.fetchval(
         "SELECT array_agg(name) FROM unnest($1::text[]) AS name WHERE to_regclass(name) IS NULL",
-        ["repositories", "repository_terms", "router_tokens", "router_collection_lexemes"],
+        [
+            "repositories",
+            "repository_terms",
+            "router_tokens",
+            "router_collection_lexemes",
+            "router_versions",
+        ],
     )
     if missing:
         raise SchemaMissing(
@@ -89,7 +96,8 @@ async def start_router(
     except BaseException:
         await pool.close()
         raise
-    router = Router(RouterStore(pool), settings.limits)
+    store = RouterStore(pool) if settings.cache is None else CachedRouterStore(pool, settings.cache)
+    router = Router(store, settings.limits)
     servicer = RouterServicer(router)
 
     def register(server: grpc.aio.Server) -> None:

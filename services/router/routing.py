@@ -10,7 +10,7 @@ from cograph_api.access_rules import Viewer
 from cograph_api.limits import ROUTE_RESULTS_MIN
 from router.rationale import describe, describe_collection
 from router.scoring import score
-from router.store import RANK_DIGITS, PoolMatches, RouterStore
+from router.store import RANK_DIGITS, PoolMatches, SourceStore
 from router.terms import QueryTerm, query_terms
 from svckit.errors import InvalidArgument
 
@@ -86,7 +86,7 @@ def _rank(
 
 
 class Router:
-    def __init__(self, store: RouterStore, limits: RouteLimits) -> None:
+    def __init__(self, store: SourceStore, limits: RouteLimits) -> None:
         self._store = store
         self._limits = limits
 

@@ -4,9 +4,9 @@ The router only reads. Its pool opens every transaction read-only, so even a rol
 write cannot be made to; production should still give it, via ROUTER_DATABASE_URL, a role
 with SELECT only on repositories, collections, grants, repository_terms, collection_terms and
 the router's own derived tables (router_tokens, router_repository_postings,
-router_collection_postings, router_collection_lexemes). The router's migrations are applied
-by whoever migrates (cograph up, a deploy job) with a role that may create triggers on
-retrieval's tables; never by the router itself.
+router_collection_postings, router_collection_lexemes, router_versions). The router's
+migrations are applied by whoever migrates (cograph up, a deploy job) with a role that may
+create triggers on retrieval's tables; never by the router itself.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cograph_api import limits
+from router.cache import CacheLimits
 from router.routing import RouteLimits
 from svckit.config import Env, internal_secret
 
@@ -28,6 +29,7 @@ class RouterSettings:
     pool_max: int
     statement_timeout_ms: int  # a runaway route query is cancelled by the server
     limits: RouteLimits
+    cache: CacheLimits | None  # None: every route derives N and df in SQL (RouterStore)
     ready_file: Path | None
     log_level: str
     # Signs and verifies calls between services (svckit.internal_auth); never logged.
@@ -61,7 +63,15 @@ class RouterSettings:
                 max_query_terms=env.int("ROUTER_MAX_QUERY_TERMS", 32, min=1, max=256),
                 weak_threshold=env.float("ROUTER_WEAK_THRESHOLD", 0.2, min=0.0, max=1.0),
             ),
+            cache=_cache_limits(env),
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
         )
+
+
+def _cache_limits(env: Env) -> CacheLimits | None:
+    """Per pool: terms kept (about 2 bytes per source each) and viewers (1 byte per source)."""
+    terms = env.int("ROUTER_CACHE_TERMS", 1024, min=0, max=1_000_000)
+    viewers = env.int("ROUTER_CACHE_VIEWERS", 256, min=1, max=1_000_000)
+    return CacheLimits(terms, viewers) if terms > 0 else None

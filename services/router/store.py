@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import asyncpg
 
@@ -35,14 +36,21 @@ RANK_DIGITS = 12
 # $6 how many sources to return.
 # Each LATERAL subquery runs once per term, so every LIKE is a parameterised trigram index
 # scan, and the filter on q.via_tokens keeps each term to one of the two paths.
-_TERMS = """
+
+
+def terms_cte(first: int) -> str:
+    """The query's terms as rows q(ord, pattern, term, via_tokens), from the three array
+    parameters starting at $first (term_args gives them)."""
+    patterns, texts, via_tokens = (f"${first + i}" for i in range(3))
+    return f"""
 q AS (
     SELECT u.ord::int AS ord, u.pattern, u.term, u.via_tokens
-    FROM unnest($3::text[], $4::text[], $5::boolean[])
+    FROM unnest({patterns}::text[], {texts}::text[], {via_tokens}::boolean[])
         WITH ORDINALITY AS u(pattern, term, via_tokens, ord)
 )"""
 
-_TOKEN_HITS = """
+
+TOKEN_HITS = """
     SELECT q.ord, p.{owner} AS id, p.source
     FROM q
     CROSS JOIN LATERAL (SELECT t.id FROM router_tokens t WHERE t.token LIKE q.pattern) t
@@ -57,7 +65,7 @@ _TOKEN_HITS = """
 
 # A term matches a collection's bodies when the collection has all of the term's 'english'
 # lexemes (router_collection_lexemes: per-collection lexeme counts over its chunks).
-_BODY_HITS = """
+BODY_HITS = """
     UNION ALL
     SELECT q.ord, b.collection_id, 'body'
     FROM q CROSS JOIN LATERAL (
@@ -115,11 +123,11 @@ _FALLBACK = """UNION ALL
  ORDER BY r.name LIMIT $6)"""
 
 _REPOSITORY_SQL = _POOL_SQL.format(
-    terms_cte=_TERMS,
+    terms_cte=terms_cte(3),
     name="slug",
     table="repositories",
     readable=repository_readable("s", "$1", "$2"),
-    hits=_TOKEN_HITS.format(
+    hits=TOKEN_HITS.format(
         owner="repository_id", postings="router_repository_postings", terms="repository_terms"
     ),
     digits=RANK_DIGITS,
@@ -127,14 +135,14 @@ _REPOSITORY_SQL = _POOL_SQL.format(
 )
 
 _COLLECTION_SQL = _POOL_SQL.format(
-    terms_cte=_TERMS,
+    terms_cte=terms_cte(3),
     name="name",
     table="collections",
     readable=collection_readable("s", "$1", "$2"),
-    hits=_TOKEN_HITS.format(
+    hits=TOKEN_HITS.format(
         owner="collection_id", postings="router_collection_postings", terms="collection_terms"
     )
-    + _BODY_HITS,
+    + BODY_HITS,
     digits=RANK_DIGITS,
     fallback=_FALLBACK,
 )
@@ -151,7 +159,7 @@ class PoolMatches:
     fallback: list[str] = field(default_factory=list)  # readable, unmatched, by name
 
 
-def _term_args(terms: Sequence[QueryTerm]) -> tuple[list[str], list[str], list[bool]]:
+def term_args(terms: Sequence[QueryTerm]) -> tuple[list[str], list[str], list[bool]]:
     return (
         [t.like_pattern for t in terms],
         [t.text for t in terms],
@@ -176,7 +184,7 @@ def _collect(rows: Sequence[asyncpg.Record], terms: Sequence[QueryTerm]) -> Pool
 
 
 @asynccontextmanager
-async def _database_errors() -> AsyncIterator[None]:
+async def database_errors() -> AsyncIterator[None]:
     """Turns the database's failures into statuses a caller can act on (retry, back off)."""
     try:
         yield
@@ -187,8 +195,24 @@ async def _database_errors() -> AsyncIterator[None]:
         raise Unavailable("the database is unavailable") from None
 
 
+class SourceStore(Protocol):
+    """What routing needs from the database: RouterStore, or CachedRouterStore (cache.py)."""
+
+    async def repositories(
+        self, viewer: Viewer, terms: Sequence[QueryTerm], limit: int
+    ) -> PoolMatches: ...
+
+    async def collections(
+        self, viewer: Viewer, terms: Sequence[QueryTerm], limit: int
+    ) -> PoolMatches: ...
+
+
 class RouterStore:
-    """Reads retrieval's tables through a pool opened read-only (see app.open_pool)."""
+    """Reads retrieval's tables through a pool opened read-only (see app.open_pool).
+
+    Every route derives N, df and the top sources from the postings in one query per pool;
+    CachedRouterStore answers the same from kept state and is checked against this one.
+    """
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -196,9 +220,9 @@ class RouterStore:
     async def _fetch(
         self, sql: str, viewer: Viewer, terms: Sequence[QueryTerm], limit: int
     ) -> PoolMatches:
-        async with _database_errors():
+        async with database_errors():
             rows = await self._pool.fetch(
-                sql, viewer.principal_id, viewer.admin, *_term_args(terms), limit
+                sql, viewer.principal_id, viewer.admin, *term_args(terms), limit
             )
         return _collect(rows, terms)
 

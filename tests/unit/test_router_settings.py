@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from router.cache import CacheLimits
 from router.routing import validate
 from router.settings import RouterSettings
 from svckit.config import ConfigError, Env
@@ -49,3 +50,15 @@ def test_validation_edges() -> None:
     for args in (("b" * 1001, None, None), (" ", None, None), ("b", 0, None), ("b", None, 21)):
         with pytest.raises(InvalidArgument):
             validate(limits, *args)
+
+
+def test_cache_limits_and_switching_the_cache_off() -> None:
+    def cache(**extra: str) -> CacheLimits | None:
+        env = {"COGRAPH_DATABASE_URL": "x", **extra}
+        return RouterSettings.from_env(Env(with_secret(env))).cache
+
+    assert cache() == CacheLimits(terms=1024, viewers=256)
+    assert cache(ROUTER_CACHE_TERMS="10", ROUTER_CACHE_VIEWERS="2") == CacheLimits(10, 2)
+    assert cache(ROUTER_CACHE_TERMS="0") is None  # every route goes to SQL (RouterStore)
+    with pytest.raises(ConfigError, match="ROUTER_CACHE_VIEWERS"):
+        cache(ROUTER_CACHE_VIEWERS="0")
