@@ -183,10 +183,10 @@ class _Pool:
         if state is not None and state.has(viewer, terms):
             async with database_errors():
                 version = await self._pool.fetchval(self._sql.version)
-            # A newer state than the version read is fine too: it is what the database holds
-            # at a later moment of this route.
+            # Exactly equal, never "at least": sums only grow, but a database restored from a
+            # backup can go back, and a state is only ever used for the version it was read at.
             current = self._state
-            if current is not None and current.version >= version and current.has(viewer, terms):
+            if current is not None and current.version == version and current.has(viewer, terms):
                 current.touch(viewer, terms)
                 codes = [current.terms[t] for t in terms]
                 return _answer(
@@ -232,10 +232,9 @@ class _Pool:
                 for term, term_codes in zip(missing, codes, strict=True):
                     state.remember_term(term, term_codes)
                     found[term] = term_codes
-        # Only a newer state replaces the kept one: a route that read an older snapshot
-        # (it started before a change committed) must not bring the old state back.
-        if self._state is None or self._state.version < state.version:
-            self._state = state
+        # The state just read replaces the kept one even if a concurrent route kept a newer
+        # one: the next route's version check then re-reads, which costs time, never exactness.
+        self._state = state
         return state, readable, [found[t] for t in terms]
 
 
