@@ -8,7 +8,14 @@ repository). 200 collections get descriptions, headings and english-indexed chun
 the sources are public; the benchmark routes as a principal with grants on some private ones,
 so the ACL is exercised. Rows go in with COPY; the pool of repositories grows in place
 (100 -> 1,000 -> 10,000) and each size is measured in process (Router.route, i.e. tokenising,
-both pools' SQL, scoring) and over gRPC (a real RouterService on 127.0.0.1:0).
+both pools, scoring) and over gRPC (a real RouterService on 127.0.0.1:0).
+
+Three in-process figures per size, in the same run: "uncached", the baseline, routes through
+RouterStore (every route derives N, df and the top sources in SQL, as ROUTER_CACHE_TERMS=0
+does); "cached" is the service as configured by default (CachedRouterStore, warm: the route
+only checks that nothing changed); "cold" forgets the cache before every route, i.e. the
+first route after any change to the pool, which reads the pool's sources, the principal's
+readable set and every term's matches. gRPC is the service as configured.
 
     .venv/bin/python -m bench.route                       # 100, 1000, 10000
     .venv/bin/python -m bench.route --sizes 100 1000 --iterations 300
@@ -39,7 +46,10 @@ from bench.internal_auth import signed_channel, with_secret
 from cograph.router.v1 import router_pb2, router_pb2_grpc
 from cograph_api.access_rules import Viewer
 from router.app import MIGRATIONS, RouterApp, start_router
+from router.cache import CachedRouterStore
+from router.routing import Router
 from router.settings import RouterSettings
+from router.store import RouterStore
 from svckit.config import Env
 from svckit.migrations import migrate
 
@@ -241,8 +251,21 @@ async def run(url: str, sizes: list[int], collections: int, iterations: int) -> 
     stub = router_pb2_grpc.RouterServiceStub(channel)
     metadata = (("x-cograph-principal", PRINCIPAL), ("x-cograph-admin", "0"))
 
+    if settings.cache is None:
+        raise SystemExit("the benchmark measures the cache: unset ROUTER_CACHE_TERMS=0")
+    uncached_router = Router(RouterStore(app.pool), settings.limits)
+    cold_store = CachedRouterStore(app.pool, settings.cache)
+    cold_router = Router(cold_store, settings.limits)
+
+    async def uncached(query: str) -> object:
+        return await uncached_router.route(query, viewer=viewer)
+
     async def in_process(query: str) -> object:
         return await app.router.route(query, viewer=viewer)
+
+    async def cold(query: str) -> object:
+        cold_store.clear()
+        return await cold_router.route(query, viewer=viewer)
 
     async def over_grpc(query: str) -> object:
         return await stub.Route(router_pb2.RouteRequest(query=query), metadata=metadata)
@@ -259,9 +282,11 @@ async def run(url: str, sizes: list[int], collections: int, iterations: int) -> 
                 f"loaded {size} repositories ({rows} term rows) in "
                 f"{time.perf_counter() - started:.1f}s"
             )
+            before = await measure(uncached, iterations)
             local = await measure(in_process, iterations)
+            first = await measure(cold, iterations)
             remote = await measure(over_grpc, iterations)
-            results.append(Result(size, rows, local, remote, os.getloadavg()[0]))
+            results.append(Result(size, rows, before, local, first, remote, os.getloadavg()[0]))
     finally:
         await channel.close(None)
         await app.stop()
@@ -270,18 +295,24 @@ async def run(url: str, sizes: list[int], collections: int, iterations: int) -> 
     print(f"\n{collections} collections; {len(QUERIES)} queries x {iterations} iterations; ms")
     print("(load: the machine's 1-minute load average when the size was measured)")
     print(
-        f"{'repos':>7} {'term rows':>10} {'p50':>7} {'p95':>7} {'min':>6} "
+        f"{'repos':>7} {'term rows':>10} {'uncached p50':>12} {'p95':>7} "
+        f"{'cached p50':>10} {'p95':>7} {'min':>6} {'cold p50':>9} {'p95':>7} "
         f"{'grpc p50':>9} {'grpc p95':>9} {'grpc min':>9} {'load':>5}"
     )
     for r in results:
         print(
-            f"{r.size:>7} {r.rows:>10} {r.local[0]:>7.2f} {r.local[1]:>7.2f} {r.local[2]:>6.2f} "
+            f"{r.size:>7} {r.rows:>10} {r.before[0]:>12.2f} {r.before[1]:>7.2f} "
+            f"{r.local[0]:>10.2f} {r.local[1]:>7.2f} {r.local[2]:>6.2f} "
+            f"{r.cold[0]:>9.2f} {r.cold[1]:>7.2f} "
             f"{r.remote[0]:>9.2f} {r.remote[1]:>9.2f} {r.remote[2]:>9.2f} {r.load:>5.1f}"
         )
+    for r in results:
+        print(f"{r.size} repositories: cached p50 is {r.before[0] / r.local[0]:.1f}x faster")
     for a, b in itertools.pairwise(results):
         print(
             f"growth {a.size} -> {b.size} repositories ({b.size / a.size:.0f}x): "
-            f"p50 x{b.local[0] / a.local[0]:.2f}, grpc p50 x{b.remote[0] / a.remote[0]:.2f}"
+            f"uncached p50 x{b.before[0] / a.before[0]:.2f}, "
+            f"cached p50 x{b.local[0] / a.local[0]:.2f}, grpc p50 x{b.remote[0] / a.remote[0]:.2f}"
         )
 
 
@@ -289,8 +320,10 @@ async def run(url: str, sizes: list[int], collections: int, iterations: int) -> 
 class Result:
     size: int
     rows: int
-    local: tuple[float, float, float]  # in process: p50, p95, min
-    remote: tuple[float, float, float]  # over gRPC
+    before: tuple[float, float, float]  # in process, uncached (RouterStore): p50, p95, min
+    local: tuple[float, float, float]  # in process, cached and warm
+    cold: tuple[float, float, float]  # in process, the cache forgotten before each route
+    remote: tuple[float, float, float]  # over gRPC, as served
     load: float
 
 
