@@ -215,28 +215,42 @@ async def test_truncate_is_a_change_too(stores: Stores) -> None:
     assert SECRET not in (await stores.repositories(ALICE, "ledger")).matches
 
 
-async def test_every_change_raises_the_version(stores: Stores) -> None:
+async def test_every_change_raises_the_version_and_bookkeeping_does_not(stores: Stores) -> None:
     async def version(pool: str) -> int:
         value = await stores.writer.fetchval(
             "SELECT coalesce(sum(version), 0) FROM router_versions WHERE pool = $1", pool
         )
         return int(value)
 
+    infra = "(SELECT id FROM repositories WHERE slug = 'gitlab.com/ops/infra')"
+    runbooks = "(SELECT id FROM collections WHERE name = 'runbooks')"
+    # Columns no route reads: a sync claim, a publish's metadata, an embedding.
+    for pool, sql in (
+        ("repository", "UPDATE repositories SET sync_due_at = now(), commit_sha = 'x'"),
+        ("collection", "UPDATE collections SET sync_due_at = now(), description = 'x'"),
+        ("collection", "UPDATE md_collection_chunks SET content_hash = 'y'"),
+    ):
+        before = await version(pool)
+        await stores.writer.execute(sql)
+        assert await version(pool) == before, sql
     changes = {
         "repository": (
-            "UPDATE repositories SET commit_sha = 'x' WHERE slug = 'gitlab.com/ops/infra'",
+            f"UPDATE repositories SET public = NOT public WHERE id = {infra}",
+            f"UPDATE repositories SET slug = 'gitlab.com/ops/infra2' WHERE id = {infra}",
             "INSERT INTO grants (principal_id, repository_id) "
-            "SELECT 'bob', id FROM repositories WHERE slug = 'gitlab.com/ops/infra'",
+            "SELECT 'bob', id FROM repositories WHERE slug = 'gitlab.com/ops/infra2'",
+            "UPDATE grants SET principal_id = 'carol' WHERE principal_id = 'bob'",
             "DELETE FROM repository_terms WHERE term = 'terraform'",
-            "DELETE FROM repositories WHERE slug = 'gitlab.com/ops/infra'",
+            "DELETE FROM repositories WHERE slug = 'gitlab.com/ops/infra2'",
         ),
         "collection": (
-            "UPDATE collections SET description = 'x' WHERE name = 'runbooks'",
-            "INSERT INTO grants (principal_id, collection_id) "
-            "SELECT 'bob', id FROM collections WHERE name = 'runbooks'",
+            f"UPDATE collections SET public = NOT public WHERE id = {runbooks}",
+            f"INSERT INTO grants (principal_id, collection_id) SELECT 'bob', {runbooks}",
             "DELETE FROM collection_terms WHERE term = 'operational'",
-            "UPDATE md_collection_chunks SET body = body",
-            "DELETE FROM collections WHERE name = 'runbooks'",
+            "UPDATE md_collection_chunks SET tsv = to_tsvector('english', 'changed') "
+            f"WHERE collection_id = {runbooks}",
+            f"UPDATE collections SET name = 'runbooks2' WHERE id = {runbooks}",
+            "DELETE FROM collections WHERE name = 'runbooks2'",
         ),
     }
     for pool, statements in changes.items():
