@@ -13,9 +13,13 @@ grants, corpus entries or chunks raises. A route first reads that sum (one small
 if it equals the sum the kept state was read under, the state is exactly what the database
 holds now, and the route answers from it. Otherwise the route reads what it lacks inside one
 REPEATABLE READ transaction whose snapshot also gives the version, so a state never mixes two
-versions, and a state older than the database is never used. In particular a revoked grant,
+versions, and a state is never used at any other version. In particular a revoked grant,
 a deleted source or a source made private raises the version, so the next route re-reads
 who may read what before answering.
+
+The price: any change to a pool drops all it kept, and the next route reads the pool's
+sources, the principal's readable set and its terms' matches again (at 10,000 repositories
+about twice an uncached route).
 
 Results are those of RouterStore (store.py), the reference this is tested against: the same
 N, df, top sources (ties broken by the database's own name order, read from it) and matched
