@@ -41,6 +41,7 @@ from retrieval.search.query_class import classify
 from retrieval.search.query_text import has_text
 from retrieval.search.ranking import FusionSettings, is_test_path, parse_stream_weights
 from retrieval.search.search_sql import Scope
+from retrieval.search.snapshot import pooled
 from retrieval.search.streams import plan_streams, run_stream
 
 K, CAP, TOP = 10, 300, 10
@@ -76,7 +77,7 @@ async def _collect_one(pool: asyncpg.Pool, stack: Stack, text: str, repo: str | 
     lists = await asyncio.gather(
         *(
             run_stream(
-                pool.acquire,
+                pooled(pool),
                 t,
                 scope=scope,
                 query=text,

@@ -27,6 +27,7 @@ from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName, merge_l
 from retrieval.search.query_text import has_text
 from retrieval.search.ranking import FusionSettings, default_fusion, plan_fusion, rank
 from retrieval.search.search_sql import LexicalScoring, Scope
+from retrieval.search.snapshot import pooled
 from retrieval.search.streams import StreamTask, plan_streams, run_stream
 
 RowIndex = Mapping[tuple[Store, int], Row]
@@ -58,7 +59,7 @@ async def collect(
     lists = await asyncio.gather(
         *(
             run_stream(
-                pool.acquire,
+                pooled(pool),
                 task,
                 scope=scope,
                 query=text,

@@ -19,6 +19,7 @@ from retrieval.indexing.summaries import ExtractiveSummarizer
 from retrieval.search.fusion import StreamHit
 from retrieval.search.query_text import code_tsquery
 from retrieval.search.search_sql import LexicalScoring, Scope, run_lexical
+from retrieval.search.snapshot import on_connection
 from retrieval.settings import IndexSettings
 from retrieval.term_statistics import COLLECTION_FIELDS, REPOSITORY_FIELDS, Field
 from svckit.config import Env
@@ -101,7 +102,9 @@ async def _check_all(conn: asyncpg.Connection, owner_id: int, fields: tuple[Fiel
 
 async def _code_body_hits(conn: asyncpg.Connection, scope: Scope, query: str) -> list[StreamHit]:
     """The lexical stream over code bodies, BM25, the first 50 hits."""
-    return await run_lexical(conn, "code", "body", scope=scope, tsquery=code_tsquery(query), cap=50)
+    return await run_lexical(
+        on_connection(conn), "code", "body", scope=scope, tsquery=code_tsquery(query), cap=50
+    )
 
 
 async def test_publication_keeps_statistics_of_the_published_rows(
@@ -161,7 +164,7 @@ async def test_collection_publication_keeps_statistics(
 async def _top(pool: asyncpg.Pool, query: str, scoring: LexicalScoring) -> list[str]:
     async with pool.acquire() as conn:
         hits = await run_lexical(
-            conn,
+            on_connection(conn),
             "code",
             "body",
             scope=Scope(ADMIN, repo=SLUG),

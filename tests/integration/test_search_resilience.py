@@ -17,6 +17,7 @@ from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph_api.access_rules import Viewer
 from retrieval.search import search_sql
 from retrieval.search.search_sql import Scope
+from retrieval.search.snapshot import on_connection
 from tests.integration.support.retrieval import ADMIN, ALICE, SearchEnv, ranked, serving
 from tests.integration.support.search_corpus import DEMO
 
@@ -186,7 +187,12 @@ async def test_stream_queries_use_their_indexes(search_env: SearchEnv) -> None:
             assert "code_nodes_tsv" in plan and "lexical_df_pkey" in plan, plan
             # And the vector stream returns a full candidate list under the filter.
             hits = await search_sql.run_vector(
-                conn, "code", "body", scope=Scope(Viewer("root", True)), vector=vectors[0], cap=300
+                on_connection(conn),
+                "code",
+                "body",
+                scope=Scope(Viewer("root", True)),
+                vector=vectors[0],
+                cap=300,
             )
             assert len(hits) == 300 and hits[0].score == pytest.approx(1.0, abs=1e-5)
         finally:

@@ -19,6 +19,7 @@ from retrieval.indexing.summaries import ExtractiveSummarizer
 from retrieval.search.fusion import StreamHit
 from retrieval.search.query_text import code_tsquery, doc_tsquery
 from retrieval.search.search_sql import Scope, run_lexical, run_symbol
+from retrieval.search.snapshot import on_connection
 from retrieval.settings import IndexSettings
 from svckit.config import Env
 from tests.integration.support.git_repos import MAR, commit_all, git, write
@@ -81,10 +82,15 @@ async def test_ties_follow_the_place_not_the_row_id(
     async with retrieval_pool.acquire() as conn:
         streams = {
             "bm25": await run_lexical(
-                conn, "code", "body", scope=scope, tsquery=code_tsquery("frobnicate knob"), cap=20
+                on_connection(conn),
+                "code",
+                "body",
+                scope=scope,
+                tsquery=code_tsquery("frobnicate knob"),
+                cap=20,
             ),
             "cover_density": await run_lexical(
-                conn,
+                on_connection(conn),
                 "code",
                 "body",
                 scope=scope,
@@ -92,7 +98,7 @@ async def test_ties_follow_the_place_not_the_row_id(
                 cap=20,
                 scoring="cover_density",
             ),
-            "symbol": await run_symbol(conn, "body", scope, "turn_knob", 20),
+            "symbol": await run_symbol(on_connection(conn), "body", scope, "turn_knob", 20),
         }
     for name, hits in streams.items():
         twins = _twins(hits)
@@ -104,10 +110,10 @@ async def test_ties_follow_the_place_not_the_row_id(
     async with retrieval_pool.acquire() as conn:
         docs = {
             "repo_docs": await run_lexical(
-                conn, "repo_docs", "doc", scope=scope, tsquery=words, cap=20
+                on_connection(conn), "repo_docs", "doc", scope=scope, tsquery=words, cap=20
             ),
             "md_collections": await run_lexical(
-                conn,
+                on_connection(conn),
                 "md_collections",
                 "doc",
                 scope=Scope(ADMIN, collection="ties"),

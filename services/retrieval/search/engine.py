@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -39,7 +39,7 @@ from retrieval.search.query_text import has_text
 from retrieval.search.ranking import plan_fusion, rank
 from retrieval.search.rerank import Reranker, RerankError, exact_symbol_match, should_rerank
 from retrieval.search.search_settings import SearchSettings
-from retrieval.search.search_sql import Scope, hydrate
+from retrieval.search.search_sql import OwnerScope, Scope, hydrate, readable_owners
 from retrieval.search.snapshot import Connect, Snapshot, Snapshots
 from retrieval.search.snippets import make_snippet
 from retrieval.search.streams import StreamTask, plan_streams, run_stream
@@ -257,6 +257,7 @@ class SearchEngine:
         vector: Vector | None,
         failed: dict[StreamName, str],
         timings: dict[str, float],
+        owners: Mapping[Store, OwnerScope] | None = None,
     ) -> list[StreamHit]:
         phase = time.perf_counter()
         try:
@@ -269,6 +270,7 @@ class SearchEngine:
                 cap=self._settings.candidate_cap,
                 split_identifiers=self._settings.split_identifiers,
                 scoring=self._settings.lexical_scoring,
+                owners=owners,
             )
         except Exception as err:  # CancelledError is a BaseException: it propagates
             if database_outage(err) is not None:
@@ -280,6 +282,28 @@ class SearchEngine:
             return []
         finally:
             timings[task.label] = _ms(phase)
+
+    async def _owners(
+        self,
+        conn: asyncpg.Connection,
+        tasks: Sequence[StreamTask],
+        scope: Scope,
+        failed: dict[StreamName, str],
+        timings: dict[str, float],
+    ) -> dict[Store, OwnerScope] | None:
+        """The readable owners of the vector streams' stores, once for all of them (on the
+        snapshot's leader), or None (and the vector stream failed) when that fails."""
+        phase = time.perf_counter()
+        try:
+            return await readable_owners(conn, sorted({t.store for t in tasks}), scope)
+        except Exception as err:  # as a stream's own failure (_guarded)
+            if database_outage(err) is not None:
+                raise
+            log.warning("readable owners failed", extra={"error": str(err)})
+            failed.setdefault("vector", STREAM_FAILED)
+            return None
+        finally:
+            timings["owners"] = _ms(phase)
 
     async def _run_streams(
         self,
@@ -300,7 +324,12 @@ class SearchEngine:
         results: dict[StreamTask, list[StreamHit]] = {}
 
         if not self._settings.streams_concurrent:
-            vector = await self._embed(text, timings, failed) if vector_tasks else None
+            vector, owners = None, None
+            if vector_tasks:
+                vector = await self._embed(text, timings, failed)
+                owners = await self._owners(snapshot.leader, vector_tasks, scope, failed, timings)
+                if owners is None:
+                    vector = None
             for task in tasks:
                 results[task] = await self._guarded(
                     task,
@@ -310,12 +339,17 @@ class SearchEngine:
                     vector=vector,
                     failed=failed,
                     timings=timings,
+                    owners=owners,
                 )
         else:
 
             async def vector_branch() -> None:
-                vector = await self._embed(text, timings, failed)
-                if vector is None:
+                # The owners are read on the leader while the query is embedded.
+                vector, owners = await asyncio.gather(
+                    self._embed(text, timings, failed),
+                    self._owners(snapshot.leader, vector_tasks, scope, failed, timings),
+                )
+                if vector is None or owners is None:
                     return
                 async with asyncio.TaskGroup() as group:
                     handles = {
@@ -328,6 +362,7 @@ class SearchEngine:
                                 vector=vector,
                                 failed=failed,
                                 timings=timings,
+                                owners=owners,
                             )
                         )
                         for t in vector_tasks

@@ -23,6 +23,7 @@ from retrieval import term_statistics
 from retrieval.layers import Store, Unit
 from retrieval.search.fusion import Place, Span, StreamHit
 from retrieval.search.query_text import symbol_text
+from retrieval.search.snapshot import Connect
 
 SYMBOL_THRESHOLD = 0.3  # a symbol hit needs pg_trgm similarity on qualified_name >= 0.3
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
@@ -163,6 +164,51 @@ class VectorStatement:
     indexed: bool
 
 
+@dataclass(frozen=True)
+class OwnerScope:
+    """What a store's vector query needs to know of its owners (repositories or
+    collections) under a scope: the ids the viewer may read, how many rows they published
+    in the store, and how many rows the store's table holds (the planner's estimate)."""
+
+    ids: tuple[int, ...]
+    scope_rows: float
+    table_rows: float
+
+
+async def readable_owners(
+    conn: asyncpg.Connection, stores: Sequence[Store], scope: Scope
+) -> dict[Store, OwnerScope]:
+    """The owners the viewer may read in scope, by the access rule, for every store in
+    `stores`, in one statement (on the search's snapshot when `conn` reads it): a search
+    resolves them once for all its vector streams."""
+    params = _Params()
+    principal, admin = params.add(scope.viewer.principal_id), params.add(scope.viewer.admin)
+    parts: list[str] = []
+    for n, store in enumerate(stores):
+        table, owners, _, count_column = _OWNERS[store]
+        if owners == "collections":
+            where = [collection_readable("o", principal, admin)]
+            if scope.collection is not None:
+                where.append(f"o.name = {params.add(scope.collection)}")
+        else:
+            where = [repository_readable("o", principal, admin)]
+            if scope.repo is not None:
+                where.append(f"o.slug = {params.add(scope.repo)}")
+        parts.append(
+            f"(SELECT coalesce(array_agg(o.id), '{{}}') AS ids_{n}, "
+            f"coalesce(sum(o.{count_column}), 0)::float8 AS scope_rows_{n}, "
+            f"(SELECT reltuples FROM pg_class WHERE oid = '{table}'::regclass)::float8 "
+            f"AS table_rows_{n} FROM {owners} o WHERE {' AND '.join(where)}) AS s{n}"
+        )
+    if not parts:
+        return {}
+    row = await conn.fetchrow(f"SELECT * FROM {', '.join(parts)}", *params.values)
+    return {
+        store: OwnerScope(tuple(row[f"ids_{n}"]), row[f"scope_rows_{n}"], row[f"table_rows_{n}"])
+        for n, store in enumerate(stores)
+    }
+
+
 async def vector_statement(
     conn: asyncpg.Connection,
     store: Store,
@@ -172,48 +218,44 @@ async def vector_statement(
     vector: npt.NDArray[np.float32],
     cap: int,
 ) -> VectorStatement | None:
+    """build_vector_statement with the owners resolved on `conn` (one query)."""
+    owners = (await readable_owners(conn, [store], scope))[store]
+    return build_vector_statement(store, unit, owners=owners, scope=scope, vector=vector, cap=cap)
+
+
+def build_vector_statement(
+    store: Store,
+    unit: Unit,
+    *,
+    owners: OwnerScope,
+    scope: Scope,
+    vector: npt.NDArray[np.float32],
+    cap: int,
+) -> VectorStatement | None:
     """The cosine kNN query of a vector stream (score 1 - distance), or None when the
     viewer can read nothing in scope.
 
     The owners (repositories or collections) the viewer may read in scope are resolved
-    first, by the access rule, in one small query on the same connection (so on the
-    search's snapshot); the kNN query then filters the store's table on its own columns:
-    the owner id among them, the row's generation at most its owner's published one
-    (looked up by primary key for each row the scan yields), the time filters. No join
-    sits between the index and the LIMIT, and the filter is evaluated inside the iterative
-    index scan, so how many rows the planner expects a join to keep no longer decides the
-    plan (issue 29: at 20k nodes the join's estimate turned the plan into a sequential scan
-    and a sort of every row).
+    first, by the access rule (readable_owners, once per search, on the search's
+    snapshot); the kNN query then filters the store's table on its own columns: the owner
+    id among them, the row's generation at most its owner's published one (looked up by
+    primary key for each row the scan yields), the time filters. No join sits between the
+    index and the LIMIT, and the filter is evaluated inside the iterative index scan, so
+    how many rows the planner expects a join to keep no longer decides the plan (at 20k
+    nodes a join's estimate once turned the plan into a sequential scan and a sort of
+    every row).
 
     The index serves the query unless the scope holds so small a share of the table that
     the iterative scan would stop (hnsw.max_scan_tuples) before finding `cap` of its rows;
     there an exact scan of the scope is both complete and cheaper. ORDER BY the bare
     distance so the index can serve it; ties and relaxed-order inversions are sorted out
     in Python (run_vector)."""
-    table, owners, owner_column, count_column = _OWNERS[store]
-    params = _Params()
-    principal, admin = params.add(scope.viewer.principal_id), params.add(scope.viewer.admin)
-    if store == "md_collections":
-        where = [collection_readable("o", principal, admin)]
-        if scope.collection is not None:
-            where.append(f"o.name = {params.add(scope.collection)}")
-    else:
-        where = [repository_readable("o", principal, admin)]
-        if scope.repo is not None:
-            where.append(f"o.slug = {params.add(scope.repo)}")
-    resolved = await conn.fetchrow(
-        f"SELECT coalesce(array_agg(o.id), '{{}}') AS ids, "
-        f"coalesce(sum(o.{count_column}), 0)::float8 AS scope_rows, "
-        f"(SELECT reltuples FROM pg_class WHERE oid = '{table}'::regclass)::float8 "
-        f"AS table_rows FROM {owners} o WHERE {' AND '.join(where)}",
-        *params.values,
-    )
-    ids = list(resolved["ids"])
-    if not ids:
+    if not owners.ids:
         return None
+    table, owner_table, owner_column, _ = _OWNERS[store]
     indexed = use_index(
-        scope_rows=resolved["scope_rows"],
-        table_rows=resolved["table_rows"],
+        scope_rows=owners.scope_rows,
+        table_rows=owners.table_rows,
         max_scan_tuples=MAX_SCAN_TUPLES,
         cap=cap,
     )
@@ -222,10 +264,10 @@ async def vector_statement(
     query = params.add(vector)
     where = [
         f"{column} IS NOT NULL",
-        f"t.{owner_column} = ANY({params.add(ids)}::bigint[])",
+        f"t.{owner_column} = ANY({params.add(list(owners.ids))}::bigint[])",
         # Only the owner's published rows (indexing/generations.py). One index lookup per
         # row the scan yields, on the same snapshot as the ids above.
-        f"t.generation <= (SELECT o.published_generation FROM {owners} o "
+        f"t.generation <= (SELECT o.published_generation FROM {owner_table} o "
         f"WHERE o.id = t.{owner_column})",
         *_time_filters(store, scope, params),
     ]
@@ -407,19 +449,26 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
 
 
 async def run_vector(
-    conn: asyncpg.Connection,
+    connect: Connect,
     store: Store,
     unit: Unit,
     *,
     scope: Scope,
     vector: npt.NDArray[np.float32],
     cap: int,
+    owners: OwnerScope | None = None,
 ) -> list[StreamHit]:
-    async with conn.transaction():
-        statement = await vector_statement(conn, store, unit, scope=scope, vector=vector, cap=cap)
-        if statement is None:
-            return []
-        await conn.execute(statement.settings)
+    """The vector stream's hits; `owners` as the search resolved them (readable_owners),
+    or None to resolve them here first."""
+    if owners is None:
+        async with connect() as conn:
+            owners = (await readable_owners(conn, [store], scope))[store]
+    statement = build_vector_statement(
+        store, unit, owners=owners, scope=scope, vector=vector, cap=cap
+    )
+    if statement is None:
+        return []
+    async with connect(statement.settings) as conn:
         rows = await conn.fetch(statement.sql, *statement.args)
     hits = [_hit(row, unit, store) for row in rows]
     hits.sort(key=lambda hit: (-hit.score, hit.place, hit.id))
@@ -453,7 +502,7 @@ def _span(row: asyncpg.Record, store: Store) -> Span | None:
 
 
 async def run_lexical(
-    conn: asyncpg.Connection,
+    connect: Connect,
     store: Store,
     unit: Unit,
     *,
@@ -463,16 +512,16 @@ async def run_lexical(
     scoring: LexicalScoring = "bm25",
 ) -> list[StreamHit]:
     sql, args = lexical_sql(store, unit, scope, tsquery, cap, scoring=scoring)
-    rows = await conn.fetch(sql, *args)
+    async with connect() as conn:
+        rows = await conn.fetch(sql, *args)
     return [_hit(row, unit, store) for row in rows]
 
 
 async def run_symbol(
-    conn: asyncpg.Connection, unit: Unit, scope: Scope, text: str, cap: int
+    connect: Connect, unit: Unit, scope: Scope, text: str, cap: int
 ) -> list[StreamHit]:
     sql, args = symbol_sql(scope, text, cap)
-    async with conn.transaction():
-        await conn.execute(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}")
+    async with connect(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}") as conn:
         rows = await conn.fetch(sql, *args)
     return [_hit(row, unit, "code", int(row["exact"])) for row in rows]
 

@@ -18,7 +18,7 @@ from retrieval.layers import UNIT_ORDER, Store, Unit
 from retrieval.search import search_sql
 from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName
 from retrieval.search.query_text import code_tsquery, doc_tsquery
-from retrieval.search.search_sql import LexicalScoring, Scope
+from retrieval.search.search_sql import LexicalScoring, OwnerScope, Scope
 from retrieval.search.snapshot import Connect
 
 
@@ -70,25 +70,31 @@ async def run_stream(
     cap: int,
     split_identifiers: bool = True,
     scoring: LexicalScoring = "bm25",
+    owners: Mapping[Store, OwnerScope] | None = None,
 ) -> list[StreamHit]:
     """Runs one stream query on a connection of its own (`connect`: the search's snapshot,
-    search/snapshot.py); raises on failure."""
-    async with connect() as conn:
-        if task.stream == "vector":
-            if vector is None:
-                return []
-            return await search_sql.run_vector(
-                conn, task.store, task.unit, scope=scope, vector=vector, cap=cap
-            )
-        if task.stream == "lexical":
-            tsquery = (
-                code_tsquery(query, split_identifiers)
-                if task.store == "code"
-                else doc_tsquery(query)
-            )
-            if not tsquery:
-                return []
-            return await search_sql.run_lexical(
-                conn, task.store, task.unit, scope=scope, tsquery=tsquery, cap=cap, scoring=scoring
-            )
-        return await search_sql.run_symbol(conn, task.unit, scope, query, cap)
+    search/snapshot.py); raises on failure. `owners`: what the search resolved of the
+    readable owners per store (search_sql.readable_owners), so a vector stream does not
+    resolve them again."""
+    if task.stream == "vector":
+        if vector is None:
+            return []
+        return await search_sql.run_vector(
+            connect,
+            task.store,
+            task.unit,
+            scope=scope,
+            vector=vector,
+            cap=cap,
+            owners=owners.get(task.store) if owners is not None else None,
+        )
+    if task.stream == "lexical":
+        tsquery = (
+            code_tsquery(query, split_identifiers) if task.store == "code" else doc_tsquery(query)
+        )
+        if not tsquery:
+            return []
+        return await search_sql.run_lexical(
+            connect, task.store, task.unit, scope=scope, tsquery=tsquery, cap=cap, scoring=scoring
+        )
+    return await search_sql.run_symbol(connect, task.unit, scope, query, cap)
