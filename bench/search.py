@@ -533,6 +533,7 @@ async def retrieval_server(
     embedder_addr: str,
     concurrent: bool,
     scoring: search_sql.LexicalScoring = "bm25",
+    extra_env: dict[str, str] | None = None,
 ) -> AsyncIterator[tuple[RetrievalApp, retrieval_pb2_grpc.RetrievalServiceAsyncStub]]:
     settings = RetrievalSettings.from_env(
         Env(
@@ -544,6 +545,7 @@ async def retrieval_server(
                     "EMBEDDER_ADDR": embedder_addr,
                     "RETRIEVAL_STREAMS_CONCURRENT": "true" if concurrent else "false",
                     "RETRIEVAL_LEXICAL_SCORING": scoring,
+                    **(extra_env or {}),
                 }
             )
         )

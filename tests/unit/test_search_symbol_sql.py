@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cograph_api.access_rules import Viewer
+from retrieval.layers import Store
+from retrieval.search import search_sql
 from retrieval.search.search_sql import Scope, symbol_identifier, symbol_sql
 
 
@@ -36,3 +38,36 @@ def test_exact_tiers_and_name_candidates_in_the_sql() -> None:
     # Not an identifier: only a node named exactly that (a computed member) matches.
     _, computed = symbol_sql(Scope(Viewer("alice", False)), " Minipass.[RESUME] ", 300)
     assert computed[-4:-1] == ["Minipass.[RESUME]", "minipass.[resume]", "minipass.[resume]"]
+
+
+def test_a_stream_rows_place_follows_the_stores_place_columns() -> None:
+    """_hit builds a code row's place from its span's values: it must be the place the
+    ORDER BY of every stream query sorts on (_PLACE_COLUMNS), in that order."""
+    code = {
+        "id": 7,
+        "score": 0.5,
+        "repository_id": 3,
+        "path": "pkg/a.py",
+        "start_line": 4,
+        "end_line": 9,
+        "kind": "function",
+        "qualified_name": "pkg.a.f",
+    }
+    doc = {
+        "id": 8,
+        "score": 0.25,
+        "collection_id": 2,
+        "path": "n.md",
+        "start_line": 1,
+        "end_line": 5,
+    }
+    stores: tuple[tuple[dict[str, object], Store], ...] = (
+        (code, "code"),
+        (doc, "md_collections"),
+    )
+    for row, store in stores:
+        hit = search_sql._hit(row, "body", store)
+        assert hit.place == tuple(row[c] for c in search_sql._PLACE_COLUMNS[store])
+        assert (hit.id, hit.score, hit.store) == (row["id"], row["score"], store)
+    span = search_sql._hit(code, "body", "code").span
+    assert span is not None and (span.kind, span.qualified_name) == ("function", "pkg.a.f")

@@ -476,28 +476,25 @@ async def run_vector(
 
 
 def _hit(row: asyncpg.Record, unit: Unit, store: Store, exact: int = 0) -> StreamHit:
-    """A fetched stream row (id, score, the store's place columns, code's span) as a hit."""
+    """A fetched stream row (id, score, the store's place columns, code's span) as a hit.
+
+    Every candidate of every stream passes here (up to the cap per stream), so a code row's
+    place is built from the span's values rather than looked up a second time."""
+    if store != "code":
+        return StreamHit(
+            unit, row["id"], float(row["score"]), exact, None, store, _place_of(row, store)
+        )
+    repository_id, path = row["repository_id"], row["path"]
+    start, end, qualified = row["start_line"], row["end_line"], row["qualified_name"]
     return StreamHit(
         unit,
-        int(row["id"]),
+        row["id"],
         float(row["score"]),
         exact,
-        _span(row, store),
+        Span(repository_id, path, start, end, row["kind"], qualified),
         store,
-        _place_of(row, store),
-    )
-
-
-def _span(row: asyncpg.Record, store: Store) -> Span | None:
-    if store != "code":
-        return None
-    return Span(
-        int(row["repository_id"]),
-        row["path"],
-        int(row["start_line"]),
-        int(row["end_line"]),
-        row["kind"],
-        row["qualified_name"],
+        # _PLACE_COLUMNS["code"], in its order.
+        (repository_id, path, start, end, qualified),
     )
 
 
