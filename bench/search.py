@@ -533,6 +533,7 @@ async def retrieval_server(
     embedder_addr: str,
     concurrent: bool,
     scoring: search_sql.LexicalScoring = "bm25",
+    *,
     extra_env: dict[str, str] | None = None,
 ) -> AsyncIterator[tuple[RetrievalApp, retrieval_pb2_grpc.RetrievalServiceAsyncStub]]:
     settings = RetrievalSettings.from_env(
@@ -779,13 +780,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await channel.close(None)
 
         samples = Samples()
+        workdir = Path(args.workdir)
+        env = dict(item.split("=", 1) for item in args.env)
+        report["settings"] = env
         async with (
-            retrieval_server(db_url, Path(args.workdir), embedder_addr, True) as (_, conc),
-            retrieval_server(db_url, Path(args.workdir), embedder_addr, False) as (_, seq),
-            retrieval_server(db_url, Path(args.workdir), embedder_addr, True, "cover_density") as (
-                _,
-                cover,
-            ),
+            retrieval_server(db_url, workdir, embedder_addr, True, extra_env=env) as (_, conc),
+            retrieval_server(db_url, workdir, embedder_addr, False, extra_env=env) as (_, seq),
+            retrieval_server(
+                db_url, workdir, embedder_addr, True, "cover_density", extra_env=env
+            ) as (_, cover),
         ):
             # cover_density: the lexical stream ranked by ts_rank_cd instead of BM25.
             stubs = {"concurrent": conc, "sequential": seq, "cover_density": cover}
@@ -896,8 +899,18 @@ def main() -> None:
         metavar="N",
         help="EXPLAIN ANALYZE every stream query of the first N queries",
     )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a retrieval setting for every server of the run, e.g. RETRIEVAL_CANDIDATE_CAP=100",
+    )
     parser.add_argument("--workdir", default=tempfile.gettempdir())
     args = parser.parse_args()
+    for item in args.env:
+        if "=" not in item or not item.split("=", 1)[0].isidentifier():
+            parser.error(f"--env takes NAME=VALUE, got {item!r}")
     report = asyncio.run(run(args))
     print_report(report)
     if args.json:
