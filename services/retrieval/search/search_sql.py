@@ -366,6 +366,7 @@ def lexical_sql(
             WHERE f.field = {params.add(field.name)}
               AND f.{field.owner} IN (SELECT DISTINCT owner FROM cand)
         ),
+        lexemes AS MATERIALIZED (SELECT array_agg(lexeme) AS l FROM lex),
         idf AS MATERIALIZED (
             SELECT l.lexeme, c.avgdl,
                    ln(1 + greatest(c.n - x.df + 0.5, 0) / (x.df + 0.5)) AS idf
@@ -380,10 +381,10 @@ def lexical_sql(
                 i.idf * x.tf * {BM25_K1 + 1}
                 / (x.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * length(c.tsv) / i.avgdl))
             ) AS score
-            FROM cand c
+            FROM cand c CROSS JOIN lexemes q
             CROSS JOIN LATERAL (
                 SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
-                FROM unnest(c.tsv) AS u
+                FROM unnest({_only(q_lexemes="q.l", tsv="c.tsv")}) AS u
             ) x
             JOIN idf i ON i.lexeme = x.lexeme
             GROUP BY c.id
@@ -393,6 +394,16 @@ def lexical_sql(
         ORDER BY score DESC, {_place_order(store)} LIMIT {params.add(cap)}
     """
     return sql, params.values
+
+
+def _only(*, q_lexemes: str, tsv: str) -> str:
+    """SQL: the tsvector `tsv` reduced to the lexemes of the array `q_lexemes`, positions
+    kept: every weight set to D, the query's lexemes' to A, then only the A ones kept. All
+    of it in C over the tsvector, so BM25 unnests a candidate's few query lexemes rather
+    than every lexeme it holds (a prose question matches a thousand rows of a few hundred
+    lexemes each). Code tsvectors always carry positions (lexemes.lexical_text weights
+    them), which setweight needs."""
+    return f"ts_filter(setweight(setweight({tsv}, 'D'), 'A', {q_lexemes}), '{{a}}')"
 
 
 def symbol_identifier(text: str) -> str | None:
