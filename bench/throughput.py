@@ -3,9 +3,9 @@ over MCP, with the CPU seconds each service process spends per search.
 
 The index is bench.search's (its corpus, loader and queries): --nodes code nodes and
 --docs doc chunks from site-packages in one repository per package, real embeddings for
-the first --real nodes and random unit vectors for the rest (--filler near: noisy copies of
-the real ones), 80% of the repositories public, searched as a non-admin principal with
-grants on half of the private ones.
+--real nodes sampled across the corpus (bench.search.real_first) and random unit vectors
+for the rest (--filler near: noisy copies of the real ones), 80% of the repositories
+public, searched as a non-admin principal with grants on half of the private ones.
 
 The services run as `cograph up` runs them (cograph_cli.supervisor: `python -m embedder`,
 `python -m retrieval`, `python -m gateway`, each a process of its own on a 127.0.0.1 port
@@ -329,7 +329,12 @@ async def run_phase(name: str, spec: dict[str, Any], meter: Meter, workdir: Path
 async def build_index(db_url: str, embedder_addr: str, args: argparse.Namespace) -> list[str]:
     """bench.search's index in `db_url`, embedded by the running embedder; the queries."""
     clock = time.perf_counter()
-    nodes = await asyncio.to_thread(search_bench.collect_nodes, args.nodes)
+    nodes = search_bench.real_first(
+        await asyncio.to_thread(search_bench.collect_nodes, args.nodes),
+        args.real,
+        "spread",
+        args.seed,
+    )
     docs = await asyncio.to_thread(search_bench.collect_docs, args.docs)
     for node in nodes:
         node.summary = search_bench.summarize(node)
