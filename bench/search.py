@@ -79,6 +79,7 @@ from retrieval.layers import Store, Unit
 from retrieval.search import search_sql
 from retrieval.search.lexemes import lexical_text
 from retrieval.search.query_text import code_tsquery, doc_tsquery
+from retrieval.search.search_settings import DEFAULT_CANDIDATE_CAP
 from retrieval.search.search_sql import Scope
 from retrieval.settings import RetrievalSettings
 from svckit.config import Env
@@ -695,6 +696,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         flush=True,
     )
     rng = np.random.default_rng(args.seed)
+    env = dict(item.split("=", 1) for item in args.env)
+    # The candidate cap the servers run with: the EXPLAIN figures use the same.
+    cap = int(env.get("RETRIEVAL_CANDIDATE_CAP", DEFAULT_CANDIDATE_CAP))
     async with scratch_database("bench_search") as db_url, embedder() as embedder_app:
         await migrate(db_url, "retrieval", MIGRATIONS)
         embedder_addr = f"127.0.0.1:{embedder_app.port}"
@@ -741,7 +745,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "SELECT (SELECT count(*) FROM code_nodes) AS nodes, "
                 "(SELECT count(*) FROM repo_docs) AS docs"
             )
-            plan = await explain_vector(conn, node_vectors[0], 300)
+            plan = await explain_vector(conn, node_vectors[0], cap)
         finally:
             await conn.close()
         report.update(
@@ -774,14 +778,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await register_vector(conn)
                 texts = [q.text for q in queries[: args.explain]]
                 query_vectors = await embed_all(client, texts)
-                report["explain_analyze"] = await profile_streams(conn, texts, query_vectors, 300)
+                report["explain_analyze"] = await profile_streams(conn, texts, query_vectors, cap)
             finally:
                 await conn.close()
         await channel.close(None)
 
         samples = Samples()
         workdir = Path(args.workdir)
-        env = dict(item.split("=", 1) for item in args.env)
         report["settings"] = env
         async with (
             retrieval_server(db_url, workdir, embedder_addr, True, extra_env=env) as (_, conc),

@@ -26,7 +26,7 @@ from bench.quality.replay import RowIndex, collect, fused_ids, rows_of
 from bench.quality.search_client import Row, search
 from bench.quality.stack import Stack
 from retrieval.layers import Unit
-from retrieval.search.search_settings import DEFAULT_RRF_K
+from retrieval.search.search_settings import DEFAULT_CANDIDATE_CAP, DEFAULT_RRF_K
 
 SINGLE_STREAMS: tuple[str, ...] = ("vector", "lexical", "symbol")
 FUSED = "fused"
@@ -34,7 +34,7 @@ SCOPED = "fused@repo"
 GRAPH = "fused+graph"
 CONFIGS: tuple[str, ...] = (*SINGLE_STREAMS, FUSED, SCOPED, GRAPH)
 TOP_K = 10
-DEFAULT_K, DEFAULT_CAP = DEFAULT_RRF_K, 300  # the service's defaults
+DEFAULT_K, DEFAULT_CAP = DEFAULT_RRF_K, DEFAULT_CANDIDATE_CAP  # the service's defaults
 
 
 WeightPoint = tuple[float, float]  # (ast_summary weight, repo_doc weight); code is 1

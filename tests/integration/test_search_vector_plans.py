@@ -31,6 +31,7 @@ from cograph_api.access_rules import Viewer
 from retrieval.app import MIGRATIONS
 from retrieval.layers import Store, Unit
 from retrieval.search import search_sql
+from retrieval.search.search_settings import DEFAULT_CANDIDATE_CAP
 from retrieval.search.search_sql import Scope
 from svckit.db import create_pool
 from svckit.migrations import migrate
@@ -38,7 +39,7 @@ from tests.integration.support.databases import fresh_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-CAP = 300  # the default candidate cap (RETRIEVAL_CANDIDATE_CAP)
+CAP = DEFAULT_CANDIDATE_CAP  # RETRIEVAL_CANDIDATE_CAP
 DIM = 384
 READER = "reader"  # a non-admin with a grant on one private repository and collection
 START = datetime(2024, 1, 1, tzinfo=UTC)

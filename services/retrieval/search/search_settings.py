@@ -75,6 +75,8 @@ class RerankSettings:
 
 
 DEFAULT_RRF_K = 10
+# Candidates each stream keeps before fusion (RETRIEVAL_CANDIDATE_CAP).
+DEFAULT_CANDIDATE_CAP = 300
 # Read by indexing and by search alike: the code index and its queries must be cut the same.
 SPLIT_IDENTIFIERS = "RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS"
 
@@ -101,7 +103,9 @@ class SearchSettings:
             # 10, not the customary 60: on the held-out half of bench.quality's queries k=10 gains
             # overall MRR@10 and loses on no query class (bench/RESULTS.md).
             rrf_k=env.int("RETRIEVAL_RRF_K", DEFAULT_RRF_K, min=1, max=100_000),
-            candidate_cap=env.int("RETRIEVAL_CANDIDATE_CAP", 300, min=1, max=CANDIDATE_CAP_MAX),
+            candidate_cap=env.int(
+                "RETRIEVAL_CANDIDATE_CAP", DEFAULT_CANDIDATE_CAP, min=1, max=CANDIDATE_CAP_MAX
+            ),
             streams_concurrent=env.bool("RETRIEVAL_STREAMS_CONCURRENT", True),
             default_top_k=env.int(
                 "RETRIEVAL_TOP_K", limits.TOP_K_DEFAULT, min=TOP_K_MIN, max=TOP_K_MAX
