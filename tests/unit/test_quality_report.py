@@ -12,7 +12,7 @@ import pytest
 from bench.quality import report
 from bench.quality.datasets import Answer, Query, QueryClass
 from bench.quality.metrics import first_rank
-from bench.quality.runner import CONFIGS, DEFAULT_K, FUSED, Outcome, matcher
+from bench.quality.runner import CONFIGS, DEFAULT_CAP, DEFAULT_K, FUSED, Outcome, matcher
 from bench.quality.search_client import Row
 from cograph_api.limits import SNIPPET_CHARS_DEFAULT
 
@@ -54,7 +54,7 @@ def _outcomes(rankers: dict[str, Ranker], queries: Sequence[Query]) -> list[Outc
         outcome.result_chars = [r.chars for r in rows]
         outcome.whole_file_chars = 4000 * len(rows)
         # The default point ranks like fused; another k always puts the answer first.
-        outcome.sweep = {(DEFAULT_K, 300): outcome.ranks[FUSED], (OTHER_K, 300): 1}
+        outcome.sweep = {(DEFAULT_K, DEFAULT_CAP): outcome.ranks[FUSED], (OTHER_K, DEFAULT_CAP): 1}
         out.append(outcome)
     return out
 
@@ -102,15 +102,17 @@ def test_token_use_per_result_and_per_answer() -> None:
 def test_sweep_and_recommendation_use_the_held_out_half() -> None:
     outcomes = _outcomes({FUSED: fake_ranker(4)}, QUERIES)
     points = report.sweep_points(outcomes)
-    assert [(p.k, p.cap) for p in points] == sorted([(DEFAULT_K, 300), (OTHER_K, 300)])
+    assert [(p.k, p.cap) for p in points] == sorted(
+        [(DEFAULT_K, DEFAULT_CAP), (OTHER_K, DEFAULT_CAP)]
+    )
     advice = report.recommend(points)
     assert advice["change"] is True
-    assert advice["best_on_tuning_half"] == {"rrf_k": OTHER_K, "candidate_cap": 300}
+    assert advice["best_on_tuning_half"] == {"rrf_k": OTHER_K, "candidate_cap": DEFAULT_CAP}
     assert advice["held_out_gain"] == pytest.approx(0.75)
     # A tuning-half winner that does not carry over is not recommended.
     for o in outcomes:
         if o.query.half == 1:
-            o.sweep[(OTHER_K, 300)] = None
+            o.sweep[(OTHER_K, DEFAULT_CAP)] = None
     assert report.recommend(report.sweep_points(outcomes))["change"] is False
 
 
