@@ -78,7 +78,9 @@ class Snapshot:
     async def connection(self, settings: str = "") -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection reading this snapshot, for the block's statements, with the
         transaction's `settings` applied in the same round trip as the snapshot import (a
-        stream is one statement: each round trip saved is a share of its time)."""
+        stream is one statement: each round trip saved is a share of its time). `settings`
+        is the service's own SQL (search_sql builds it from numbers), never request text:
+        it is sent as a simple query, without parameters."""
         statements = f"SET TRANSACTION SNAPSHOT '{self._id}'"
         if settings:
             statements += f"; {settings}"
