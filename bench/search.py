@@ -309,6 +309,69 @@ def near_copies(rng: np.random.Generator, real: Vectors, count: int) -> Vectors:
     return vectors.astype(np.float32)
 
 
+async def collect_corpus(
+    nodes: int, docs: int, real: int, sample: str, seed: int
+) -> tuple[list[Node], list[Doc]]:
+    """The code nodes (the `real` ones to embed first, real_first) with their summaries,
+    and the doc chunks."""
+    found = real_first(await asyncio.to_thread(collect_nodes, nodes), real, sample, seed)
+    chunks = await asyncio.to_thread(collect_docs, docs)
+    for node in found:
+        node.summary = summarize(node)
+    return found, chunks
+
+
+# Doc chunks with real embeddings (the rest are filler like the nodes beyond --real).
+REAL_DOCS = 500
+
+
+@dataclass
+class CorpusVectors:
+    nodes: Vectors
+    summaries: Vectors
+    docs: Vectors
+    real: int  # nodes (and summaries) with real embeddings: the first ones
+    real_docs: int
+
+    @property
+    def embedded(self) -> int:
+        return 2 * self.real + self.real_docs
+
+
+async def corpus_vectors(
+    client: EmbedderClient,
+    nodes: list[Node],
+    docs: list[Doc],
+    *,
+    real: int,
+    filler: str,
+    rng: np.random.Generator,
+) -> CorpusVectors:
+    """Real embeddings (the running embedder) for the first `real` nodes, their summaries
+    and the first REAL_DOCS doc chunks; the other rows get `filler` vectors: uniformly
+    random (`random`) or noisy copies of the real ones (`near`)."""
+    real = min(real, len(nodes))
+    real_docs = min(REAL_DOCS, len(docs))
+    node_vectors = random_unit(rng, len(nodes))
+    summary_vectors = random_unit(rng, len(nodes))
+    doc_vectors = random_unit(rng, len(docs))
+    node_vectors[:real] = await embed_all(
+        client, [f"{n.qualified_name}\n{n.signature}\n{n.body}" for n in nodes[:real]]
+    )
+    summary_vectors[:real] = await embed_all(client, [n.summary for n in nodes[:real]])
+    doc_vectors[:real_docs] = await embed_all(
+        client, [" ".join(d.heading_path) + "\n" + d.body for d in docs[:real_docs]]
+    )
+    if filler == "near":
+        for vectors, embedded in (
+            (node_vectors, real),
+            (summary_vectors, real),
+            (doc_vectors, real_docs),
+        ):
+            vectors[embedded:] = near_copies(rng, vectors[:embedded], len(vectors) - embedded)
+    return CorpusVectors(node_vectors, summary_vectors, doc_vectors, real, real_docs)
+
+
 async def embed_all(client: EmbedderClient, texts: list[str], batch: int = 64) -> Vectors:
     parts = [
         await client.embed([t[:2000] for t in texts[i : i + batch]], timeout=300)
@@ -684,12 +747,9 @@ def _batched(items: list[Query], rounds: int, seed: int) -> Iterator[tuple[int, 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"nodes_requested": args.nodes, "real_sample": args.real_sample}
     clock = time.perf_counter()
-    nodes = real_first(
-        await asyncio.to_thread(collect_nodes, args.nodes), args.real, args.real_sample, args.seed
+    nodes, docs = await collect_corpus(
+        args.nodes, args.docs, args.real, args.real_sample, args.seed
     )
-    docs = await asyncio.to_thread(collect_docs, args.docs)
-    for node in nodes:
-        node.summary = summarize(node)
     print(
         f"corpus: {len(nodes)} code nodes, {len(docs)} doc chunks "
         f"({time.perf_counter() - clock:.1f} s)",
@@ -705,27 +765,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         channel = signed_channel(embedder_addr)
         client = EmbedderClient(channel, timeout_s=2.0)
         clock = time.perf_counter()
-        real = min(args.real, len(nodes))
-        node_vectors = random_unit(rng, len(nodes))
-        summary_vectors = random_unit(rng, len(nodes))
-        doc_vectors = random_unit(rng, len(docs))
-        node_vectors[:real] = await embed_all(
-            client, [f"{n.qualified_name}\n{n.signature}\n{n.body}" for n in nodes[:real]]
+        vectors = await corpus_vectors(
+            client, nodes, docs, real=args.real, filler=args.filler, rng=rng
         )
-        summary_vectors[:real] = await embed_all(client, [n.summary for n in nodes[:real]])
-        real_docs = min(500, len(docs))
-        doc_vectors[:real_docs] = await embed_all(
-            client, [" ".join(d.heading_path) + "\n" + d.body for d in docs[:real_docs]]
-        )
-        if args.filler == "near":
-            for vectors, embedded in (
-                (node_vectors, real),
-                (summary_vectors, real),
-                (doc_vectors, real_docs),
-            ):
-                vectors[embedded:] = near_copies(rng, vectors[:embedded], len(vectors) - embedded)
+        real = vectors.real
         print(
-            f"embedded {2 * real + real_docs} texts ({time.perf_counter() - clock:.1f} s)",
+            f"embedded {vectors.embedded} texts ({time.perf_counter() - clock:.1f} s)",
             flush=True,
         )
         clock = time.perf_counter()
@@ -736,16 +781,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 conn,
                 nodes,
                 docs,
-                node_vectors=node_vectors,
-                summary_vectors=summary_vectors,
-                doc_vectors=doc_vectors,
+                node_vectors=vectors.nodes,
+                summary_vectors=vectors.summaries,
+                doc_vectors=vectors.docs,
                 seed=args.seed,
             )
             counts = await conn.fetchrow(
                 "SELECT (SELECT count(*) FROM code_nodes) AS nodes, "
                 "(SELECT count(*) FROM repo_docs) AS docs"
             )
-            plan = await explain_vector(conn, node_vectors[0], cap)
+            plan = await explain_vector(conn, vectors.nodes[0], cap)
         finally:
             await conn.close()
         report.update(

@@ -329,41 +329,18 @@ async def run_phase(name: str, spec: dict[str, Any], meter: Meter, workdir: Path
 async def build_index(db_url: str, embedder_addr: str, args: argparse.Namespace) -> list[str]:
     """bench.search's index in `db_url`, embedded by the running embedder; the queries."""
     clock = time.perf_counter()
-    nodes = search_bench.real_first(
-        await asyncio.to_thread(search_bench.collect_nodes, args.nodes),
-        args.real,
-        "spread",
-        args.seed,
+    nodes, docs = await search_bench.collect_corpus(
+        args.nodes, args.docs, args.real, "spread", args.seed
     )
-    docs = await asyncio.to_thread(search_bench.collect_docs, args.docs)
-    for node in nodes:
-        node.summary = search_bench.summarize(node)
-    rng = np.random.default_rng(args.seed)
-    real = min(args.real, len(nodes))
-    real_docs = min(500, len(docs))
-    node_vectors = search_bench.random_unit(rng, len(nodes))
-    summary_vectors = search_bench.random_unit(rng, len(nodes))
-    doc_vectors = search_bench.random_unit(rng, len(docs))
     async with signed_channel(embedder_addr) as channel:
-        client = EmbedderClient(channel, timeout_s=2.0)
-        node_vectors[:real] = await search_bench.embed_all(
-            client, [f"{n.qualified_name}\n{n.signature}\n{n.body}" for n in nodes[:real]]
+        vectors = await search_bench.corpus_vectors(
+            EmbedderClient(channel, timeout_s=2.0),
+            nodes,
+            docs,
+            real=args.real,
+            filler=args.filler,
+            rng=np.random.default_rng(args.seed),
         )
-        summary_vectors[:real] = await search_bench.embed_all(
-            client, [n.summary for n in nodes[:real]]
-        )
-        doc_vectors[:real_docs] = await search_bench.embed_all(
-            client, [" ".join(d.heading_path) + "\n" + d.body for d in docs[:real_docs]]
-        )
-    if args.filler == "near":  # as bench.search --filler near: clustered like a real corpus
-        for vectors, embedded in (
-            (node_vectors, real),
-            (summary_vectors, real),
-            (doc_vectors, real_docs),
-        ):
-            vectors[embedded:] = search_bench.near_copies(
-                rng, vectors[:embedded], len(vectors) - embedded
-            )
     await migrate(db_url, "retrieval", MIGRATIONS)
     conn = await asyncpg.connect(db_url)
     try:
@@ -372,9 +349,9 @@ async def build_index(db_url: str, embedder_addr: str, args: argparse.Namespace)
             conn,
             nodes,
             docs,
-            node_vectors=node_vectors,
-            summary_vectors=summary_vectors,
-            doc_vectors=doc_vectors,
+            node_vectors=vectors.nodes,
+            summary_vectors=vectors.summaries,
+            doc_vectors=vectors.docs,
             seed=args.seed,
         )
         # What autovacuum would do after the bulk load (vacuum every table and its HNSW
@@ -385,11 +362,11 @@ async def build_index(db_url: str, embedder_addr: str, args: argparse.Namespace)
     finally:
         await conn.close()
     print(
-        f"index: {len(nodes)} code nodes, {len(docs)} doc chunks, {2 * real + real_docs} "
+        f"index: {len(nodes)} code nodes, {len(docs)} doc chunks, {vectors.embedded} "
         f"real embeddings ({time.perf_counter() - clock:.0f} s, VACUUM {vacuum_s:.1f} s)",
         flush=True,
     )
-    return [q.text for q in search_bench.make_queries(nodes, real, args.queries, args.seed)]
+    return [q.text for q in search_bench.make_queries(nodes, vectors.real, args.queries, args.seed)]
 
 
 async def start_service(
