@@ -8,8 +8,10 @@ up:
 	@scripts/bootstrap.sh runtime
 	$(VENV)/bin/cograph up
 
+# Two workers, a file each at a time (module fixtures stay in one process): the suite's
+# waits on PostgreSQL, the embedder and subprocesses overlap on 2 cores.
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder
 
 # The inner loop: pure-logic tests only (no database, no model), in seconds. Without the
 # hypothesis and schemathesis plugins, which only test_gateway_schemathesis.py uses and

@@ -15,7 +15,7 @@ import pytest
 
 from tests.integration.support.stacks import gateway_stack
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.slow]
 
 ST = Path(sys.executable).with_name("st")
 

@@ -37,7 +37,7 @@ from svckit.db import create_pool
 from svckit.migrations import migrate
 from tests.integration.support.databases import fresh_database
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.slow]
 
 CAP = DEFAULT_CANDIDATE_CAP  # RETRIEVAL_CANDIDATE_CAP
 DIM = 384
