@@ -1,15 +1,17 @@
 """Indexing throughput on a real codebase, and how busy the pipeline keeps the embedder.
 
-    python -m bench.index [--package jinja2 | --source PATH] [--workers 2] [--lane bulk]
+    python -m bench.index [--package jinja2 | --source PATH] [--workers 2] [--lane bulk] [--once]
 
 Indexes the source of an installed package (default: jinja2 from this environment, a plain
-directory so times come from mtimes) into a fresh database, with the embedder running as
-its own process (`python -m embedder`) the way production runs it. Prints files/s, nodes/s,
-embeddings/s and the share of wall time during which at least one Embed call was in flight
-(target >= 80%: parsing, blaming and writing overlap with embedding). A second, unchanged
-run shows the incremental path (nothing embedded); a third, after a line was appended to
-every file, replaces the whole index (every file's rows written anew, the previous ones
-deleted when the run is published). `--lane query` sends the Embed calls at query priority,
+directory so times come from mtimes), a directory, or the committed tree of a git
+repository's HEAD (`--source .` is this project as committed, without `.venv`) into a fresh
+database, with the embedder running as its own process (`python -m embedder`) the way
+production runs it. Prints files/s, nodes/s, embeddings/s and the share of wall time during
+which at least one Embed call was in flight (target >= 80%: parsing, blaming and writing
+overlap with embedding). A second, unchanged run shows the incremental path (nothing
+embedded); a third, after a line was appended to every file, replaces the whole index
+(every file's rows written anew, the previous ones deleted when the run is published);
+`--once` stops after the first run. `--lane query` sends the Embed calls at query priority,
 as indexing did before the embedder's bulk lane (issue 28), for comparison.
 """
 
@@ -69,12 +71,32 @@ def start_embedder(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return process, f"127.0.0.1:{ready.read_text().strip()}"
 
 
-async def run(source: Path, workers: int, workdir: Path, lane: str) -> None:
+def copy_source(source: Path, copy: Path) -> None:
+    """A plain copy of `source` at `copy`: a git repository's committed HEAD tree (work tree
+    or bare), else the directory itself without caches."""
+    inside = subprocess.run(
+        ["git", "-C", str(source), "rev-parse", "--verify", "--quiet", "HEAD"],
+        capture_output=True,
+        check=False,
+    )
+    if inside.returncode != 0:
+        shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+        return
+    copy.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(source), "archive", "--format=tar", "HEAD"],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(copy)], input=archive.stdout, check=True)
+
+
+async def run(source: Path, workers: int, workdir: Path, lane: str, once: bool) -> None:
     with cancelled_by_sigterm():  # a killed run still stops its server
-        await _run(source, workers, workdir, lane)
+        await _run(source, workers, workdir, lane, once)
 
 
-async def _run(source: Path, workers: int, workdir: Path, lane: str) -> None:
+async def _run(source: Path, workers: int, workdir: Path, lane: str, once: bool) -> None:
     server: EmbeddedPostgres | None = None
     root_url = os.environ.get("COGRAPH_DATABASE_URL")
     if not root_url:
@@ -95,9 +117,10 @@ async def _run(source: Path, workers: int, workdir: Path, lane: str) -> None:
             client = client.for_bulk()
         indexer = Indexer(pool, client, settings, ExtractiveSummarizer(), workdir / "data")
         # A copy, so the changed re-run can edit every file.
-        copy = workdir / "src" / source.name
-        shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", ".git"))
-        request = RepositoryRequest(str(copy), "local/bench/" + source.name.lower())
+        name = source.name.removesuffix(".git") if source.name != "repo" else source.parent.name
+        copy = workdir / "src" / name
+        copy_source(source, copy)
+        request = RepositoryRequest(str(copy), "local/bench/" + name.lower().replace("+", "-"))
 
         job = Job("bench", "repository", request.slug)
         start = time.perf_counter()
@@ -122,6 +145,9 @@ async def _run(source: Path, workers: int, workdir: Path, lane: str) -> None:
             f"embedder busy: {stats.embed_busy_s / wall:.1%} of wall time "
             f"({stats.busy_share:.1%} of the pipeline)"
         )
+        if once:
+            await pool.close()
+            return
 
         again = Job("bench-2", "repository", request.slug)
         start = time.perf_counter()
@@ -162,10 +188,11 @@ def main() -> None:
     group.add_argument("--source", help="a directory or git repository to index")
     parser.add_argument("--workers", type=int, default=2, help="prepare threads")
     parser.add_argument("--lane", choices=("bulk", "query"), default="bulk", help="Embed priority")
+    parser.add_argument("--once", action="store_true", help="the first index only, no re-runs")
     args = parser.parse_args()
     source = Path(args.source).resolve() if args.source else package_dir(args.package)
     with tempfile.TemporaryDirectory(prefix="bench-index-") as workdir:
-        asyncio.run(run(source, args.workers, Path(workdir), args.lane))
+        asyncio.run(run(source, args.workers, Path(workdir), args.lane, args.once))
 
 
 if __name__ == "__main__":
