@@ -711,12 +711,7 @@ async def profile_streams(
                 sql, args = search_sql.lexical_sql(store, unit, scope, tsquery, cap)
                 await analyze(f"lexical/{store}/{unit}", "", sql, args)
         sql, args = search_sql.symbol_sql(scope, text, cap)
-        await analyze(
-            "symbol/code/body",
-            f"SET LOCAL pg_trgm.similarity_threshold = {search_sql.SYMBOL_THRESHOLD}",
-            sql,
-            args,
-        )
+        await analyze("symbol/code/body", search_sql.SYMBOL_SETTINGS, sql, args)
     return {
         label: {"p50_ms": round(pct(values, 0.5), 2), "plans": sorted(plans.get(label, ()))}
         for label, values in sorted(times.items())
@@ -759,8 +754,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     env = dict(item.split("=", 1) for item in args.env)
     # The candidate cap the servers run with: the EXPLAIN figures use the same.
     cap = int(env.get("RETRIEVAL_CANDIDATE_CAP", DEFAULT_CANDIDATE_CAP))
-    async with scratch_database("bench_search") as db_url, embedder() as embedder_app:
+    async with (
+        scratch_database("bench_search", keep=args.keep) as db_url,
+        embedder() as embedder_app,
+    ):
         await migrate(db_url, "retrieval", MIGRATIONS)
+        if args.keep:
+            print(f"database: {db_url.split('?')[0].rsplit('/', 1)[-1]} (kept)", flush=True)
         embedder_addr = f"127.0.0.1:{embedder_app.port}"
         channel = signed_channel(embedder_addr)
         client = EmbedderClient(channel, timeout_s=2.0)
@@ -953,6 +953,12 @@ def main() -> None:
         default=[],
         metavar="NAME=VALUE",
         help="a retrieval setting for every server of the run, e.g. RETRIEVAL_CANDIDATE_CAP=100",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="with COGRAPH_DATABASE_URL, keep the scratch database afterwards (its name is "
+        "printed) to EXPLAIN queries on it by hand",
     )
     parser.add_argument("--workdir", default=tempfile.gettempdir())
     args = parser.parse_args()

@@ -26,6 +26,16 @@ from retrieval.search.query_text import symbol_text
 from retrieval.search.snapshot import Connect
 
 SYMBOL_THRESHOLD = 0.3  # a symbol hit needs pg_trgm similarity on qualified_name >= 0.3
+# The symbol query's transaction. PostgreSQL would plan the query anew for every text (its
+# custom plan costs no more than the generic one): 2-3 ms of a 10 ms query at 20k nodes.
+# The generic plan is made once per pooled connection (asyncpg prepares and keeps each
+# statement) and reused. It cannot see the text; on names like real ones it is the BitmapOr
+# of the trigram and lower(name) indexes, and where a few names fill a table it reads
+# every row, as the custom plan does there (tests/integration/test_search_symbol_plan.py).
+SYMBOL_SETTINGS = (
+    f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}; "
+    "SET LOCAL plan_cache_mode = force_generic_plan"
+)
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 
 # Where a code node lies, returned with every code hit (containment and test paths are
@@ -529,7 +539,7 @@ async def run_symbol(
     connect: Connect, unit: Unit, scope: Scope, text: str, cap: int
 ) -> list[StreamHit]:
     sql, args = symbol_sql(scope, text, cap)
-    async with connect(f"SET LOCAL pg_trgm.similarity_threshold = {SYMBOL_THRESHOLD}") as conn:
+    async with connect(SYMBOL_SETTINGS) as conn:
         rows = await conn.fetch(sql, *args)
     return [_hit(row, unit, "code", int(row["exact"])) for row in rows]
 
