@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 import asyncpg
+import grpc
 import numpy as np
 import pytest
 
@@ -60,6 +61,42 @@ async def test_failing_stream_logs_and_contributes_nothing(
     assert reply.results[0].qualified_name.endswith("ParseConfig")
     assert all(p.stream != pb.STREAM_SYMBOL for r in reply.results for p in r.provenance)
     assert any("search stream failed" in rec.getMessage() for rec in caplog.records)
+
+
+async def test_a_stream_past_the_statement_timeout_is_left_out(
+    search_env: SearchEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement the server cancels at statement_timeout empties its stream only; when
+    every stream query is cancelled the search fails as unavailable (not an empty answer)."""
+    monkeypatch.setenv("COGRAPH_DB_STATEMENT_TIMEOUT_S", "1")
+    async with serving(search_env.db_url, search_env.data_dir, search_env.embedder_addr) as (
+        _,
+        stub,
+    ):
+        locker = await asyncpg.connect(search_env.db_url)
+        try:
+            # The repository documents' queries wait for this lock until the server cancels
+            # them; the code queries do not.
+            await locker.execute("BEGIN; LOCK TABLE repo_docs IN ACCESS EXCLUSIVE MODE")
+            reply = await search_env.search("ParseConfig", stub=stub)
+            assert reply.results[0].qualified_name.endswith("ParseConfig")
+            assert reply.streams.symbol == pb.STREAM_STATUS_OK
+            for name in ("vector", "lexical"):  # each has a code and a documents query
+                assert getattr(reply.streams, name) == pb.STREAM_STATUS_UNAVAILABLE
+                assert reply.streams.reasons[name] == "stream_timed_out"
+            assert reply.results and all(r.layer != pb.LAYER_REPO_DOC for r in reply.results)
+            # Every table the streams read locked: nothing answers, and the search says so.
+            await locker.execute("LOCK TABLE code_nodes IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(grpc.aio.AioRpcError) as failure:
+                await search_env.search("ParseConfig", stub=stub)
+            assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
+        finally:
+            await locker.execute("ROLLBACK")
+            await locker.close()
+        # Healthy again once the lock is gone.
+        reply = await search_env.search("ParseConfig", stub=stub)
+        assert reply.streams.vector == pb.STREAM_STATUS_OK
+        assert reply.streams.lexical == pb.STREAM_STATUS_OK
 
 
 async def _running(conn: asyncpg.Connection) -> list[str]:

@@ -4,9 +4,11 @@ Streams and stores run concurrently, each on its own pooled connection
 (RETRIEVAL_STREAMS_CONCURRENT=false awaits them one after another, for comparison).
 Lexical and symbol queries start while the query is being embedded.
 A stream that fails logs a warning and contributes nothing; the embedder being down or
-slow empties only the vector stream and marks it unavailable. Cancellation is never
-swallowed: cancelling the request cancels every task, and asyncpg cancels the running
-PostgreSQL query when its task is cancelled.
+slow empties only the vector stream and marks it unavailable. A stream whose statement the
+server cancels at statement_timeout is left out the same way, unless no stream answers: then
+the database is in trouble, not one query, and the search fails as unavailable.
+Cancellation is never swallowed: cancelling the request cancels every task, and asyncpg
+cancels the running PostgreSQL query when its task is cancelled.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from retrieval.search.search_sql import OwnerScope, Scope, hydrate, readable_own
 from retrieval.search.snapshot import Connect, Snapshot, Snapshots
 from retrieval.search.snippets import make_snippet
 from retrieval.search.streams import StreamTask, plan_streams, run_stream
-from svckit.errors import NotFound, database_outage
+from svckit.errors import DatabaseUnavailable, NotFound, database_outage
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,16 @@ StreamState = Literal["ok", "unavailable", "skipped"]
 # Reasons for an unavailable stream (SearchResponse.streams.reasons).
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 STREAM_FAILED = "stream_failed"
+STREAM_TIMED_OUT = "stream_timed_out"
 Vector = npt.NDArray[np.float32]
+
+
+@dataclass
+class _Tally:
+    """How a search's stream queries ended: how many answered, which timed out."""
+
+    timeouts: list[BaseException] = field(default_factory=list)
+    answered: int = 0
 
 
 class QueryEmbedder(Protocol):
@@ -257,11 +268,14 @@ class SearchEngine:
         vector: Vector | None,
         failed: dict[StreamName, str],
         timings: dict[str, float],
+        tally: _Tally,
         owners: Mapping[Store, OwnerScope] | None = None,
     ) -> list[StreamHit]:
+        """The task's hits, or none when it fails (recorded in `failed`, and counted in
+        `tally`)."""
         phase = time.perf_counter()
         try:
-            return await run_stream(
+            hits = await run_stream(
                 connect,
                 task,
                 scope=scope,
@@ -272,7 +286,17 @@ class SearchEngine:
                 scoring=self._settings.lexical_scoring,
                 owners=owners,
             )
+            tally.answered += 1
+            return hits
         except Exception as err:  # CancelledError is a BaseException: it propagates
+            if isinstance(err, asyncpg.QueryCanceledError):
+                # One slow query (a name with many trigram neighbours, a large scope) must
+                # not take the other streams' answer with it; _run_streams decides whether
+                # the database as a whole is in trouble.
+                log.warning("search stream timed out", extra={"stream": task.label})
+                failed.setdefault(task.stream, STREAM_TIMED_OUT)
+                tally.timeouts.append(err)
+                return []
             if database_outage(err) is not None:
                 # Without its database a search has no answer, not a degraded one: fail the
                 # request (UNAVAILABLE) instead of returning an empty list marked degraded.
@@ -319,6 +343,7 @@ class SearchEngine:
         """Runs the tasks; a stream that fails is marked unavailable in `states`, with why
         in `reasons`."""
         failed: dict[StreamName, str] = {}
+        tally = _Tally()
         vector_tasks = [t for t in tasks if t.stream == "vector"]
         other_tasks = [t for t in tasks if t.stream != "vector"]
         results: dict[StreamTask, list[StreamHit]] = {}
@@ -338,6 +363,7 @@ class SearchEngine:
                     scope=scope,
                     vector=vector,
                     failed=failed,
+                    tally=tally,
                     timings=timings,
                     owners=owners,
                 )
@@ -361,6 +387,7 @@ class SearchEngine:
                                 scope=scope,
                                 vector=vector,
                                 failed=failed,
+                                tally=tally,
                                 timings=timings,
                                 owners=owners,
                             )
@@ -384,6 +411,7 @@ class SearchEngine:
                             scope=scope,
                             vector=None,
                             failed=failed,
+                            tally=tally,
                             timings=timings,
                         )
                     )
@@ -391,6 +419,11 @@ class SearchEngine:
                 }
             for t, handle in others.items():
                 results[t] = handle.result()
+        if tally.timeouts and not tally.answered:
+            # Every query that ran was cancelled at statement_timeout: the database, not one
+            # query, is slow; an empty answer would pass for "nothing found".
+            first = tally.timeouts[0]
+            raise database_outage(first) or DatabaseUnavailable(str(first)) from first
         for name, reason in failed.items():
             states[name] = "unavailable"
             reasons[name] = reason

@@ -1228,7 +1228,9 @@ class StreamStatuses(_message.Message):
     def reasons(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Why each unavailable stream is, by stream name: embedder_unavailable (down, slow or
         its circuit open), embedding_model_mismatch (the embedder's model is not the one the
-        stored vectors come from; run cograph reembed), stream_failed (its query failed).
+        stored vectors come from; run cograph reembed), stream_failed (its query failed),
+        stream_timed_out (the database cancelled its query at the statement timeout; when every
+        stream's query is cancelled the search fails UNAVAILABLE instead).
         """
 
     def __init__(
