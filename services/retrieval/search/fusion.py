@@ -2,7 +2,7 @@
 
 score(candidate) = sum over streams of 1 / (k + rank_in_stream), ranks 1-based, each stream
 truncated to the candidate cap first. Ranks are comparable across streams where the raw
-scores (cosine, ts_rank_cd, trigram similarity) are not. Within one stream the raw scores
+scores (cosine, BM25, trigram similarity) are not. Within one stream the raw scores
 are comparable, so a stream's lists over several units or stores are first merged into one
 ranking by raw score (`merge_lists`): a node body, a summary and a markdown section compete
 on the same cosine. (Fusing each store apart and interleaving the stores on the fused score
@@ -99,7 +99,7 @@ class StreamHit:
 
 def merge_lists(lists: Sequence[Sequence[StreamHit]]) -> list[StreamHit]:
     """One stream's lists (over several units or stores) as one ranking by raw score: the
-    lists share a scale (cosines of one model, or ts_rank_cd), ties on place, then id.
+    lists share a scale (cosines of one model, or BM25 over one corpus), ties on place, then id.
     Exact symbol matches keep the lead the symbol stream gave them."""
     merged = [hit for hits in lists for hit in hits]
     merged.sort(

@@ -1335,11 +1335,16 @@ class SearchResult(_message.Message):
     truncated: _builtins.bool
     """Whether the snippet is shorter than the text it was cut from."""
     score: _builtins.float
-    """The fused (RRF) score, or the rerank score when reranked."""
+    """The fused score: RRF over the streams, plus the pin of an exact symbol match. Scores
+    fall with the order of the results; when reranked, a result carries the fused score of
+    the place it took (rerank_score says why it moved there).
+    """
     vector_score: _builtins.float
     """Cosine similarity from the vector stream; unset when that stream did not find it."""
     bm25_score: _builtins.float
-    """ts_rank_cd from the lexical stream; unset when that stream did not find it."""
+    """The lexical stream's score: Okapi BM25 (RETRIEVAL_LEXICAL_SCORING=bm25, the default)
+    or ts_rank_cd (cover_density); unset when that stream did not find it.
+    """
     symbol_score: _builtins.float
     """The symbol stream's score: trigram similarity, or for a question in words that writes
     no name, the name-words score (see Provenance.score); unset when that stream did not
