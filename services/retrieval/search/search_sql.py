@@ -459,10 +459,16 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
         f"WHEN {_names(raw, 't.name', 't.qualified_name')} THEN 2 "
         f"WHEN {_names(ident, 'lower(t.name)', 'lower(t.qualified_name)')} THEN 1 ELSE 0 END"
     )
+    named_outright = f"lower(t.name) = {last}::text"
+    if identifier and "." in identifier:
+        # A dotted query names a member of something: a node of the same bare name comes in
+        # only when its qualified name ends with the whole of it (`RetryPolicy.delay` is not
+        # every `delay`); the rest must be similar enough.
+        named_outright += f" AND {_names(ident, 'lower(t.name)', 'lower(t.qualified_name)')}"
     sql = (
         f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact"
         f"{_SPAN_COLUMNS} FROM {source} "
-        f"WHERE (t.qualified_name % {query} OR lower(t.name) = {last}::text) "
+        f"WHERE (t.qualified_name % {query} OR ({named_outright})) "
         f"AND {' AND '.join(where)} "
         f"ORDER BY exact DESC, score DESC, {_place_order('code')} LIMIT {params.add(cap)}"
     )
