@@ -67,6 +67,27 @@ def test_a_module_folds_into_its_member_which_takes_its_place() -> None:
     assert member.score == pytest.approx(1 / 11)
 
 
+def test_a_folded_row_keeps_its_place_for_ties() -> None:
+    """A tie between a folded row and another falls through to where each lies, as for
+    every fused row, not to the row ids."""
+
+    def placed(node: int, span: Span) -> StreamHit:
+        return StreamHit("body", node, 1.0, 0, span, "code", (span.repository_id, span.path))
+
+    module, member = Span(7, "z.py", 1, 40, "module"), Span(7, "z.py", 32, 40, "function")
+    other = Span(7, "a.py", 1, 5, "function")
+    # The module (vector 1) folds into its member (id 3); the other row (lexical 1) scores
+    # the same, has a larger id and lies in a path that sorts first.
+    streams: dict[StreamName, list[StreamHit]] = {
+        "vector": [placed(1, module), placed(3, member)],
+        "lexical": [placed(9, other)],
+    }
+    out = collapse(fused(streams), K)
+    assert out[0].score == out[1].score
+    assert ids(out) == [("body", 9), ("body", 3)]
+    assert out[1].place == (7, "z.py")
+
+
 def test_the_fold_scores_the_best_of_the_group_not_a_sum() -> None:
     streams: dict[StreamName, list[StreamHit]] = {
         "vector": [hit(1), hit(5)],

@@ -303,4 +303,7 @@ def _fold(
         provenance,
         max(item.exact for item in group),
         kept.span,
+        # Where the kept row lies: a tie with another result falls through to it, as for
+        # every fused row, not to the row ids (fusion.Place).
+        kept.place,
     )
