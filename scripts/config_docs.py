@@ -510,7 +510,10 @@ META: dict[str, Meta] = {
         "Weighted RRF per query class: each stream adds weight / (k + rank). The class is "
         "read from the query's text (`identifier`: one name; `signature`: a declaration; "
         "`prose`: words only; `mixed`: words naming code), e.g. "
-        "`prose:vector=1.5,lexical=0.5;mixed:lexical=0.8`; streams not named weigh 1.",
+        "`prose:vector=1.5,lexical=0.5;mixed:lexical=0.8`; streams not named weigh 1. "
+        "Together with the layer, test-code and document weights and `RETRIEVAL_RRF_K`, the "
+        "weights must keep every fused score below the 1000 an exact symbol match is pinned "
+        "by (the service refuses to start otherwise, naming the score they allow).",
         allowed="`class:stream=weight,…;…` over `identifier`, `signature`, `prose`, `mixed` "
         "and `vector`, `lexical`, `symbol`; weights 0 to 5",
     ),

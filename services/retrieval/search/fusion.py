@@ -36,8 +36,9 @@ STREAM_NAMES: tuple[StreamName, ...] = ("vector", "lexical", "symbol")
 _STREAM_ORDER = {name: i for i, name in enumerate(STREAM_NAMES)}
 
 
-# Added per exact-match level to a pinned result's score. Above any weighted RRF score:
-# at most three streams of 1/(k+1) <= 1/2 each, times the largest layer weight (100).
+# Added per exact-match level to a pinned result's score. Above any weighted RRF score the
+# settings allow: weights that could reach it are refused at start
+# (SearchSettings.highest_fused_score).
 PIN_SCORE = 1000.0
 
 

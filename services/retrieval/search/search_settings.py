@@ -13,7 +13,7 @@ from typing import cast
 
 from cograph_api import limits
 from retrieval.layers import Unit, parse_layer_weights
-from retrieval.search.fusion import StreamName
+from retrieval.search.fusion import PIN_SCORE, STREAM_NAMES, StreamName
 from retrieval.search.query_class import QueryClass
 from retrieval.search.ranking import (
     CONTAINMENT_SETTINGS,
@@ -102,7 +102,7 @@ class SearchSettings:
 
     @classmethod
     def from_env(cls, env: Env) -> SearchSettings:
-        return cls(
+        settings = cls(
             # 10, not the customary 60: on the held-out half of bench.quality's queries k=10 gains
             # overall MRR@10 and loses on no query class (bench/RESULTS.md).
             rrf_k=env.int("RETRIEVAL_RRF_K", DEFAULT_RRF_K, min=1, max=100_000),
@@ -131,6 +131,28 @@ class SearchSettings:
             ),
             fusion=_fusion(env),
         )
+        worst = settings.highest_fused_score()
+        if worst >= PIN_SCORE:
+            raise ConfigError(
+                "RETRIEVAL_STREAM_WEIGHTS, RETRIEVAL_DOC_STREAM_WEIGHTS, "
+                "RETRIEVAL_LAYER_WEIGHTS, RETRIEVAL_TEST_CODE_WEIGHT, "
+                "RETRIEVAL_CODE_QUERY_DOC_WEIGHT and RETRIEVAL_RRF_K together allow a fused "
+                f"score of {worst:g}, at or above the {PIN_SCORE:g} an exact symbol match is "
+                "pinned by: lower the weights or raise RETRIEVAL_RRF_K"
+            )
+        return settings
+
+    def highest_fused_score(self) -> float:
+        """The most a result's fused score can be before pinning: every stream ranks it
+        first at the heaviest class's weights, times the largest layer weight and item
+        weight (test code, documents on code questions). Pinned results must stay above it,
+        so their score agrees with the order (fusion.merge_stores)."""
+        fusion = self.fusion
+        classes = [*fusion.stream_weights.values(), *fusion.doc_stream_weights.values(), {}]
+        streams = max(sum(weights.get(s, 1.0) for s in STREAM_NAMES) for weights in classes)
+        layer = max([1.0, *self.layer_weights.values()])
+        item = max(1.0, fusion.test_weight, fusion.code_query_doc_weight)
+        return streams / (self.rrf_k + 1) * layer * item
 
 
 def _stream_weights(env: Env, name: str, default: str) -> dict[QueryClass, dict[StreamName, float]]:
