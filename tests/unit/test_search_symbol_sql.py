@@ -32,7 +32,10 @@ def test_symbol_identifier(query: str, identifier: str | None) -> None:
 def test_exact_tiers_and_name_candidates_in_the_sql() -> None:
     sql, args = symbol_sql(Scope(Viewer("alice", False)), "Color", 300)
     assert "THEN 2" in sql and "THEN 1" in sql and "ORDER BY exact DESC" in sql
-    assert "OR lower(t.name) = " in sql
+    assert "OR (lower(t.name) = $6::text)" in sql
+    # A dotted name admits a node by its bare name only when it names the node outright.
+    dotted, _ = symbol_sql(Scope(Viewer("alice", False)), "RetryPolicy.delay", 300)
+    assert "OR (lower(t.name) = $6::text AND (lower(t.name) = $5 " in dotted
     # The case-kept identifier, the lowered one, and the lowered last segment.
     assert args[-4:-1] == ["Color", "color", "color"]
     # Not an identifier: only a node named exactly that (a computed member) matches.
