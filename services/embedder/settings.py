@@ -50,11 +50,12 @@ class EmbedderSettings:
             batch_size=env.int("EMBEDDER_BATCH_SIZE", 64, min=1, max=1024),
             max_wait_ms=env.float("EMBEDDER_MAX_WAIT_MS", 2.0, min=0.0, max=1000.0),
             # 8 code chunks of 2,000 characters take about 0.4 s on one core (bench/RESULTS.md,
-            # "Queries first"); queries run beside that on their own thread.
+            # "Embedder bulk slices"); queries run beside that on their own thread.
             bulk_batch_texts=env.int("EMBEDDER_BULK_BATCH_TEXTS", 8, min=1, max=1024),
             bulk_queue_texts=env.int("EMBEDDER_BULK_QUEUE_TEXTS", 256, min=1, max=65536),
             # One thread leaves the other cores to queries and the other services; on one
-            # text at a time a second thread barely speeds the model up (bench/RESULTS.md).
+            # text at a time a second thread barely speeds the model up (bench/RESULTS.md,
+            # "Embedder bulk slices").
             bulk_threads=env.int("EMBEDDER_BULK_THREADS", 1, min=0, max=256),
             reranker_path=Path(reranker) if reranker else None,
             threads=env.int("EMBEDDER_THREADS", 0, min=0, max=256),

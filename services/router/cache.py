@@ -2,7 +2,7 @@
 
 At 10,000 repositories a common term ("config", "client") matches most of them, and
 re-deriving N, df and the per-source scores from the postings on every route cost 50-200 ms
-(bench/RESULTS.md, "Source routing"). Two things a route needs change rarely and are shared
+(bench/notes/routing.md, "Source routing"). Two things a route needs change rarely and are shared
 by many routes: which sources match a term (the same for every principal) and which sources a
 principal may read. This store keeps both per pool, as arrays over the pool's sources, and
 does the rest (N, df, the scores, the top `limit`) with numpy.

@@ -65,7 +65,7 @@ def _name_signature_body(node: NodeRecord) -> str:
     # Qualified name and signature first: they name what the body does, and the model
     # reads only the first ~256 word pieces. The name as written (no `#2`: the index's
     # marker for a repeated name is not in the source, and it moved overloads' vectors
-    # apart from the question, bench/RESULTS.md "Names said in words").
+    # apart from the question, bench/notes/quality-unseen.md "Names said in words").
     return f"{unnumbered(node.qualified_name)}\n{node.signature}\n{node.body}"
 
 
@@ -87,7 +87,8 @@ def _body(node: NodeRecord) -> str:
 
 
 # What a code node's vector is computed from (RETRIEVAL_CODE_EMBED_TEXT); the evaluation
-# harness compares them (bench/RESULTS.md).
+# harness compares them (bench/notes/quality.md, "What a code node's vector is computed
+# from").
 CODE_EMBED_TEXTS: dict[str, Callable[[NodeRecord], str]] = {
     "name_signature_body": _name_signature_body,
     "words_signature_body": _words_signature_body,

@@ -18,7 +18,7 @@ the function it contains, which in a small file are almost the same text, and on
   its own vector score is at least the member's or the member is its constructor (which
   restates the class): the question describes the class, and a class that size is still
   one thing an agent can read. Larger classes are namespaces of their members and give
-  way as before (bench/RESULTS.md, "Small classes stay").
+  way as before (bench/notes/quality-unseen.md, "Small classes stay").
 - **Exact names.** A node the query names outright (the symbol stream's `exact`) is what
   matched, whatever it contains: it stays, its members and its containers are folded into
   it. Between a container and a member named equally, the container stays (the query
@@ -34,7 +34,7 @@ its group ranked, and reports that row's provenance (stream, rank, raw score), s
 is still the sum its provenance says. A function whose module was the vector stream's first
 hit ranks where the module ranked, once and never twice. (`fold="union"`, each stream's
 best rank over the group summed, was measured and lost: it lifts every node whose
-container happens to be a candidate, bench/RESULTS.md.)
+container happens to be a candidate, bench/notes/quality-unseen.md, "Containment".)
 
 Pure: no I/O; spans come with the stream hits (search_sql).
 """
@@ -50,8 +50,8 @@ from retrieval.layers import Unit
 from retrieval.search.fusion import Fused, Provenance, StreamName, fused_order, rrf_score
 
 _ORDER = ("vector", "lexical", "symbol")
-# Containers whose nested definitions are their implementation (bench/RESULTS.md, "Nested
-# functions stay in their function").
+# Containers whose nested definitions are their implementation
+# (bench/notes/quality-unseen.md, "Nested functions stay in their function").
 _CALLABLE = frozenset({"function", "method"})
 # Containers that can be the answer themselves (an `impl` block is a list of methods).
 _TYPES = frozenset({"class", "struct", "interface", "trait", "enum"})

@@ -7,8 +7,8 @@ are comparable, so a stream's lists over several units or stores are first merge
 ranking by raw score (`merge_lists`): a node body, a summary and a markdown section compete
 on the same cosine. (Fusing each store apart and interleaving the stores on the fused score
 gave every store's first hit the same score, so a question about code always had a document
-between each pair of code results: bench/RESULTS.md, "One ranking per stream across
-stores".)
+between each pair of code results: bench/notes/quality-unseen.md, "One ranking per stream
+across stores".)
 
 One deliberate addition to plain RRF: an exact symbol match (the query *is* the node's
 name or qualified name, as the symbol stream reports it) is placed ahead of everything else,

@@ -22,7 +22,8 @@ Containers are left out because their name says where, not what: a module or cla
 after a topic (`metadata`, `Version`) matches every question about that topic and, folded by
 containment, would hand its score to whichever member ranks best. Measured on the harness's
 localisation set, where questions are commit subjects, counting containers cost 0.03 of
-MRR@10; members alone cost nothing there (bench/RESULTS.md, "Names said in words").
+MRR@10; members alone cost nothing there (bench/notes/quality-unseen.md, "Names said in
+words").
 
 Only where the symbol stream ran and found nothing: when a trigram match exists the
 question writes a name, and the words of other names are noise beside it (appending them

@@ -10,15 +10,15 @@ question is about whenever that member is undocumented or documented a little di
 `share_summaries` gives each summary hit's place in a stream to the group's member whose
 body ranks best in that stream (the member itself when it does): documentation ranks the
 group, the code ranks inside it. A summary whose group has no body in the stream keeps its
-place. Measured on the harness's corpora (bench/RESULTS.md, "Overloads share their
-summaries"): Java gains on both halves, every other set is unchanged.
+place. Measured on the harness's corpora (bench/notes/quality-unseen.md, "Overloads share
+their summaries"): Java gains on both halves, every other set is unchanged.
 
 `order_by_code` applies the same split to the fused list of a prose question: the
 overloads of a name keep the places fusion gave the group, and the vector stream's ranking
 of their bodies says which member takes which place. The lexical and symbol streams cannot
 tell overloads apart (one name, near-copies of one doc comment), yet they decide their
 order under RRF: `isHex#2` first and `isHex` second for a question the code of `isHex`
-answers (bench/RESULTS.md, "Overloads ordered by their code").
+answers (bench/notes/quality-unseen.md, "Overloads ordered by their code").
 
 Pure: no I/O.
 """

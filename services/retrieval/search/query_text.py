@@ -52,7 +52,7 @@ MAX_TERMS = 10  # 45 pairs at most: the tsquery stays small
 # limits.SEARCH_QUERY_MAX_CHARS, 4,000, long). Its cost grows with the query's trigrams (each
 # one is a posting list of the trigram index to merge): a random 4,000-character query took
 # the stream past the 8 s statement timeout (503) where a normal one takes milliseconds
-# (bench/RESULTS.md, "Abuse"). And a long text cannot be similar to a name: similarity is
+# (bench/notes/abuse.md, "Abuse"). And a long text cannot be similar to a name: similarity is
 # shared trigrams over all trigrams of both, so at the 0.3 threshold a query with more than
 # about 3.3 times a name's trigrams never matches it. 256 characters keeps every query
 # naming a symbol, a signature or a sentence whole.

@@ -54,7 +54,8 @@ Containment = Literal["off", "member", "better"] | float  # containment.Prefer, 
 ContainmentSetting = Literal["off", "member", "better", "adaptive"]
 CONTAINMENT_SETTINGS: tuple[ContainmentSetting, ...] = ("adaptive", "member", "better", "off")
 # Under the member ratio, a class of at most this many lines ranked above its best member
-# stays on its own evidence (containment.py, "Small classes"; bench/RESULTS.md).
+# stays on its own evidence (containment.py, "Small classes"; bench/notes/quality-unseen.md,
+# "Small classes stay").
 DEFAULT_CLASS_LINES = 200
 
 
@@ -128,7 +129,8 @@ def plan_fusion(
     query_class = classify(text)
     containment = containment_for(settings.containment, query_class, settings.member_ratio)
     # Prose naming a class ("the FastTimer class", "MockPool provides ...") asks for the
-    # class: read under the member ratio only, as the small-class rule (bench/RESULTS.md).
+    # class: read under the member ratio only, as the small-class rule
+    # (bench/notes/quality-unseen.md, "Small classes stay").
     ratio = not isinstance(containment, str)
     return FusionPlan(
         k=k,
@@ -210,16 +212,17 @@ def rank(
 
 
 STREAM_WEIGHT_MIN, STREAM_WEIGHT_MAX = 0.0, 5.0
-# Tuned on the tuning half of bench/quality (bench/RESULTS.md, "Query-adaptive fusion").
+# Tuned on the tuning half of bench/quality (bench/notes/quality-unseen.md, "Query-adaptive
+# fusion").
 # Prose and mixed questions: the lexical stream matches common words and the symbol stream
 # near names, both weak evidence there; the vector stream leads.
 DEFAULT_STREAM_WEIGHTS = "prose:lexical=0.35,symbol=0.5;mixed:lexical=0.35,symbol=0.5"
 # Documents' own words are what a question about them repeats: on prose and mixed questions
-# their lexical stream weighs twice the code's (bench/RESULTS.md, "Documents weigh their
-# words", tuned on the tuning half).
+# their lexical stream weighs twice the code's (bench/notes/quality-unseen.md, "Small classes
+# stay", "Documents weigh their words", tuned on the tuning half).
 DEFAULT_DOC_STREAM_WEIGHTS = "prose:lexical=0.7,symbol=0.5;mixed:lexical=0.7,symbol=0.5"
-DEFAULT_TEST_WEIGHT = 0.5  # bench/RESULTS.md, "What crowds the top"
-# Tuned on the tuning half (bench/RESULTS.md, "Containment").
+DEFAULT_TEST_WEIGHT = 0.5  # bench/notes/quality-unseen.md, "What crowds the top"
+# Tuned on the tuning half (bench/notes/quality-unseen.md, "Containment").
 DEFAULT_MEMBER_RATIO = 0.5
 DEFAULT_CODE_QUERY_DOC_WEIGHT = 1.0
 

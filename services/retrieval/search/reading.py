@@ -414,7 +414,7 @@ async def grep(
             # Planned for this pattern every time: after five runs of a prepared statement
             # PostgreSQL may switch to a generic plan that cannot see the pattern and always
             # takes the trigram index, which for a pattern without trigrams (or a common
-            # one) reads every file and outlasts the deadline (bench/RESULTS.md, "Grep").
+            # one) reads every file and outlasts the deadline (bench/notes/grep.md, "Grep").
             await conn.execute(f"SET LOCAL statement_timeout = {GREP_TIMEOUT_MS}; {GREP_PLANNING}")
             rows = await conn.fetch(
                 sql, *args, timeout=GREP_TIMEOUT_MS / 1000 + GREP_CLIENT_MARGIN_S

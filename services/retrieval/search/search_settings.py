@@ -78,7 +78,8 @@ DEFAULT_RRF_K = 10
 # Candidates each stream keeps before fusion (RETRIEVAL_CANDIDATE_CAP). 100, not 300: the
 # same quality in one run of each (unseen corpora: every cell within -0.008..+0.002 MRR@10;
 # package set: held-out equal) for a sixth of the vector streams' database time and a
-# third of fusion's (bench/RESULTS.md, "Fewer round trips ... and the candidate cap").
+# third of fusion's (bench/notes/search-latency.md, "Fewer round trips ... and the
+# candidate cap").
 DEFAULT_CANDIDATE_CAP = 100
 # Read by indexing and by search alike: the code index and its queries must be cut the same.
 SPLIT_IDENTIFIERS = "RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS"
@@ -104,7 +105,8 @@ class SearchSettings:
     def from_env(cls, env: Env) -> SearchSettings:
         settings = cls(
             # 10, not the customary 60: on the held-out half of bench.quality's queries k=10 gains
-            # overall MRR@10 and loses on no query class (bench/RESULTS.md).
+            # overall MRR@10 and loses on no query class (bench/notes/quality.md, "How the
+            # fused figures got here").
             rrf_k=env.int("RETRIEVAL_RRF_K", DEFAULT_RRF_K, min=1, max=100_000),
             candidate_cap=env.int(
                 "RETRIEVAL_CANDIDATE_CAP", DEFAULT_CANDIDATE_CAP, min=1, max=CANDIDATE_CAP_MAX
