@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Protocol, cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -14,37 +16,31 @@ from retrieval.search.query import SearchQuery, build_query
 from retrieval.search.search_settings import SearchSettings
 from svckit.errors import InvalidArgument
 
-LAYER_TO_PB: dict[Layer, pb.Layer.ValueType] = {
-    "code": pb.LAYER_CODE,
-    "ast": pb.LAYER_AST,
-    "ast_summary": pb.LAYER_AST_SUMMARY,
-    "repo_doc": pb.LAYER_REPO_DOC,
-    "md_collection": pb.LAYER_MD_COLLECTION,
-}
+
+class _ProtoEnum(Protocol):
+    def items(self) -> Iterable[tuple[str, int]]: ...
+
+
+def _by_name(enum: _ProtoEnum, prefix: str) -> dict[str, int]:
+    """A proto enum's values by their domain name: `LAYER_AST_SUMMARY` is `ast_summary`
+    (the enum's own names, so a value added to the proto is mapped without a second list;
+    tests/unit/test_search_messages_enums.py checks them against the domain's names)."""
+    return {
+        name.removeprefix(prefix).lower(): number
+        for name, number in enum.items()
+        if number != 0  # *_UNSPECIFIED
+    }
+
+
+LAYER_TO_PB = cast(dict[Layer, pb.Layer.ValueType], _by_name(pb.Layer, "LAYER_"))
 PB_TO_LAYER: dict[int, Layer] = {int(v): k for k, v in LAYER_TO_PB.items()}
-STORE_TO_PB: dict[Store, pb.Store.ValueType] = {
-    "code": pb.STORE_CODE,
-    "repo_docs": pb.STORE_REPO_DOCS,
-    "md_collections": pb.STORE_MD_COLLECTIONS,
-}
-STREAM_TO_PB: dict[str, pb.Stream.ValueType] = {
-    "vector": pb.STREAM_VECTOR,
-    "lexical": pb.STREAM_LEXICAL,
-    "symbol": pb.STREAM_SYMBOL,
-}
+STORE_TO_PB = cast(dict[Store, pb.Store.ValueType], _by_name(pb.Store, "STORE_"))
+STREAM_TO_PB = cast(dict[str, pb.Stream.ValueType], _by_name(pb.Stream, "STREAM_"))
 PB_TO_STREAM: dict[int, str] = {int(v): k for k, v in STREAM_TO_PB.items()}
-STATE_TO_PB: dict[StreamState, pb.StreamStatus.ValueType] = {
-    "ok": pb.STREAM_STATUS_OK,
-    "unavailable": pb.STREAM_STATUS_UNAVAILABLE,
-    "skipped": pb.STREAM_STATUS_SKIPPED,
-}
-EDGE_TO_PB: dict[str, pb.EdgeKind.ValueType] = {
-    "calls": pb.EDGE_KIND_CALLS,
-    "imports": pb.EDGE_KIND_IMPORTS,
-    "inherits": pb.EDGE_KIND_INHERITS,
-    "implements": pb.EDGE_KIND_IMPLEMENTS,
-    "contains": pb.EDGE_KIND_CONTAINS,
-}
+STATE_TO_PB = cast(
+    dict[StreamState, pb.StreamStatus.ValueType], _by_name(pb.StreamStatus, "STREAM_STATUS_")
+)
+EDGE_TO_PB = cast(dict[str, pb.EdgeKind.ValueType], _by_name(pb.EdgeKind, "EDGE_KIND_"))
 
 
 def _time(request: pb.SearchRequest, name: str) -> datetime | None:
