@@ -11,13 +11,10 @@ import pytest
 import pytest_asyncio
 
 from cograph_api.access_rules import Viewer
-from retrieval.app import MIGRATIONS
 from retrieval.search import search_sql
 from retrieval.search.search_sql import Scope
 from retrieval.search.snapshot import on_connection
-from svckit.db import create_pool
-from svckit.migrations import migrate
-from tests.integration.support.databases import fresh_database
+from tests.integration.support.databases import retrieval_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -33,26 +30,21 @@ NAMES = (
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def pool(pg_server_url: str) -> AsyncIterator[asyncpg.Pool]:
-    async with fresh_database(pg_server_url, prefix="names") as url:
-        await migrate(url, "retrieval", MIGRATIONS)
-        pool = await create_pool(url)
-        try:
-            repository = await pool.fetchval(
-                "INSERT INTO repositories (slug, source, source_kind, public) "
-                "VALUES ('example.com/n/r', '/dev/null', 'dir', true) RETURNING id"
-            )
-            await pool.executemany(
-                "INSERT INTO code_nodes (repository_id, path, language, qualified_name, name, "
-                "kind, start_line, end_line, body, content_hash, tsv) "
-                "VALUES ($1, $2, 'python', $3, $4, 'method', 1, 2, 'pass', 'h', ''::tsvector)",
-                [
-                    (repository, f"m{n}.py", qualified, qualified.rsplit(".", 1)[-1])
-                    for n, qualified in enumerate(NAMES)
-                ],
-            )
-            yield pool
-        finally:
-            await pool.close()
+    async with retrieval_database(pg_server_url, prefix="names") as (_, pool):
+        repository = await pool.fetchval(
+            "INSERT INTO repositories (slug, source, source_kind, public) "
+            "VALUES ('example.com/n/r', '/dev/null', 'dir', true) RETURNING id"
+        )
+        await pool.executemany(
+            "INSERT INTO code_nodes (repository_id, path, language, qualified_name, name, "
+            "kind, start_line, end_line, body, content_hash, tsv) "
+            "VALUES ($1, $2, 'python', $3, $4, 'method', 1, 2, 'pass', 'h', ''::tsvector)",
+            [
+                (repository, f"m{n}.py", qualified, qualified.rsplit(".", 1)[-1])
+                for n, qualified in enumerate(NAMES)
+            ],
+        )
+        yield pool
 
 
 async def _symbol(pool: asyncpg.Pool, text: str) -> list[tuple[str, int]]:

@@ -20,13 +20,10 @@ import pytest
 import pytest_asyncio
 
 from cograph_api.access_rules import Viewer
-from retrieval.app import MIGRATIONS
 from retrieval.search import search_sql
 from retrieval.search.search_sql import Scope
 from retrieval.search.snapshot import on_connection
-from svckit.db import create_pool
-from svckit.migrations import migrate
-from tests.integration.support.databases import fresh_database
+from tests.integration.support.databases import retrieval_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -61,37 +58,32 @@ class Corpus:
 @pytest_asyncio.fixture(scope="module", loop_scope="session", params=["varied", "repetitive"])
 async def corpus(pg_server_url: str, request: pytest.FixtureRequest) -> AsyncIterator[Corpus]:
     name: str = request.param
-    async with fresh_database(pg_server_url, prefix="sym") as url:
-        await migrate(url, "retrieval", MIGRATIONS)
-        pool = await create_pool(url)
-        try:
-            async with pool.acquire() as conn:
-                repositories = [
-                    await conn.fetchval(
-                        "INSERT INTO repositories (slug, source, source_kind, public) "
-                        "VALUES ($1, '/dev/null', 'dir', $2) RETURNING id",
-                        f"example.com/sym/r{n}",
-                        n != 0,  # the first (lowest id, first in place order) is private
-                    )
-                    for n in range(3)
-                ]
-                # Spread over the three repositories, seven rows at a time.
-                await conn.execute(
-                    "INSERT INTO code_nodes (repository_id, path, language, qualified_name, "
-                    "name, kind, start_line, end_line, body, content_hash, tsv) "
-                    "SELECT ($1::bigint[])[1 + (i / 7) % 3], 'm' || i || '.py', 'python', "
-                    "'pkg' || i % 7 || '.mod' || i % 31 || '.Class' || i % 11 || '.' || n, n, "
-                    "'method', 1, 2, 'pass', 'h', ''::tsvector "
-                    f"FROM generate_series(1, $2) AS i, LATERAL (SELECT "
-                    f"{VARIED if name == 'varied' else REPETITIVE} AS n) AS x",
-                    repositories,
-                    ROWS,
-                    list(WORDS if name == "varied" else NAMES),
+    async with retrieval_database(pg_server_url, prefix="sym") as (_, pool):
+        async with pool.acquire() as conn:
+            repositories = [
+                await conn.fetchval(
+                    "INSERT INTO repositories (slug, source, source_kind, public) "
+                    "VALUES ($1, '/dev/null', 'dir', $2) RETURNING id",
+                    f"example.com/sym/r{n}",
+                    n != 0,  # the first (lowest id, first in place order) is private
                 )
-                await conn.execute("ANALYZE")
-            yield Corpus(name, pool)
-        finally:
-            await pool.close()
+                for n in range(3)
+            ]
+            # Spread over the three repositories, seven rows at a time.
+            await conn.execute(
+                "INSERT INTO code_nodes (repository_id, path, language, qualified_name, "
+                "name, kind, start_line, end_line, body, content_hash, tsv) "
+                "SELECT ($1::bigint[])[1 + (i / 7) % 3], 'm' || i || '.py', 'python', "
+                "'pkg' || i % 7 || '.mod' || i % 31 || '.Class' || i % 11 || '.' || n, n, "
+                "'method', 1, 2, 'pass', 'h', ''::tsvector "
+                f"FROM generate_series(1, $2) AS i, LATERAL (SELECT "
+                f"{VARIED if name == 'varied' else REPETITIVE} AS n) AS x",
+                repositories,
+                ROWS,
+                list(WORDS if name == "varied" else NAMES),
+            )
+            await conn.execute("ANALYZE")
+        yield Corpus(name, pool)
 
 
 def _literal(value: Any) -> str:
@@ -115,6 +107,11 @@ async def _plan(pool: asyncpg.Pool, settings: str) -> str:
     return "\n".join(row[0] for row in rows)
 
 
+# The symbol stream's settings, planning for each text instead.
+CUSTOM_SETTINGS = search_sql.SYMBOL_SETTINGS.replace("force_generic_plan", "force_custom_plan")
+assert CUSTOM_SETTINGS != search_sql.SYMBOL_SETTINGS
+
+
 def _uses_trigrams(plan: str) -> bool:
     return "code_nodes_qname_trgm" in plan and "code_nodes_lower_name" in plan
 
@@ -123,10 +120,7 @@ async def test_the_generic_plan_is_as_good_as_the_custom_one(corpus: Corpus) -> 
     plan = await _plan(corpus.pool, search_sql.SYMBOL_SETTINGS)
     # A generic plan keeps the placeholders; a custom one shows the values.
     assert "% $3" in plan and "'ParseConfig'" not in plan, plan
-    custom = await _plan(
-        corpus.pool,
-        search_sql.SYMBOL_SETTINGS.replace("force_generic_plan", "force_custom_plan"),
-    )
+    custom = await _plan(corpus.pool, CUSTOM_SETTINGS)
     assert "'ParseConfig'" in custom, custom
     if corpus.name == "varied":
         assert _uses_trigrams(plan), plan
@@ -150,10 +144,7 @@ async def test_generic_and_custom_plans_return_the_same_rows(corpus: Corpus, adm
                 for _ in range(2)
             ]
             async with conn.transaction():
-                await conn.execute(
-                    f"SET LOCAL pg_trgm.similarity_threshold = {search_sql.SYMBOL_THRESHOLD}; "
-                    "SET LOCAL plan_cache_mode = force_custom_plan"
-                )
+                await conn.execute(CUSTOM_SETTINGS)
                 custom = await conn.fetch(sql, *args)
         assert custom, text  # every query names something in the corpus
         for hits in generic:

@@ -28,14 +28,11 @@ import pytest_asyncio
 from pgvector.asyncpg import register_vector
 
 from cograph_api.access_rules import Viewer
-from retrieval.app import MIGRATIONS
 from retrieval.layers import Store, Unit
 from retrieval.search import search_sql
 from retrieval.search.search_settings import DEFAULT_CANDIDATE_CAP
 from retrieval.search.search_sql import Scope
-from svckit.db import create_pool
-from svckit.migrations import migrate
-from tests.integration.support.databases import fresh_database
+from tests.integration.support.databases import retrieval_database
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.slow]
 
@@ -174,20 +171,15 @@ async def _load(conn: asyncpg.Connection, rows: int) -> None:
 @pytest_asyncio.fixture(scope="module", loop_scope="session", params=[2_000, 20_000])
 async def corpus(pg_server_url: str, request: pytest.FixtureRequest) -> AsyncIterator[Corpus]:
     rows: int = request.param
-    async with fresh_database(pg_server_url, prefix="v") as url:
-        await migrate(url, "retrieval", MIGRATIONS)
-        pool = await create_pool(url)
+    async with retrieval_database(pg_server_url, prefix="v") as (url, pool):
+        # Its own connection: building the indexes outlasts the pool's statement_timeout.
+        conn = await asyncpg.connect(url)
         try:
-            # Its own connection: building the indexes outlasts the pool's statement_timeout.
-            conn = await asyncpg.connect(url)
-            try:
-                await register_vector(conn)
-                await _load(conn, rows)
-            finally:
-                await conn.close()
-            yield Corpus(pool, rows, _unit_vectors(np.random.default_rng(1), 1)[0])
+            await register_vector(conn)
+            await _load(conn, rows)
         finally:
-            await pool.close()
+            await conn.close()
+        yield Corpus(pool, rows, _unit_vectors(np.random.default_rng(1), 1)[0])
 
 
 def _scopes(store: Store) -> list[tuple[str, Scope]]:

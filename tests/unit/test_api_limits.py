@@ -14,9 +14,8 @@ from typing import Any, cast
 
 import pytest
 from fastapi import FastAPI
-from pydantic import BaseModel
 
-from cograph_api import limits, mcp_tools
+from cograph_api import limits, mcp_args, mcp_tools
 from commons.settings import CommonsSettings
 from commons.validation import (
     validate_comment,
@@ -38,6 +37,7 @@ from router.routing import validate as validate_route
 from router.settings import RouterSettings
 from svckit.config import Env
 from svckit.errors import InvalidArgument
+from tests.unit.test_mcp_schemas import SAMPLE
 
 Schema = dict[str, Any]
 Check = Callable[[Any], object]
@@ -261,40 +261,9 @@ def test_agent_context_limits_are_what_retrieval_enforces() -> None:
 @pytest.mark.parametrize("name", sorted(mcp_tools.SCHEMAS))
 def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
     """The tool's pydantic model refuses exactly what its published JSON schema refuses."""
-    models: dict[str, type[BaseModel]] = {
-        "cograph_search": mcp_tools.SearchArgs,
-        "cograph_route": mcp_tools.RouteArgs,
-        "cograph_graph": mcp_tools.GraphArgs,
-        "cograph_status": mcp_tools.StatusArgs,
-        "commons_search": mcp_tools.CommonsSearchArgs,
-        "commons_get": mcp_tools.CommonsGetArgs,
-        "commons_post": mcp_tools.CommonsPostArgs,
-        "commons_vote": mcp_tools.CommonsVoteArgs,
-        "commons_comment": mcp_tools.CommonsCommentArgs,
-        "cograph_read": mcp_tools.ReadArgs,
-        "cograph_files": mcp_tools.FilesArgs,
-        "cograph_grep": mcp_tools.GrepArgs,
-        "cograph_references": mcp_tools.ReferencesArgs,
-        "cograph_index": mcp_tools.IndexArgs,
-        "cograph_job": mcp_tools.JobArgs,
-        "cograph_outline": mcp_tools.OutlineArgs,
-        "cograph_remove": mcp_tools.RemoveArgs,
-    }
-    model = models[name]
-    minimal = {
-        "query": "q",
-        "symbol": "s",
-        "repo": "h/o/n",
-        "post_id": "p",
-        "title": "t",
-        "body": "b",
-        "direction": "up",
-        "path": "p",
-        "pattern": "x",
-        "job_id": "j",
-    }
+    model = mcp_args.ARGS[name]
     schema = mcp_tools.SCHEMAS[name]
-    base = {f: minimal[f] for f in schema["required"]}
+    base = {f: SAMPLE[f] for f in schema["required"]}
     for field, prop in schema["properties"].items():
         if "maxLength" in prop:
             most = prop["maxLength"]
