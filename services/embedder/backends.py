@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -163,7 +165,11 @@ def export_int8(model_path: Path, cache_dir: Path) -> Path:
             return torch.nn.functional.normalize(pooled, p=2, dim=1)
 
     sample = torch.ones((2, 8), dtype=torch.int64)
-    fp32 = target.with_suffix(".fp32.tmp")
+    # Files of this export only: two embedders started at once on an empty cache (`cograph
+    # up` and a test run, two test workers) each export, and must not read each other's half
+    # written files; the last atomic replace below wins with the same model.
+    own = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    fp32 = target.with_suffix(f".{own}.fp32.tmp")
     axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
     axes["token_type_ids"] = {0: "batch", 1: "seq"}
     with torch.no_grad():
@@ -177,7 +183,7 @@ def export_int8(model_path: Path, cache_dir: Path) -> Path:
             opset_version=17,
             dynamo=False,
         )
-    partial = target.with_suffix(".int8.tmp")
+    partial = target.with_suffix(f".{own}.int8.tmp")
     quantize_dynamic(
         str(fp32),
         str(partial),
