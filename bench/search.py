@@ -24,10 +24,9 @@ What the index holds (built in a minute or two, not by the indexer):
     with grants on half of the private ones, so the ACL filter is in every query.
 Rows are staged with COPY and inserted with INSERT ... SELECT; the HNSW, GIN and trigram
 indexes are built after the load, and the term statistics BM25 reads are written as
-publication writes them. Then three RetrievalService servers run on 127.0.0.1:0 against
-the same database: RETRIEVAL_STREAMS_CONCURRENT=true, false, and true with the lexical
-stream ranked by ts_rank_cd (RETRIEVAL_LEXICAL_SCORING=cover_density) instead of BM25,
-and each query goes to all three (alternating the order), after a warm-up pass.
+publication writes them. Then two RetrievalService servers run on 127.0.0.1:0 against
+the same database, RETRIEVAL_STREAMS_CONCURRENT=true and false, and each query goes to
+both (alternating the order), after a warm-up pass.
 
     .venv/bin/python -m bench.search                   # 100k nodes, 120 queries x 3 rounds
     .venv/bin/python -m bench.search --nodes 20000 --queries 30 --rounds 1   # quick look
@@ -596,7 +595,6 @@ async def retrieval_server(
     workdir: Path,
     embedder_addr: str,
     concurrent: bool,
-    scoring: search_sql.LexicalScoring = "bm25",
     *,
     extra_env: dict[str, str] | None = None,
 ) -> AsyncIterator[tuple[RetrievalApp, retrieval_pb2_grpc.RetrievalServiceAsyncStub]]:
@@ -609,7 +607,6 @@ async def retrieval_server(
                     "RETRIEVAL_LISTEN": "127.0.0.1:0",
                     "EMBEDDER_ADDR": embedder_addr,
                     "RETRIEVAL_STREAMS_CONCURRENT": "true" if concurrent else "false",
-                    "RETRIEVAL_LEXICAL_SCORING": scoring,
                     **(extra_env or {}),
                 }
             )
@@ -834,18 +831,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with (
             retrieval_server(db_url, workdir, embedder_addr, True, extra_env=env) as (_, conc),
             retrieval_server(db_url, workdir, embedder_addr, False, extra_env=env) as (_, seq),
-            retrieval_server(
-                db_url, workdir, embedder_addr, True, "cover_density", extra_env=env
-            ) as (_, cover),
         ):
-            # cover_density: the lexical stream ranked by ts_rank_cd instead of BM25.
-            stubs = {"concurrent": conc, "sequential": seq, "cover_density": cover}
+            stubs = {"concurrent": conc, "sequential": seq}
             for query in queries:  # warm-up: caches, connections, plans
                 for stub in stubs.values():
                     await timed_search(stub, query.text)
             flip = False
             for _, query in _batched(queries, args.rounds, args.seed):
-                modes = ["concurrent", "sequential", "cover_density"]
+                modes = ["concurrent", "sequential"]
                 if flip:
                     modes.reverse()
                 flip = not flip
@@ -875,7 +868,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_report(report: dict[str, Any]) -> None:
     lat = report["latency_ms"]
-    conc, seq, cover = lat["concurrent"], lat["sequential"], lat["cover_density"]
+    conc, seq = lat["concurrent"], lat["sequential"]
     print()
     print(
         f"Search over gRPC, {report['nodes']} code nodes + {report['doc_chunks']} doc chunks, "
@@ -887,10 +880,6 @@ def print_report(report: dict[str, Any]) -> None:
     print(
         f"sequential / concurrent: p50 x{seq['p50'] / conc['p50']:.2f}, "
         f"p95 x{seq['p95'] / conc['p95']:.2f}"
-    )
-    print(
-        f"BM25 / ts_rank_cd lexical scoring (both concurrent): p50 "
-        f"x{conc['p50'] / cover['p50']:.2f}, p95 x{conc['p95'] / cover['p95']:.2f}"
     )
     embed = report["query_embed_ms"]
     print(

@@ -511,7 +511,7 @@ META: dict[str, Meta] = {
         "read from the query's text (`identifier`: one name; `signature`: a declaration; "
         "`prose`: words only; `mixed`: words naming code), e.g. "
         "`prose:vector=1.5,lexical=0.5;mixed:lexical=0.8`; streams not named weigh 1. "
-        "Together with the layer, test-code and document weights and `RETRIEVAL_RRF_K`, the "
+        "Together with the layer and test-code weights and `RETRIEVAL_RRF_K`, the "
         "weights must keep every fused score below the 1000 an exact symbol match is pinned "
         "by (the service refuses to start otherwise, naming the score they allow).",
         allowed="`class:stream=weight,…;…` over `identifier`, `signature`, `prose`, `mixed` "
@@ -527,25 +527,17 @@ META: dict[str, Meta] = {
         allowed="`class:stream=weight,…;…` over `identifier`, `signature`, `prose`, `mixed` "
         "and `vector`, `lexical`, `symbol`; weights 0 to 5",
     ),
-    "RETRIEVAL_CONTAINMENT": Meta(
-        "Which of a container (module, class) and its member is returned when both are "
-        "candidates (never both; a node's `code` and `ast_summary` rows are one result "
-        "too): `member` the most specific, `better` the better ranked, `adaptive` for prose "
-        "and mixed questions the member when it scores at least "
-        "`RETRIEVAL_CONTAINMENT_MEMBER_RATIO` times its container (a module always gives "
-        "way to its member; a function or method ranked above a function nested in it "
-        "stays) and for identifier and signature ones the better ranked, `off` "
-        "both. The one that stays ranks where the best of them ranked "
-        "and its provenance keeps each stream's best rank; a node the query names outright "
-        "always stays, and a module gives way to a member named like it."
-    ),
     "RETRIEVAL_CONTAINMENT_MEMBER_RATIO": Meta(
-        "With `RETRIEVAL_CONTAINMENT=adaptive`, prose and mixed questions: a container gives "
-        "way to its best member when the member's fused score is at least this times the "
-        "container's (0: always; tuned on bench/quality's tuning half)."
+        "The containment stage keeps one row of a container (module, class) and its member "
+        "(and one of a node's `code` and `ast_summary` rows): for identifier and signature "
+        "questions the better ranked, for prose and mixed ones the member when its fused "
+        "score is at least this times the container's (0: always; a module always gives way; "
+        "a function or method ranked above a function nested in it stays). The one that "
+        "stays ranks where the best of them ranked; a node the query names outright always "
+        "stays."
     ),
     "RETRIEVAL_CONTAINMENT_CLASS_LINES": Meta(
-        "With `RETRIEVAL_CONTAINMENT=adaptive`, prose and mixed questions: a class (struct, "
+        "Containment, prose and mixed questions: a class (struct, "
         "interface, trait, enum) of at most this many lines, ranked above its best member, "
         "stays instead of giving way under the member ratio when its own vector score is at "
         "least the member's or the member is its constructor (`__init__`, `constructor`, or "
@@ -557,39 +549,6 @@ META: dict[str, Meta] = {
     "RETRIEVAL_TEST_CODE_WEIGHT": Meta(
         "Multiplier on the fused score of code under a test path (`tests/`, `test_*.py`, "
         "`*_test.go`, `*.test.js`, `*Test.java`, …), so tests do not crowd the code they test."
-    ),
-    "RETRIEVAL_OVERLOAD_SUMMARIES": Meta(
-        "`shared`: a summary row of an overloaded name (`f`, `f#2` in one file) gives its place "
-        "in a stream to the overload whose code ranks best there (documentation ranks the "
-        "group, code the member); `own`: each overload's summary ranks as its own candidate."
-    ),
-    "RETRIEVAL_OVERLOAD_ORDER": Meta(
-        "`code`: on prose and mixed questions the overloads of one name keep the places "
-        "fusion gave the group and take them in the order the vector stream ranks their "
-        "code (the lexical and symbol streams cannot tell overloads apart); `fused`: the "
-        "fused order."
-    ),
-    "RETRIEVAL_LEXICAL_SCORING": Meta(
-        "How the lexical stream orders the rows matching a query: `bm25` (Okapi BM25 with the "
-        "term statistics of each repository and collection, kept when its index is "
-        "published: rare words weigh more); `cover_density`: PostgreSQL's ts_rank_cd, which "
-        "weighs every word alike."
-    ),
-    "RETRIEVAL_STORE_FUSION": Meta(
-        "`joint`: each stream ranks code and repository documents together by its raw score "
-        "(one cosine, one BM25), then one fusion; `per_store`: each store fused apart "
-        "and the stores interleaved on the fused score, which gives every store's first hit "
-        "the same score."
-    ),
-    "RETRIEVAL_NAME_WORDS": Meta(
-        "On prose and mixed questions whose symbol stream matches no name written as code, "
-        "fill that stream from the question's words: the members the other streams found, "
-        "ranked by how many words of their name the question uses (`isAsciiControl` for "
-        '"is ASCII 7 bit control"); `false` leaves it empty.'
-    ),
-    "RETRIEVAL_CODE_QUERY_DOC_WEIGHT": Meta(
-        "Multiplier on repository documents' fused scores for identifier and signature "
-        "questions (they ask for code); `layers` still asks for documents alone."
     ),
     "RETRIEVAL_RERANK_ENABLED": Meta(
         "Turns reranking on. It then runs only for a non-blank query with at least "
@@ -1006,7 +965,23 @@ def render(recorder: Recorder) -> str:
         lines += ["", f"## {section.title}", "", section.intro, ""]
         lines += ["| variable | default | allowed values | meaning |", "|---|---|---|---|"]
         lines += [row(name, False) for name in own]
+    lines += ["", "## Removed settings", "", RETIRED_INTRO, ""]
+    lines += ["| variable | instead |", "|---|---|"]
+    lines += [f"| `{name}` | {_cell(instead)} |" for name, instead in sorted(retired().items())]
     return "\n".join(lines) + "\n"
+
+
+RETIRED_INTRO = (
+    "Settings that each restored an earlier ranking were removed; a service started with one "
+    "of them set refuses to start, naming it. The ranking stages they switched are skipped "
+    'per request (`skip_stages`, README.md "How ranking works").'
+)
+
+
+def retired() -> dict[str, str]:
+    from retrieval.search.search_settings import RETIRED_SETTINGS
+
+    return dict(RETIRED_SETTINGS)
 
 
 def generate() -> str:

@@ -10,7 +10,7 @@ its repository as unseen_run does), indexes it through the real service, and sto
 query its stream lists (replay.collect's candidates, with each code hit's span), the rows
 needed to name results, and the external baselines' ranks (unseen_run.baselines, or
 package_baselines.ranks for the package sets). `sweep`
-then replays fusion with `ranking.rank` under each policy: containment off/on, stream
+then replays fusion with `pipeline.rank` under each policy: containment off/on, stream
 weights per query class, test-code and document weights; MRR@10 per set, class, language
 and half, and the crowding figures (nested pairs, test rows and documents in the top 10).
 """
@@ -84,7 +84,6 @@ async def _collect_one(pool: asyncpg.Pool, stack: Stack, text: str, repo: str | 
                 vector=vector,
                 cap=CAP,
                 split_identifiers=stack.settings.search.split_identifiers,
-                scoring=stack.settings.search.lexical_scoring,
             )
             for t in tasks
         )

@@ -2,7 +2,7 @@
 
 Each query's stream lists are fetched once, in process, with the search module's own
 `plan_streams` and `run_stream` at the largest cap swept; every (k, cap) pair is then fused
-with the search module's own `merge_lists` and `ranking.rank` (weighted RRF per query
+with the search module's own `merge_lists` and `pipeline.rank` (weighted RRF per query
 class, containment, layer and test weights), as `SearchEngine.search` uses them.
 Truncating each unit's list to a smaller cap before merging gives the same candidates a
 search run at that cap would have (the top `cap` of a union by score lie within each
@@ -24,9 +24,10 @@ from cograph_api.access_rules import Viewer
 from cograph_api.embedder_client import EmbedderClient
 from retrieval.layers import BROAD, Store, Unit, layers_of_unit, stores_for, units_for
 from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName, merge_lists
+from retrieval.search.pipeline import rank
 from retrieval.search.query_text import has_text
-from retrieval.search.ranking import FusionSettings, default_fusion, plan_fusion, rank
-from retrieval.search.search_sql import LexicalScoring, Scope
+from retrieval.search.ranking import FusionSettings, default_fusion, plan_fusion
+from retrieval.search.search_sql import Scope
 from retrieval.search.snapshot import pooled
 from retrieval.search.streams import StreamTask, plan_streams, run_stream
 
@@ -48,8 +49,6 @@ async def collect(
     text: str,
     cap: int,
     split_identifiers: bool = True,
-    *,
-    scoring: LexicalScoring = "bm25",
 ) -> Candidates:
     layers = BROAD
     units = {store: units_for(store, layers) for store in stores_for(layers)}
@@ -66,7 +65,6 @@ async def collect(
                 vector=vector,
                 cap=cap,
                 split_identifiers=split_identifiers,
-                scoring=scoring,
             )
             for task in tasks
         )

@@ -112,7 +112,6 @@ async def evaluate_query(
         query.text,
         max(sweep.caps),
         stack.settings.search.split_identifiers,
-        scoring=stack.settings.search.lexical_scoring,
     )
     for k, cap in sweep.points():
         ids = fused_ids(candidates, k, cap)

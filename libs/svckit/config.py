@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +51,14 @@ class Env:
                 raise self._fail(name, "is required but not set")
             return default
         return value
+
+    def refuse(self, names: Iterable[_Str], why: _Str) -> None:
+        """Raises ConfigError naming each of `names` that is set: removed settings, so a
+        deployment that still sets one learns it at start instead of silently getting a
+        different behaviour. Not a read (scripts/config_docs.py does not list them)."""
+        present = [self._prefix + name for name in names if self._raw(name) is not None]
+        if present:
+            raise ConfigError(f"{', '.join(sorted(present))}: {why}")
 
     def optional_str(self, name: _Str) -> _Str | None:
         value = self._raw(name)

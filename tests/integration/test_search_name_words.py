@@ -59,20 +59,27 @@ public class CharUtils {
 QUESTION = "Tests whether the character is ASCII 7 bit control."
 
 
-async def _first_results(
-    fresh_db_url: str, embedder_address: str, data: Path, root: Path, **env: str
-) -> list[pb.SearchResult]:
-    async with serving(fresh_db_url, data, embedder_address, **env) as (_, stub):
+async def _searches(
+    fresh_db_url: str, embedder_address: str, data: Path, root: Path
+) -> tuple[pb.SearchResponse, pb.SearchResponse]:
+    """The question searched with every stage and explained, then without name_words."""
+    async with serving(fresh_db_url, data, embedder_address) as (_, stub):
         started = await stub.IndexRepository(
             pb.IndexRepositoryRequest(source=str(root), slug=SLUG), metadata=ADMIN, timeout=10
         )
         await wait_job(stub, started.job.id)
-        reply = await stub.Search(
-            pb.SearchRequest(query=QUESTION, repo=SLUG, top_k=5, layers=[pb.LAYER_CODE]),
+        asked = {"query": QUESTION, "repo": SLUG, "top_k": 5, "layers": [pb.LAYER_CODE]}
+        full = await stub.Search(
+            pb.SearchRequest(**asked, explain=True),  # type: ignore[arg-type]
             metadata=ADMIN,
             timeout=30,
         )
-    return list(reply.results)
+        without = await stub.Search(
+            pb.SearchRequest(**asked, skip_stages=["name_words"]),  # type: ignore[arg-type]
+            metadata=ADMIN,
+            timeout=30,
+        )
+    return full, without
 
 
 async def test_the_method_the_question_names_in_words_outranks_a_documented_neighbour(
@@ -84,18 +91,24 @@ async def test_the_method_the_question_names_in_words_outranks_a_documented_neig
     write(root, "src/main/java/org/example/chars/CharUtils.java", CHAR_UTILS)
     commit_all(root, "char utils", JAN)
 
-    results = await _first_results(fresh_db_url, embedder_address, tmp_path / "on", root)
+    full, off = await _searches(fresh_db_url, embedder_address, tmp_path / "data", root)
+    results = list(full.results)
     names = [r.qualified_name.rsplit(".", 1)[-1] for r in results]
     assert names[0] == "isAsciiControl", names
     first = results[0]
     # is, ascii, control: three words of three.
     assert first.HasField("symbol_score") and first.symbol_score == pytest.approx(3.0)
     assert pb.STREAM_SYMBOL in [p.stream for p in first.provenance]
+    # The explanation says which stage did it.
+    assert full.explanation.query_class == "prose"
+    runs = {run.name: run for run in full.explanation.stages}
+    assert runs["name_words"].applied and "filled" in runs["name_words"].detail
+    assert first.stages[0].stage == "fusion"
+    assert first.stages[-1].rank_after == 1
 
-    # The same index without the name words: the documented neighbour's phrasing wins.
-    off = await _first_results(
-        fresh_db_url, embedder_address, tmp_path / "off", root, RETRIEVAL_NAME_WORDS="false"
-    )
-    off_names = [r.qualified_name.rsplit(".", 1)[-1] for r in off]
+    # The same index without the name words: the documented neighbour's phrasing wins, and
+    # an answer that did not ask for an explanation carries none.
+    off_names = [r.qualified_name.rsplit(".", 1)[-1] for r in off.results]
     assert off_names[0] != "isAsciiControl", off_names
-    assert not any(r.HasField("symbol_score") for r in off)
+    assert not any(r.HasField("symbol_score") for r in off.results)
+    assert not off.HasField("explanation") and not any(r.stages for r in off.results)

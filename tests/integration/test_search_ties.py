@@ -89,15 +89,6 @@ async def test_ties_follow_the_place_not_the_row_id(
                 tsquery=code_tsquery("frobnicate knob"),
                 cap=20,
             ),
-            "cover_density": await run_lexical(
-                on_connection(conn),
-                "code",
-                "body",
-                scope=scope,
-                tsquery=code_tsquery("frobnicate knob"),
-                cap=20,
-                scoring="cover_density",
-            ),
             "symbol": await run_symbol(on_connection(conn), "body", scope, "turn_knob", 20),
         }
     for name, hits in streams.items():

@@ -7,13 +7,13 @@ import pytest
 from retrieval.layers import Store
 from retrieval.search.containment import collapse
 from retrieval.search.fusion import Fused, Span, StreamHit, StreamName, fuse
+from retrieval.search.pipeline import rank
 from retrieval.search.ranking import (
     FusionPlan,
     FusionSettings,
     is_test_path,
     parse_stream_weights,
     plan_fusion,
-    rank,
 )
 
 K = 10
@@ -284,7 +284,7 @@ def test_is_test_path(path: str, test: bool) -> None:
     assert is_test_path(path) is test
 
 
-def test_rank_weighs_test_code_and_documents_on_code_questions() -> None:
+def test_rank_weighs_test_code_down() -> None:
     code = [
         StreamHit("body", 1, 1.0, 0, Span(1, "tests/test_a.py", 1, 5)),
         StreamHit("body", 2, 0.9, 0, Span(1, "src/a.py", 1, 5)),
@@ -294,25 +294,23 @@ def test_rank_weighs_test_code_and_documents_on_code_questions() -> None:
         "code": {"vector": code},
         "repo_docs": {"vector": docs},
     }
-    settings = FusionSettings(test_weight=0.5, code_query_doc_weight=0.5)
+    settings = FusionSettings(test_weight=0.5)
     prose = plan_fusion("how are retries spaced out", K, 300, settings)
-    assert prose.query_class == "prose" and prose.doc_weight == 1.0
     # The test row (first in its stream) is halved below the second code row.
     assert [(i.store, i.id) for i in rank(lists, prose)] == [
         ("repo_docs", 3),
         ("code", 2),
         ("code", 1),
     ]
-    signature = plan_fusion("def retry(delay: float) -> None", K, 300, settings)
-    assert signature.query_class == "signature" and signature.doc_weight == 0.5
-    assert next((i.store, i.id) for i in rank(lists, signature)) == ("code", 2)
-    plain = FusionPlan(K, 300, containment="off")
-    assert [(i.store, i.id) for i in rank(lists, plain)][:2] == [("code", 1), ("repo_docs", 3)]
+    unweighed = plan_fusion(
+        "how are retries spaced out", K, 300, settings, skip=frozenset({"test_code"})
+    )
+    assert [(i.store, i.id) for i in rank(lists, unweighed)][:2] == [("code", 1), ("repo_docs", 3)]
 
 
-def test_rank_joins_the_stores_of_a_stream_on_raw_score_unless_per_store() -> None:
-    # Two code rows well above a weak document: joined, the document ranks third; fused per
-    # store, its first place is worth the code's first place and it lands second.
+def test_rank_joins_the_stores_of_a_stream_on_raw_score() -> None:
+    # Two code rows well above a weak document: joined on the raw score, the document ranks
+    # third (fused per store, its first place would be worth the code's first place).
     lists: dict[Store, dict[StreamName, list[StreamHit]]] = {
         "code": {
             "vector": [
@@ -322,17 +320,11 @@ def test_rank_joins_the_stores_of_a_stream_on_raw_score_unless_per_store() -> No
         },
         "repo_docs": {"vector": [StreamHit("doc", 3, 0.5, store="repo_docs")]},
     }
-    joint = FusionPlan(K, 300, containment="off")
+    joint = FusionPlan(K, 300, skip=frozenset({"containment"}))
     assert [(i.store, i.id) for i in rank(lists, joint)] == [
         ("code", 1),
         ("code", 2),
         ("repo_docs", 3),
-    ]
-    per_store = FusionPlan(K, 300, containment="off", joint_stores=False)
-    assert [(i.store, i.id) for i in rank(lists, per_store)] == [
-        ("code", 1),
-        ("repo_docs", 3),
-        ("code", 2),
     ]
 
 

@@ -1,4 +1,4 @@
-"""RRF arithmetic, caps, provenance, tie order and the cross-store merge."""
+"""RRF arithmetic, caps, provenance, tie order, and the pin and layer weight stages."""
 
 from __future__ import annotations
 
@@ -6,14 +6,17 @@ import random
 
 import pytest
 
+from retrieval.layers import Store
 from retrieval.search.fusion import (
     Fused,
     StreamHit,
     StreamName,
     fuse,
     merge_lists,
-    merge_stores,
+    score_order,
 )
+from retrieval.search.pipeline import rank
+from retrieval.search.ranking import FusionPlan
 
 Streams = dict[StreamName, list[StreamHit]]
 
@@ -122,21 +125,23 @@ def test_deterministic_under_shuffled_stream_dict_order() -> None:
         assert [(f.id, f.score) for f in fuse(shuffled, k=60, cap=300)] == expected
 
 
-def test_merge_stores_resorts_on_fused_score() -> None:
-    code = fuse({"vector": hits(1, 2), "symbol": hits(2)}, k=60, cap=10)
-    docs_hits = hits(1, unit="doc", store="repo_docs")
-    docs = fuse({"vector": docs_hits, "lexical": docs_hits}, k=60, cap=10)
-    merged = merge_stores([code, docs])
-    assert [(f.store, f.id) for f in merged] == [("repo_docs", 1), ("code", 2), ("code", 1)]
-    # An exact cross-store tie: id first, then store order.
+def test_ties_fall_through_to_id_then_store_order() -> None:
     a = Fused("repo_docs", "doc", 1, 0.5)
     b = Fused("code", "body", 1, 0.5)
     c = Fused("code", "body", 0, 0.5)
-    assert [(f.store, f.id) for f in merge_stores([[a], [b, c]])] == [
+    d = Fused("code", "body", 5, 0.6)
+    assert [(f.store, f.id) for f in sorted([a, b, c, d], key=score_order)] == [
+        ("code", 5),
         ("code", 0),
         ("code", 1),
         ("repo_docs", 1),
     ]
+
+
+def plain(**changes: object) -> FusionPlan:
+    """Fusion with no containment (unless `skip` says otherwise), at k 60."""
+    changes.setdefault("skip", frozenset({"containment"}))
+    return FusionPlan(k=60, cap=300, **changes)  # type: ignore[arg-type]
 
 
 def test_one_stream_ranks_every_store_on_its_raw_score() -> None:
@@ -162,7 +167,7 @@ def test_rejects_bad_parameters() -> None:
     assert fuse({}, k=60, cap=10) == []
 
 
-def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
+def test_exact_symbol_matches_are_pinned_first_by_the_pin_stage() -> None:
     # Node 7 is ranked first by vector and lexical; node 9 only by the symbol stream, but
     # the query names it outright, so it leads. Among exact matches fused order decides.
     streams: Streams = {
@@ -175,30 +180,33 @@ def test_exact_symbol_matches_are_pinned_first_in_fused_order() -> None:
         ],
     }
     fused = fuse(streams, k=60, cap=300)
-    assert [f.id for f in fused] == [8, 9, 7]
-    assert [f.exact for f in fused] == [2, 2, 0]
-    merged = merge_stores([[f for f in fused if not f.exact], [f for f in fused if f.exact]])
-    assert [f.id for f in merged] == [8, 9, 7]
+    assert [f.id for f in fused] == [7, 8, 9]  # fusion alone: RRF order
+    assert [f.exact for f in fused] == [0, 2, 2]
+    lists: dict[Store, dict[StreamName, list[StreamHit]]] = {"code": streams}
+    ranked = rank(lists, plain())
+    assert [f.id for f in ranked] == [8, 9, 7]
     # Node 7 fused higher than node 9 on RRF alone; the pin shows in the score too.
-    assert merged[0].score > merged[1].score > merged[2].score
+    assert ranked[0].score > ranked[1].score > ranked[2].score
+    assert [f.id for f in rank(lists, plain(skip=frozenset({"containment", "pin"})))] == [7, 8, 9]
 
 
-def test_layer_weights_scale_fused_scores_before_the_merge() -> None:
-    def lists() -> list[list[Fused]]:
-        return [
-            [Fused("code", "body", 1, 0.10), Fused("code", "summary", 2, 0.09)],
-            [Fused("repo_docs", "doc", 3, 0.08, exact=False)],
+def test_layer_weights_scale_fused_scores_and_never_lift_a_row_over_a_pin() -> None:
+    streams: Streams = {
+        "vector": [
+            StreamHit("body", 1, 0.9),
+            StreamHit("summary", 2, 0.8),
+            StreamHit("doc", 3, 0.7, store="repo_docs"),
         ]
-
-    assert [f.id for f in merge_stores(lists())] == [1, 2, 3]
-    assert [f.id for f in merge_stores(lists(), {})] == [1, 2, 3]
-    weighted = merge_stores(lists(), {"doc": 1.5, "summary": 0.5})
+    }
+    lists: dict[Store, dict[StreamName, list[StreamHit]]] = {"code": streams}
+    assert [f.id for f in rank(lists, plain())] == [1, 2, 3]
+    weighted = rank(lists, plain(layer_weights={"doc": 1.5, "summary": 0.5}))
     assert [f.id for f in weighted] == [3, 1, 2]
-    assert [f.score for f in weighted] == pytest.approx([0.12, 0.10, 0.045])
+    assert [f.score for f in weighted] == pytest.approx([1.5 / 63, 1 / 61, 0.5 / 62])
     # An exact symbol match still leads whatever the weights, and its score says so: the
     # returned scores never rise down the list.
-    pinned = [[Fused("code", "body", 9, 0.01, exact=True)], *lists()]
-    merged = merge_stores(pinned, {"body": 0.01, "doc": 100})
+    pinned: Streams = {**streams, "symbol": [StreamHit("body", 9, 1.0, exact=2)]}
+    merged = rank({"code": pinned}, plain(layer_weights={"body": 0.01, "doc": 100}))
     assert merged[0].id == 9
     scores = [f.score for f in merged]
     assert scores == sorted(scores, reverse=True)
@@ -212,6 +220,5 @@ def test_a_match_in_case_leads_one_that_ignores_case() -> None:
         "lexical": [StreamHit("body", 6, 0.5), StreamHit("body", 5, 0.4)],
         "symbol": [StreamHit("body", 5, 1.0, exact=2), StreamHit("body", 6, 1.0, exact=1)],
     }
-    fused = fuse(streams, k=10, cap=300)
-    assert [(f.id, f.exact) for f in fused] == [(5, 2), (6, 1)]
-    assert [f.id for f in merge_stores([fused])] == [5, 6]
+    assert [f.id for f in fuse(streams, k=10, cap=300)] == [6, 5]
+    assert [f.id for f in rank({"code": streams}, plain())] == [5, 6]

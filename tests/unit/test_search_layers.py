@@ -21,9 +21,10 @@ from retrieval.layers import (
 from retrieval.search.fusion import StreamName
 from retrieval.search.query import build_query
 from retrieval.search.query_text import code_tsquery, doc_tsquery, has_text
-from retrieval.search.search_settings import SearchSettings
+from retrieval.search.search_settings import RANKING_SETTINGS, RETIRED_SETTINGS, SearchSettings
 from retrieval.search.streams import StreamTask, plan_streams
 from retrieval.term_statistics import COLLECTION_FIELDS, REPOSITORY_FIELDS, field_of
+from scripts.config_docs import Recorder, RecordingEnv
 from svckit.config import ConfigError, Env
 from svckit.errors import InvalidArgument
 
@@ -160,39 +161,24 @@ def test_layer_weights_parse_and_fail_clearly() -> None:
     assert parse_layer_weights("repo_doc=0.01,code=100") == {"doc": 0.01, "body": 100.0}
 
 
-def test_fusion_choices_come_from_the_environment_and_fail_clearly() -> None:
-    fusion = SearchSettings.from_env(Env({})).fusion
-    assert fusion.order_overloads_by_code and fusion.share_overload_summaries
-    assert fusion.joint_stores and fusion.name_words
-    assert not SearchSettings.from_env(Env({"RETRIEVAL_NAME_WORDS": "false"})).fusion.name_words
-    with pytest.raises(ConfigError, match="RETRIEVAL_NAME_WORDS"):
-        SearchSettings.from_env(Env({"RETRIEVAL_NAME_WORDS": "sometimes"}))
-    chosen = SearchSettings.from_env(
-        Env(
-            {
-                "RETRIEVAL_OVERLOAD_ORDER": "fused",
-                "RETRIEVAL_OVERLOAD_SUMMARIES": "own",
-                "RETRIEVAL_STORE_FUSION": "per_store",
-            }
-        )
-    ).fusion
-    assert not chosen.order_overloads_by_code and not chosen.share_overload_summaries
-    assert not chosen.joint_stores
-    for name in (
-        "RETRIEVAL_OVERLOAD_ORDER",
-        "RETRIEVAL_OVERLOAD_SUMMARIES",
-        "RETRIEVAL_STORE_FUSION",
-    ):
-        with pytest.raises(ConfigError, match=name):
-            SearchSettings.from_env(Env({name: "bogus"}))
-
-
-def test_lexical_scoring_comes_from_the_environment_and_fails_clearly() -> None:
-    assert SearchSettings.from_env(Env({})).lexical_scoring == "bm25"
-    chosen = SearchSettings.from_env(Env({"RETRIEVAL_LEXICAL_SCORING": "cover_density"}))
-    assert chosen.lexical_scoring == "cover_density"
-    with pytest.raises(ConfigError, match="RETRIEVAL_LEXICAL_SCORING"):
-        SearchSettings.from_env(Env({"RETRIEVAL_LEXICAL_SCORING": "tfidf"}))
+def test_retired_ranking_settings_are_refused_with_what_replaces_them() -> None:
+    for name in RETIRED_SETTINGS:
+        with pytest.raises(ConfigError, match=name) as caught:
+            SearchSettings.from_env(Env({name: "true"}))
+        assert "skip_stages" in str(caught.value)
+    # At most eight settings shape the ranking; the others are per request. Every one of
+    # them is read, and nothing else SearchSettings reads changes the order of a ranking.
+    assert len(RANKING_SETTINGS) <= 8
+    recorder = Recorder()
+    SearchSettings.from_env(RecordingEnv(recorder, "retrieval"))
+    read = set(recorder.reads["retrieval"])
+    assert set(RANKING_SETTINGS) <= read
+    others = read - set(RANKING_SETTINGS) - set(RETIRED_SETTINGS)
+    assert all(
+        name.startswith(("RETRIEVAL_RERANK_", "RETRIEVAL_DB_", "RETRIEVAL_STREAMS_"))
+        or name in ("RETRIEVAL_TOP_K", "RETRIEVAL_SNIPPET_CHARS")
+        for name in others
+    ), sorted(others)
 
 
 def test_document_stream_weights_come_from_the_environment_and_fail_clearly() -> None:

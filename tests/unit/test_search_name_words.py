@@ -4,7 +4,6 @@ is filled from the words it uses, and the ranking plan applies it only there."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from retrieval.layers import Store
 from retrieval.search.fusion import Span, StreamHit, StreamName
@@ -15,7 +14,8 @@ from retrieval.search.name_words import (
     singular,
     word_forms,
 )
-from retrieval.search.ranking import default_fusion, plan_fusion, rank
+from retrieval.search.pipeline import rank
+from retrieval.search.ranking import default_fusion, plan_fusion
 
 FILE = "src/CharUtils.java"
 SPANS = {
@@ -106,8 +106,7 @@ def test_a_prose_question_whose_symbol_stream_is_empty_gets_it_from_its_words() 
     assert [item.id for item in fused] == [2, 1, 6]
     assert fused[0].raw("symbol") == 3.0
     # Turned off, the documented neighbour keeps the lead.
-    off = plan_fusion(QUESTION, 10, 300, replace(settings, name_words=False))
-    assert off.name_words == frozenset()
+    off = plan_fusion(QUESTION, 10, 300, settings, skip=frozenset({"name_words"}))
     assert [item.id for item in rank(lists_for([]), off)] == [1, 2, 6]
 
 

@@ -4,12 +4,12 @@ the ranking plan applies both."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from retrieval.layers import Store
 from retrieval.search.fusion import Fused, Span, StreamHit, StreamName
 from retrieval.search.overloads import order_by_code, overload_key, share_summaries
-from retrieval.search.ranking import FusionPlan, default_fusion, plan_fusion, rank
+from retrieval.search.pipeline import rank
+from retrieval.search.ranking import FusionPlan, default_fusion, plan_fusion
 
 FILE = "src/BooleanUtils.java"
 # Three overloads of toBoolean and one other method, in one file; a namesake elsewhere.
@@ -73,9 +73,9 @@ def test_rank_shares_summaries_in_the_code_store_unless_turned_off() -> None:
         "vector": [hit(2, "summary", 0.9), hit(3, "body", 0.7), hit(2, "body", 0.6)],
     }
     lists: Mapping[Store, Mapping[StreamName, Sequence[StreamHit]]] = {"code": streams}
-    shared = rank(lists, FusionPlan(k=10, cap=300, containment="off"))
+    shared = rank(lists, FusionPlan(k=10, cap=300, skip=frozenset({"containment"})))
     assert (shared[0].unit, shared[0].id) == ("body", 3)
-    plan = FusionPlan(k=10, cap=300, containment="off", share_overload_summaries=False)
+    plan = FusionPlan(k=10, cap=300, skip=frozenset({"containment", "shared_summaries"}))
     own = rank(lists, plan)
     assert (own[0].unit, own[0].id) == ("summary", 2)
 
@@ -108,7 +108,7 @@ def test_prose_questions_order_overloads_by_code_and_code_shaped_ones_do_not() -
         "symbol": [hit(2, "body", 0.7)],
     }
     lists: Mapping[Store, Mapping[StreamName, Sequence[StreamHit]]] = {"code": streams}
-    fused = rank(lists, FusionPlan(k=10, cap=300, containment="off"))
+    fused = rank(lists, FusionPlan(k=10, cap=300, skip=frozenset({"containment"})))
     assert [item.id for item in fused] == [2, 1]  # two streams of three put #2 first
     settings = default_fusion()
     prose = plan_fusion("convert an integer to a boolean", 10, 300, settings)
@@ -118,6 +118,6 @@ def test_prose_questions_order_overloads_by_code_and_code_shaped_ones_do_not() -
     for code_shaped in ("BooleanUtils.toBoolean", "toBoolean(int value)"):
         assert not plan_fusion(code_shaped, 10, 300, settings).order_overloads_by_code
     off = plan_fusion(
-        "convert an integer to a boolean", 10, 300, replace(settings, order_overloads_by_code=False)
+        "convert an integer to a boolean", 10, 300, settings, skip=frozenset({"overload_order"})
     )
     assert [item.id for item in rank(lists, off)] == [2, 1]

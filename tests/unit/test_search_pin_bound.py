@@ -29,8 +29,7 @@ def test_the_bound_multiplies_every_weight() -> None:
         RETRIEVAL_STREAM_WEIGHTS="prose:vector=5",
         RETRIEVAL_DOC_STREAM_WEIGHTS="",
         RETRIEVAL_LAYER_WEIGHTS="repo_doc=4",
-        RETRIEVAL_TEST_CODE_WEIGHT="2",
-        RETRIEVAL_CODE_QUERY_DOC_WEIGHT="3",
+        RETRIEVAL_TEST_CODE_WEIGHT="3",
     )
     assert heavier.highest_fused_score() == pytest.approx((5 + 1 + 1) / 2 * 4 * 3)
 

@@ -47,7 +47,7 @@ from typing import Literal
 
 from retrieval.indexing.parsing.nodes import short_name
 from retrieval.layers import Unit
-from retrieval.search.fusion import Fused, Provenance, StreamName, fused_order, rrf_score
+from retrieval.search.fusion import Fused, Provenance, StreamName, rrf_score, score_order
 
 _ORDER = ("vector", "lexical", "symbol")
 # Containers whose nested definitions are their implementation
@@ -133,7 +133,7 @@ def collapse(
         if len(group) > 1:
             kept = _fold(kept, group, k, stream_weights, fold)
         out.append(kept)
-    out.sort(key=fused_order)
+    out.sort(key=score_order)
     return out
 
 

@@ -36,9 +36,18 @@ from retrieval.search.fusion import (
     merge_lists,
 )
 from retrieval.search.graph import GraphResult, expand
+from retrieval.search.pipeline import (
+    Explanation,
+    StageEffect,
+    StageRun,
+    Trace,
+    effects,
+    key_of,
+    rank,
+)
 from retrieval.search.query import SearchQuery
 from retrieval.search.query_text import has_text
-from retrieval.search.ranking import plan_fusion, rank
+from retrieval.search.ranking import plan_fusion
 from retrieval.search.rerank import Reranker, RerankError, exact_symbol_match, should_rerank
 from retrieval.search.search_settings import SearchSettings
 from retrieval.search.search_sql import OwnerScope, Scope, hydrate, readable_owners
@@ -93,6 +102,8 @@ class SearchHit:
     rerank_score: float | None = None
     name: str = ""  # bare name, for the exact-symbol rerank gate
     rerank_text: str = ""  # what a reranker reads (not returned)
+    # With `explain`: each ranking stage's effect on this result (pipeline.effects).
+    stages: list[StageEffect] = field(default_factory=list)
 
 
 @dataclass
@@ -104,6 +115,7 @@ class SearchOutcome:
     timings_ms: dict[str, float] = field(default_factory=dict)
     # Why each unavailable stream is (embedder_unavailable, embedding_model_mismatch, ...).
     reasons: dict[StreamName, str] = field(default_factory=dict)
+    explanation: Explanation | None = None  # with `explain`
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +192,12 @@ class SearchEngine:
             self._settings.candidate_cap,
             self._settings.fusion,
             self._settings.layer_weights,
+            skip=query.skip_stages,
         )
+        trace = Trace() if query.explain else None
         rows = [
             _Row(item, layer)
-            for item in rank(lists, plan)
+            for item in rank(lists, plan, trace)
             for layer in layers_of_unit(item.store, item.unit, query.layers)
         ]
         timings["fuse"] = _ms(phase)
@@ -201,7 +215,7 @@ class SearchEngine:
         rerank_window = min(len(rows), gate.top_n) if could_rerank else 0
         phase = time.perf_counter()
         results = await self._hydrate(
-            snapshot, rows[: max(query.top_k, rerank_window)], query, scope
+            snapshot, rows[: max(query.top_k, rerank_window)], query, scope, trace
         )
         timings["hydrate"] = _ms(phase)
 
@@ -212,9 +226,12 @@ class SearchEngine:
         )
         if reranker is not None and could_rerank and not named:
             phase = time.perf_counter()
-            results = await self._rerank(reranker, query.text, results, rerank_window)
+            results = await self._rerank(reranker, query.text, results, rerank_window, trace)
             timings["rerank"] = _ms(phase)
         results = results[: query.top_k]
+        explanation = (
+            Explanation(plan.query_class, tuple(trace.runs)) if trace is not None else None
+        )
 
         graph: GraphResult | None = None
         if query.include_graph and query.repo is not None:
@@ -223,7 +240,7 @@ class SearchEngine:
             graph = await expand(snapshot.leader, seeds, query.repo, viewer)
             timings["graph"] = _ms(phase)
         timings["total"] = _ms(started)
-        return SearchOutcome(query.text, results, states, graph, timings, reasons)
+        return SearchOutcome(query.text, results, states, graph, timings, reasons, explanation)
 
     async def _check_scope(
         self, query: SearchQuery, viewer: Viewer, conn: asyncpg.Connection
@@ -283,7 +300,6 @@ class SearchEngine:
                 vector=vector,
                 cap=self._settings.candidate_cap,
                 split_identifiers=self._settings.split_identifiers,
-                scoring=self._settings.lexical_scoring,
                 owners=owners,
             )
             tally.answered += 1
@@ -430,7 +446,12 @@ class SearchEngine:
         return {t: results.get(t, []) for t in tasks}
 
     async def _hydrate(
-        self, snapshot: Snapshot, rows: Sequence[_Row], query: SearchQuery, scope: Scope
+        self,
+        snapshot: Snapshot,
+        rows: Sequence[_Row],
+        query: SearchQuery,
+        scope: Scope,
+        trace: Trace | None = None,
     ) -> list[SearchHit]:
         by_store: dict[Store, list[int]] = {}
         for row in rows:
@@ -447,11 +468,19 @@ class SearchEngine:
         for row in rows:
             record = fetched[row.fused.store].get(row.fused.id)
             if record is not None:  # never, on one snapshot; kept as a guard
-                hits.append(_hit(row, record, query))
+                hit = _hit(row, record, query)
+                if trace is not None:
+                    hit.stages = effects(trace, key_of(row.fused))
+                hits.append(hit)
         return hits
 
     async def _rerank(
-        self, reranker: Reranker, text: str, results: list[SearchHit], window: int
+        self,
+        reranker: Reranker,
+        text: str,
+        results: list[SearchHit],
+        window: int,
+        trace: Trace | None = None,
     ) -> list[SearchHit]:
         head, tail = results[:window], results[window:]
         try:
@@ -459,6 +488,8 @@ class SearchEngine:
             scores = await reranker.score(text, [hit.rerank_text[:limit] for hit in head])
         except (TimeoutError, RerankError) as err:
             log.warning("rerank failed; keeping the fused order", extra={"error": str(err)})
+            if trace is not None:
+                trace.runs.append(StageRun("rerank", False, f"failed, fused order kept: {err}"))
             return results
         for hit, value in zip(head, scores, strict=True):
             hit.rerank_score = value
@@ -467,8 +498,14 @@ class SearchEngine:
         # `score` must agree with the order a caller sees: a result the reranker moved
         # carries the fused score of the place it took; rerank_score says why it moved.
         places = sorted((hit.score for hit in head), reverse=True)
-        for hit, place in zip(reranked, places, strict=False):
+        before = {id(hit): (i, hit.score) for i, hit in enumerate(head, 1)}
+        for i, (hit, place) in enumerate(zip(reranked, places, strict=False), 1):
+            if trace is not None:
+                rank_before, score_before = before[id(hit)]
+                hit.stages.append(StageEffect("rerank", rank_before, score_before, i, place))
             hit.score = place
+        if trace is not None:
+            trace.runs.append(StageRun("rerank", True, f"the first {window} reordered"))
         return reranked
 
 

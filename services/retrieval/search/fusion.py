@@ -25,7 +25,7 @@ Pure: no I/O, so the arithmetic and the tie order are unit-tested exactly.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -188,7 +188,7 @@ def fuse(
     for fused in found.values():
         weights = doc_stream_weights if by_store and fused.store != "code" else stream_weights
         fused.score = rrf_score(fused.provenance, k, weights)
-    return sorted(found.values(), key=fused_order)
+    return sorted(found.values(), key=score_order)
 
 
 def rrf_score(
@@ -201,35 +201,8 @@ def rrf_score(
     return math.fsum(weights.get(item.stream, 1.0) / (k + item.rank) for item in provenance)
 
 
-def merge_stores(
-    per_store: Sequence[Sequence[Fused]],
-    weights: Mapping[Unit, float] | None = None,
-    item_weight: Callable[[Fused], float] | None = None,
-) -> list[Fused]:
-    """Concatenates fused lists (one for every store, or one per store) and re-sorts them
-    on the fused score, each score first multiplied by its unit's weight
-    (RETRIEVAL_LAYER_WEIGHTS; 1 when absent) and by `item_weight(item)` when given (test
-    code, documents on code-shaped queries).
-
-    An exact symbol match then gets PIN_SCORE times its `exact` level (3; 2 for an `impl`
-    block; 1 ignoring case; search_sql.symbol_sql) added to its score, so the score a caller
-    sees agrees with the pinned order (a client that re-sorts on score keeps the pinning)."""
-    items = [item for items in per_store for item in items]
-    for item in items:
-        if weights:
-            item.score *= weights.get(item.unit, 1.0)
-        if item_weight is not None:
-            item.score *= item_weight(item)
-        item.score += PIN_SCORE * item.exact
-    return sorted(items, key=fused_order)
-
-
-def fused_order(item: Fused) -> tuple[int, float, Place, int, int, int]:
-    return (
-        -item.exact,
-        -item.score,
-        item.place,
-        item.id,
-        STORE_ORDER[item.store],
-        UNIT_ORDER[item.unit],
-    )
+def score_order(item: Fused) -> tuple[float, Place, int, int, int]:
+    """Best score first; ties on the row's place, then id, store and unit (a total order, so
+    two indexings of the same text rank alike). Exact names are placed by the pipeline's
+    `pin` stage, not here."""
+    return (-item.score, item.place, item.id, STORE_ORDER[item.store], UNIT_ORDER[item.unit])

@@ -79,6 +79,8 @@ def query_from_pb(request: pb.SearchRequest, settings: SearchSettings) -> Search
         until=_time(request, "until"),
         streams=streams,
         skip_rerank=request.skip_rerank,
+        explain=request.explain,
+        skip_stages=list(request.skip_stages),
     )
 
 
@@ -113,6 +115,14 @@ def hit_to_pb(hit: SearchHit) -> pb.SearchResult:
         result.symbol_score = hit.symbol_score
     if hit.rerank_score is not None:
         result.rerank_score = hit.rerank_score
+    for effect in hit.stages:
+        item = result.stages.add(
+            stage=effect.stage, rank_after=effect.rank_after, score_after=effect.score_after
+        )
+        if effect.rank_before is not None:
+            item.rank_before = effect.rank_before
+        if effect.score_before is not None:
+            item.score_before = effect.score_before
     return result
 
 
@@ -151,4 +161,8 @@ def outcome_to_pb(outcome: SearchOutcome) -> pb.SearchResponse:
     )
     if outcome.graph is not None:
         response.graph.CopyFrom(graph_to_pb(outcome.graph))
+    if outcome.explanation is not None:
+        response.explanation.query_class = outcome.explanation.query_class
+        for run in outcome.explanation.stages:
+            response.explanation.stages.add(name=run.name, applied=run.applied, detail=run.detail)
     return response

@@ -13,6 +13,7 @@ from datetime import datetime
 from cograph_api import limits
 from retrieval.layers import Layer, resolve_layers
 from retrieval.search.fusion import STREAM_NAMES, StreamName
+from retrieval.search.pipeline import SKIPPABLE, STAGE_NAMES
 from retrieval.search.search_settings import (
     SNIPPET_MAX,
     SNIPPET_MIN,
@@ -37,6 +38,8 @@ class SearchQuery:
     until: datetime | None = None
     streams: frozenset[StreamName] = frozenset(STREAM_NAMES)
     skip_rerank: bool = False
+    explain: bool = False  # each ranking stage's effect on the answer (pipeline.Trace)
+    skip_stages: frozenset[str] = frozenset()  # ranking stages to leave out (evaluation)
 
 
 def build_query(
@@ -54,6 +57,8 @@ def build_query(
     until: datetime | None = None,
     streams: Iterable[str] = (),
     skip_rerank: bool = False,
+    explain: bool = False,
+    skip_stages: Iterable[str] = (),
 ) -> SearchQuery:
     """Validates and normalises a request; raises InvalidArgument with the reason."""
     query = text.strip()
@@ -92,6 +97,18 @@ def build_query(
     unknown = sorted({name for name in chosen if name not in STREAM_NAMES})
     if unknown:
         raise InvalidArgument(f"unknown stream {', '.join(unknown)}")
+    skipped = [name.strip().lower() for name in skip_stages]
+    if len(skipped) > len(STAGE_NAMES):
+        raise InvalidArgument(
+            f"skip_stages: at most {len(STAGE_NAMES)} stages (got {len(skipped)})"
+        )
+    unknown = sorted({name for name in skipped if name not in SKIPPABLE})
+    if unknown:
+        shown = ", ".join(name[:40] for name in unknown)
+        raise InvalidArgument(
+            f"skip_stages: unknown or required stage {shown}; "
+            f"one of {', '.join(s for s in STAGE_NAMES if s in SKIPPABLE)}"
+        )
     return SearchQuery(
         text=query,
         repo=repo_slug,
@@ -105,4 +122,6 @@ def build_query(
         until=until,
         streams=frozenset(n for n in STREAM_NAMES if n in chosen) or frozenset(STREAM_NAMES),
         skip_rerank=skip_rerank,
+        explain=explain,
+        skip_stages=frozenset(skipped),
     )

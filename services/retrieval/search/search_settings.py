@@ -9,25 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import cast
 
 from cograph_api import limits
 from retrieval.layers import Unit, parse_layer_weights
 from retrieval.search.fusion import PIN_SCORE, STREAM_NAMES, StreamName
 from retrieval.search.query_class import QueryClass
 from retrieval.search.ranking import (
-    CONTAINMENT_SETTINGS,
     DEFAULT_CLASS_LINES,
-    DEFAULT_CODE_QUERY_DOC_WEIGHT,
     DEFAULT_DOC_STREAM_WEIGHTS,
     DEFAULT_MEMBER_RATIO,
     DEFAULT_STREAM_WEIGHTS,
     DEFAULT_TEST_WEIGHT,
-    ContainmentSetting,
     FusionSettings,
     parse_stream_weights,
 )
-from retrieval.search.search_sql import LEXICAL_SCORINGS, LexicalScoring
 from svckit.config import ConfigError, Env
 
 TOP_K_MIN, TOP_K_MAX = limits.TOP_K_MIN, limits.TOP_K_MAX
@@ -81,6 +76,30 @@ DEFAULT_RRF_K = 10
 # third of fusion's (bench/notes/search-latency.md, "Fewer round trips ... and the
 # candidate cap").
 DEFAULT_CANDIDATE_CAP = 100
+# The settings that shape the ranking (issue 30: at most eight). Everything else a ranking
+# experiment needs is per request: `skip_stages`, `streams`, `skip_rerank`.
+RANKING_SETTINGS = (
+    "RETRIEVAL_RRF_K",
+    "RETRIEVAL_CANDIDATE_CAP",
+    "RETRIEVAL_STREAM_WEIGHTS",
+    "RETRIEVAL_DOC_STREAM_WEIGHTS",
+    "RETRIEVAL_LAYER_WEIGHTS",
+    "RETRIEVAL_CONTAINMENT_MEMBER_RATIO",
+    "RETRIEVAL_CONTAINMENT_CLASS_LINES",
+    "RETRIEVAL_TEST_CODE_WEIGHT",
+)
+# Settings that each restored an earlier ranking, removed with it: one set at start is an
+# error, not silently ignored. The stages they switched are skipped per request now.
+RETIRED_SETTINGS: dict[str, str] = {
+    "RETRIEVAL_CONTAINMENT": 'a request\'s `skip_stages: ["containment"]` does what `off` did; '
+    "`member` and `better` are gone (the adaptive policy is the measured one)",
+    "RETRIEVAL_CODE_QUERY_DOC_WEIGHT": "nothing: its default, 1, changed nothing",
+    "RETRIEVAL_LEXICAL_SCORING": "nothing: the lexical stream always ranks by BM25",
+    "RETRIEVAL_NAME_WORDS": '`skip_stages: ["name_words"]` does what `false` did',
+    "RETRIEVAL_OVERLOAD_ORDER": '`skip_stages: ["overload_order"]` does what `fused` did',
+    "RETRIEVAL_OVERLOAD_SUMMARIES": '`skip_stages: ["shared_summaries"]` does what `own` did',
+    "RETRIEVAL_STORE_FUSION": "nothing: each stream ranks code and documents together",
+}
 # Read by indexing and by search alike: the code index and its queries must be cut the same.
 SPLIT_IDENTIFIERS = "RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS"
 
@@ -97,12 +116,16 @@ class SearchSettings:
     # Multipliers on fused scores by layer before stores are merged; empty: all 1.
     layer_weights: Mapping[Unit, float] = field(default_factory=dict)
     split_identifiers: bool = True  # how code queries are cut into lexical terms
-    lexical_scoring: LexicalScoring = "bm25"  # search_sql.lexical_sql
-    # Per query class stream weights, containment, test code and document weights.
+    # Per query class stream weights, containment and test code weights.
     fusion: FusionSettings = field(default_factory=FusionSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> SearchSettings:
+        env.refuse(
+            RETIRED_SETTINGS,
+            "no longer settings: each restored an earlier ranking; a request skips a ranking "
+            'stage instead (skip_stages; README.md, "How ranking works")',
+        )
         settings = cls(
             # 10, not the customary 60: on the held-out half of bench.quality's queries k=10 gains
             # overall MRR@10 and loses on no query class (bench/notes/quality.md, "How the
@@ -125,20 +148,14 @@ class SearchSettings:
             rerank=RerankSettings.from_env(env),
             layer_weights=_layer_weights(env),
             split_identifiers=env.bool(SPLIT_IDENTIFIERS, True),
-            # `cover_density`: PostgreSQL's ts_rank_cd (the earlier order, kept for
-            # comparison); `bm25`: search_sql.lexical_sql.
-            lexical_scoring=cast(
-                LexicalScoring,
-                env.choice("RETRIEVAL_LEXICAL_SCORING", "bm25", LEXICAL_SCORINGS),
-            ),
             fusion=_fusion(env),
         )
         worst = settings.highest_fused_score()
         if worst >= PIN_SCORE:
             raise ConfigError(
                 "RETRIEVAL_STREAM_WEIGHTS, RETRIEVAL_DOC_STREAM_WEIGHTS, "
-                "RETRIEVAL_LAYER_WEIGHTS, RETRIEVAL_TEST_CODE_WEIGHT, "
-                "RETRIEVAL_CODE_QUERY_DOC_WEIGHT and RETRIEVAL_RRF_K together allow a fused "
+                "RETRIEVAL_LAYER_WEIGHTS, RETRIEVAL_TEST_CODE_WEIGHT "
+                "and RETRIEVAL_RRF_K together allow a fused "
                 f"score of {worst:g}, at or above the {PIN_SCORE:g} an exact symbol match is "
                 "pinned by: lower the weights or raise RETRIEVAL_RRF_K"
             )
@@ -146,14 +163,14 @@ class SearchSettings:
 
     def highest_fused_score(self) -> float:
         """The most a result's fused score can be before pinning: every stream ranks it
-        first at the heaviest class's weights, times the largest layer weight and item
-        weight (test code, documents on code questions). Pinned results must stay above it,
-        so their score agrees with the order (fusion.merge_stores)."""
+        first at the heaviest class's weights, times the largest layer weight and the test
+        code weight. Pinned results must stay above it, so their score agrees with the order
+        (pipeline.py, the `pin` stage)."""
         fusion = self.fusion
         classes = [*fusion.stream_weights.values(), *fusion.doc_stream_weights.values(), {}]
         streams = max(sum(weights.get(s, 1.0) for s in STREAM_NAMES) for weights in classes)
         layer = max([1.0, *self.layer_weights.values()])
-        item = max(1.0, fusion.test_weight, fusion.code_query_doc_weight)
+        item = max(1.0, fusion.test_weight)
         return streams / (self.rrf_k + 1) * layer * item
 
 
@@ -176,33 +193,9 @@ def _fusion(env: Env) -> FusionSettings:
         class_lines=env.int(
             "RETRIEVAL_CONTAINMENT_CLASS_LINES", DEFAULT_CLASS_LINES, min=0, max=1_000_000
         ),
-        containment=cast(
-            ContainmentSetting,
-            env.choice("RETRIEVAL_CONTAINMENT", "adaptive", CONTAINMENT_SETTINGS),
-        ),
         test_weight=env.float(
             "RETRIEVAL_TEST_CODE_WEIGHT", DEFAULT_TEST_WEIGHT, min=0.01, max=100.0
         ),
-        code_query_doc_weight=env.float(
-            "RETRIEVAL_CODE_QUERY_DOC_WEIGHT", DEFAULT_CODE_QUERY_DOC_WEIGHT, min=0.01, max=100.0
-        ),
-        # `own`: every overload's summary ranks as its own candidate (the earlier order,
-        # kept for comparison); `shared`: overloads.py.
-        share_overload_summaries=env.choice(
-            "RETRIEVAL_OVERLOAD_SUMMARIES", "shared", ("shared", "own")
-        )
-        == "shared",
-        # `fused`: overloads keep the order fusion gave them (the earlier order, kept for
-        # comparison); `code`: overloads.order_by_code on prose and mixed questions.
-        order_overloads_by_code=env.choice("RETRIEVAL_OVERLOAD_ORDER", "code", ("code", "fused"))
-        == "code",
-        # `per_store`: RRF within each store, the stores interleaved on the fused score (the
-        # earlier order, kept for comparison); `joint`: one ranking per stream (fusion.py).
-        joint_stores=env.choice("RETRIEVAL_STORE_FUSION", "joint", ("joint", "per_store"))
-        == "joint",
-        # false: a prose question's symbol stream stays empty when no name is written as
-        # code (the earlier behaviour, kept for comparison); true: name_words.py.
-        name_words=env.bool("RETRIEVAL_NAME_WORDS", True),
     )
 
 

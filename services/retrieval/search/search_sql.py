@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -312,8 +312,6 @@ def use_index(*, scope_rows: float, table_rows: float, max_scan_tuples: float, c
     return cap * table_rows <= scope_rows * max_scan_tuples / 2
 
 
-LexicalScoring = Literal["bm25", "cover_density"]
-LEXICAL_SCORINGS: tuple[LexicalScoring, ...] = ("bm25", "cover_density")
 # BM25's customary constants: term frequency saturates at k1 + 1, length normalisation b.
 BM25_K1, BM25_B = 1.2, 0.75
 # The lexemes of a tsquery, read from its text form: 'parse' & 'config' | ...
@@ -326,19 +324,17 @@ def lexical_sql(
     scope: Scope,
     tsquery: str,
     cap: int,
-    *,
-    scoring: LexicalScoring = "bm25",
 ) -> tuple[str, list[Any]]:
     """The rows matching the tsquery (`simple` on code, `english` on documents), best first.
 
-    `bm25` (the default) scores them by Okapi BM25 over the query's lexemes. The term
+    They are scored by Okapi BM25 over the query's lexemes. The term
     statistics are the field's over the repositories (or the collection) the candidates
     come from, summed from what publication keeps per repository (term_statistics.py), so
     rows of several repositories are ranked as one corpus, on one scale; a lexeme stored
     for none counts as appearing once. A row's length is its tsvector's (distinct lexemes)
-    and a term's frequency the number of its positions. `cover_density` is PostgreSQL's
-    ts_rank_cd, which weighs every word alike however common it is (kept to measure
-    against)."""
+    and a term's frequency the number of its positions. (PostgreSQL's ts_rank_cd, which
+    weighs every word alike however common it is, lost to it on every query class:
+    bench/notes/quality-unseen.md, "BM25 in the lexical stream".)"""
     params = _Params()
     source, where = _source(store, scope, params)
     field = term_statistics.field_of(store, unit)
@@ -346,14 +342,6 @@ def lexical_sql(
     config = "simple" if store == "code" else "english"
     span = _SPAN_COLUMNS if store == "code" else ""
     query = f"to_tsquery('{config}', {params.add(tsquery)})"
-    if scoring == "cover_density":
-        sql = (
-            f"SELECT t.id, ts_rank_cd({column}, q.q) AS score{span}{_place_select(store)} "
-            f"FROM {source}, {query} AS q(q) "
-            f"WHERE {column} @@ q.q AND {' AND '.join(where)} "
-            f"ORDER BY score DESC, {_place_order(store)} LIMIT {params.add(cap)}"
-        )
-        return sql, params.values
     span_out = span.replace("t.", "c.")
     # MATERIALIZED: each step is computed once; inlined, the statistics lookups would run
     # once per candidate row.
@@ -533,9 +521,8 @@ async def run_lexical(
     scope: Scope,
     tsquery: str,
     cap: int,
-    scoring: LexicalScoring = "bm25",
 ) -> list[StreamHit]:
-    sql, args = lexical_sql(store, unit, scope, tsquery, cap, scoring=scoring)
+    sql, args = lexical_sql(store, unit, scope, tsquery, cap)
     async with connect() as conn:
         rows = await conn.fetch(sql, *args)
     return [_hit(row, unit, store) for row in rows]

@@ -18,7 +18,7 @@ from retrieval.layers import UNIT_ORDER, Store, Unit
 from retrieval.search import search_sql
 from retrieval.search.fusion import STREAM_NAMES, StreamHit, StreamName
 from retrieval.search.query_text import code_tsquery, doc_tsquery
-from retrieval.search.search_sql import LexicalScoring, OwnerScope, Scope
+from retrieval.search.search_sql import OwnerScope, Scope
 from retrieval.search.snapshot import Connect
 
 
@@ -69,7 +69,6 @@ async def run_stream(
     vector: npt.NDArray[np.float32] | None,
     cap: int,
     split_identifiers: bool = True,
-    scoring: LexicalScoring = "bm25",
     owners: Mapping[Store, OwnerScope] | None = None,
 ) -> list[StreamHit]:
     """Runs one stream query on a connection of its own (`connect`: the search's snapshot,
@@ -95,6 +94,6 @@ async def run_stream(
         if not tsquery:
             return []
         return await search_sql.run_lexical(
-            connect, task.store, task.unit, scope=scope, tsquery=tsquery, cap=cap, scoring=scoring
+            connect, task.store, task.unit, scope=scope, tsquery=tsquery, cap=cap
         )
     return await search_sql.run_symbol(connect, task.unit, scope, query, cap)

@@ -1105,6 +1105,8 @@ class SearchRequest(_message.Message):
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
     MAX_TOKENS_FIELD_NUMBER: _builtins.int
     VERBOSE_FIELD_NUMBER: _builtins.int
+    EXPLAIN_FIELD_NUMBER: _builtins.int
+    SKIP_STAGES_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """What to look for: a symbol, a signature fragment or a question; not blank."""
     repo: _builtins.str
@@ -1131,6 +1133,11 @@ class SearchRequest(_message.Message):
     they are compact otherwise. gRPC answers always carry every field; tokens and the
     budget count the form asked for.
     """
+    explain: _builtins.bool
+    """Say why each result ranks where it does: the answer carries the query's class and what
+    each ranking stage did (SearchResponse.explanation), and each result its streams' ranks
+    and raw scores and each stage's effect on it (SearchResult.stages). Counted in tokens.
+    """
     @_builtins.property
     def layers(self) -> _containers.RepeatedScalarFieldContainer[Global___Layer.ValueType]:
         """Result layers; code, ast_summary and repo_doc when empty (md_collection with collection)."""
@@ -1151,6 +1158,14 @@ class SearchRequest(_message.Message):
     def streams(self) -> _containers.RepeatedScalarFieldContainer[Global___Stream.ValueType]:
         """Run only these streams (evaluation and debugging); all when empty."""
 
+    @_builtins.property
+    def skip_stages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Rank without these stages (evaluation: one stage's ablation per request). Any stage
+        SearchResponse.explanation lists except fusion: name_words, shared_summaries,
+        containment, layer_weights, test_code, pin, overload_order. Unknown names are
+        INVALID_ARGUMENT.
+        """
+
     def __init__(
         self,
         *,
@@ -1168,10 +1183,12 @@ class SearchRequest(_message.Message):
         skip_rerank: _builtins.bool = ...,
         max_tokens: _builtins.int | None = ...,
         verbose: _builtins.bool = ...,
+        explain: _builtins.bool = ...,
+        skip_stages: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "max_tokens", b"max_tokens", "since", b"since", "snippet_chars", b"snippet_chars", "top_k", b"top_k", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "collection", b"collection", "include_graph", b"include_graph", "layers", b"layers", "max_tokens", b"max_tokens", "query", b"query", "repo", b"repo", "since", b"since", "skip_rerank", b"skip_rerank", "snippet_chars", b"snippet_chars", "streams", b"streams", "top_k", b"top_k", "until", b"until", "verbose", b"verbose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "collection", b"collection", "explain", b"explain", "include_graph", b"include_graph", "layers", b"layers", "max_tokens", b"max_tokens", "query", b"query", "repo", b"repo", "since", b"since", "skip_rerank", b"skip_rerank", "skip_stages", b"skip_stages", "snippet_chars", b"snippet_chars", "streams", b"streams", "top_k", b"top_k", "until", b"until", "verbose", b"verbose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
     _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
@@ -1310,6 +1327,7 @@ class SearchResult(_message.Message):
     RERANK_SCORE_FIELD_NUMBER: _builtins.int
     COLLECTION_FIELD_NUMBER: _builtins.int
     LANGUAGE_FIELD_NUMBER: _builtins.int
+    STAGES_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The chunk id (store:row); the same chunk returned at two layers keeps its id."""
     layer: Global___Layer.ValueType
@@ -1360,6 +1378,10 @@ class SearchResult(_message.Message):
     def provenance(self) -> _containers.RepeatedCompositeFieldContainer[Global___Provenance]:
         """Each stream that found the result, with its rank and raw score."""
 
+    @_builtins.property
+    def stages(self) -> _containers.RepeatedCompositeFieldContainer[Global___StageEffect]:
+        """With explain: each ranking stage's effect on this result, in the order they ran."""
+
     def __init__(
         self,
         *,
@@ -1383,10 +1405,11 @@ class SearchResult(_message.Message):
         rerank_score: _builtins.float | None = ...,
         collection: _builtins.str = ...,
         language: _builtins.str = ...,
+        stages: _abc.Iterable[Global___StageEffect] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "rerank_score", b"rerank_score", "symbol_score", b"symbol_score", "vector_score", b"vector_score"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "collection", b"collection", "commit", b"commit", "end_line", b"end_line", "id", b"id", "kind", b"kind", "language", b"language", "layer", b"layer", "path", b"path", "provenance", b"provenance", "qualified_name", b"qualified_name", "repo", b"repo", "rerank_score", b"rerank_score", "score", b"score", "snippet", b"snippet", "start_line", b"start_line", "store", b"store", "symbol_score", b"symbol_score", "truncated", b"truncated", "vector_score", b"vector_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "collection", b"collection", "commit", b"commit", "end_line", b"end_line", "id", b"id", "kind", b"kind", "language", b"language", "layer", b"layer", "path", b"path", "provenance", b"provenance", "qualified_name", b"qualified_name", "repo", b"repo", "rerank_score", b"rerank_score", "score", b"score", "snippet", b"snippet", "stages", b"stages", "start_line", b"start_line", "store", b"store", "symbol_score", b"symbol_score", "truncated", b"truncated", "vector_score", b"vector_score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__bm25_score: _TypeAlias = _typing.Literal["bm25_score"]  # noqa: Y015
     _WhichOneofArgType__bm25_score: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score"]  # noqa: Y015
@@ -1406,6 +1429,115 @@ class SearchResult(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__vector_score) -> _WhichOneofReturnType__vector_score | None: ...
 
 Global___SearchResult: _TypeAlias = SearchResult  # noqa: Y015
+
+@_typing.final
+class StageEffect(_message.Message):
+    """One ranking stage's effect on one result (SearchRequest.explain)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STAGE_FIELD_NUMBER: _builtins.int
+    RANK_BEFORE_FIELD_NUMBER: _builtins.int
+    SCORE_BEFORE_FIELD_NUMBER: _builtins.int
+    RANK_AFTER_FIELD_NUMBER: _builtins.int
+    SCORE_AFTER_FIELD_NUMBER: _builtins.int
+    stage: _builtins.str
+    """The stage (as in SearchExplanation.stages), or rerank."""
+    rank_before: _builtins.int
+    """The result's 1-based rank before the stage; unset for fusion, which makes the list."""
+    score_before: _builtins.float
+    """Its score before the stage; unset for fusion."""
+    rank_after: _builtins.int
+    """Its 1-based rank after the stage (among fused candidates, before the top_k cut and
+    before one unit is shown at several layers).
+    """
+    score_after: _builtins.float
+    """Its score after the stage."""
+    def __init__(
+        self,
+        *,
+        stage: _builtins.str = ...,
+        rank_before: _builtins.int | None = ...,
+        score_before: _builtins.float | None = ...,
+        rank_after: _builtins.int = ...,
+        score_after: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_rank_before", b"_rank_before", "_score_before", b"_score_before", "rank_before", b"rank_before", "score_before", b"score_before"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_rank_before", b"_rank_before", "_score_before", b"_score_before", "rank_after", b"rank_after", "rank_before", b"rank_before", "score_after", b"score_after", "score_before", b"score_before", "stage", b"stage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__rank_before: _TypeAlias = _typing.Literal["rank_before"]  # noqa: Y015
+    _WhichOneofArgType__rank_before: _TypeAlias = _typing.Literal["_rank_before", b"_rank_before"]  # noqa: Y015
+    _WhichOneofReturnType__score_before: _TypeAlias = _typing.Literal["score_before"]  # noqa: Y015
+    _WhichOneofArgType__score_before: _TypeAlias = _typing.Literal["_score_before", b"_score_before"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rank_before) -> _WhichOneofReturnType__rank_before | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__score_before) -> _WhichOneofReturnType__score_before | None: ...
+
+Global___StageEffect: _TypeAlias = StageEffect  # noqa: Y015
+
+@_typing.final
+class StageRun(_message.Message):
+    """What one ranking stage did to a search."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The stage: name_words, shared_summaries, fusion, containment, layer_weights, test_code,
+    pin, overload_order (in that order), then rerank when a reranker ran.
+    """
+    applied: _builtins.bool
+    """Whether it changed anything (false: it did not apply, or the request skipped it)."""
+    detail: _builtins.str
+    """What it did, or why it did not apply, in words."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        applied: _builtins.bool = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "detail", b"detail", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StageRun: _TypeAlias = StageRun  # noqa: Y015
+
+@_typing.final
+class SearchExplanation(_message.Message):
+    """Why the results rank where they do (SearchRequest.explain)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_CLASS_FIELD_NUMBER: _builtins.int
+    STAGES_FIELD_NUMBER: _builtins.int
+    query_class: _builtins.str
+    """The query's class, which picks the stream weights: identifier, signature, prose or
+    mixed.
+    """
+    @_builtins.property
+    def stages(self) -> _containers.RepeatedCompositeFieldContainer[Global___StageRun]:
+        """Every stage in the order it ran."""
+
+    def __init__(
+        self,
+        *,
+        query_class: _builtins.str = ...,
+        stages: _abc.Iterable[Global___StageRun] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["query_class", b"query_class", "stages", b"stages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchExplanation: _TypeAlias = SearchExplanation  # noqa: Y015
 
 @_typing.final
 class GraphNode(_message.Message):
@@ -1551,6 +1683,7 @@ class SearchResponse(_message.Message):
     TIMINGS_MS_FIELD_NUMBER: _builtins.int
     TOKENS_FIELD_NUMBER: _builtins.int
     OMITTED_FIELD_NUMBER: _builtins.int
+    EXPLANATION_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The query as searched (trimmed)."""
     tokens: _builtins.int
@@ -1575,6 +1708,10 @@ class SearchResponse(_message.Message):
     def timings_ms(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
         """Milliseconds spent per phase (embed, streams, fuse, hydrate, rerank, graph, total)."""
 
+    @_builtins.property
+    def explanation(self) -> Global___SearchExplanation:
+        """With explain: the query's class and what each ranking stage did."""
+
     def __init__(
         self,
         *,
@@ -1585,10 +1722,11 @@ class SearchResponse(_message.Message):
         timings_ms: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
         tokens: _builtins.int = ...,
         omitted: _builtins.int = ...,
+        explanation: Global___SearchExplanation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph", "streams", b"streams"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["explanation", b"explanation", "graph", b"graph", "streams", b"streams"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph", "omitted", b"omitted", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["explanation", b"explanation", "graph", b"graph", "omitted", b"omitted", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
