@@ -41,6 +41,18 @@ SNIPPET_CHARS_DEFAULT: Final = 360
 Layer = Literal["code", "ast", "ast_summary", "repo_doc", "md_collection"]
 LAYERS: Final[tuple[Layer, ...]] = get_args(Layer)
 LAYERS_MAX: Final = len(LAYERS)
+# The ranking stages a search request may skip (`skip_stages`): every stage of retrieval's
+# pipeline but fusion, in the order they run (retrieval/search/pipeline.py, which checks it).
+RankingStage = Literal[
+    "name_words",
+    "shared_summaries",
+    "containment",
+    "layer_weights",
+    "test_code",
+    "pin",
+    "overload_order",
+]
+SKIPPABLE_STAGES: Final[tuple[RankingStage, ...]] = get_args(RankingStage)
 # A search's token budget (max_tokens): at least enough for one short result.
 MAX_TOKENS_MIN: Final = 50
 MAX_TOKENS_MAX: Final = 100_000

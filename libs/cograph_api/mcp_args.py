@@ -120,6 +120,11 @@ class SearchArgs(BaseModel):
     verbose: models.StrictBool = Field(
         False, description="Full provenance per result; compact otherwise."
     )
+    explain: models.StrictBool = Field(
+        False,
+        description="Why each result ranks where it does: the query's class, what each "
+        "ranking stage did, and per result its streams' ranks and each stage's effect.",
+    )
 
 
 class RouteArgs(BaseModel):

@@ -107,6 +107,17 @@ _GRAPH = _out(
     {"nodes": {"type": "array", "items": _NODE}, "edges": {"type": "array"}, "truncated": _BOOL}
 )
 
+_STAGE_EFFECT = _out(
+    {
+        "stage": _STR,
+        "rank_before": _INT,
+        "score_before": _NUM,
+        "rank_after": _INT,
+        "score_after": _NUM,
+    },
+    ["stage", "rank_after", "score_after"],
+)
+
 OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "cograph_search": _out(
         {
@@ -128,6 +139,9 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                         "snippet": _STR,
                         "truncated": _BOOL,
                         "score": _NUM,
+                        # explain: the streams' ranks and raw scores, each stage's effect.
+                        "streams": {"type": "array", "items": {"type": "object"}},
+                        "stages": {"type": "array", "items": _STAGE_EFFECT},
                     },
                     ["kind", "snippet", "score"],
                 ),
@@ -136,6 +150,15 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "omitted": _INT,
             "streams": {"type": "object"},
             "graph": {"anyOf": [_GRAPH, {"type": "null"}]},
+            "explanation": _out(
+                {
+                    "query_class": _STR,
+                    "stages": {
+                        "type": "array",
+                        "items": _out({"name": _STR, "applied": _BOOL, "detail": _STR}),
+                    },
+                }
+            ),
         },
         ["query", "results", "tokens", "omitted"],
     ),
@@ -271,7 +294,8 @@ DESCRIPTIONS: dict[str, str] = {
         "lexical and semantic, fused). Returns compact cited results: location "
         "(path:start-end), qualified_name, kind, snippet (truncated when cut) and score, "
         "with repo (or collection) and short commit once on the answer when all results "
-        "share them, on each result otherwise; verbose adds provenance. max_tokens is a hard "
+        "share them, on each result otherwise; verbose adds provenance, explain says why each "
+        "result ranks where it does (each ranking stage's effect). max_tokens is a hard "
         "budget for the whole answer in cl100k tokens (tokens says what it holds, omitted "
         "what did not fit); otherwise bounded by top_k and snippet_chars. Time filters "
         "since/until/as_of take RFC 3339."

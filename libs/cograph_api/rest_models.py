@@ -118,6 +118,19 @@ class SearchRequest(Body):
         description="Full results (ids, stores, layers, provenance, per-stream scores, "
         "timings); compact (location, name, kind, short commit, snippet, score) otherwise.",
     )
+    explain: StrictBool | None = Field(
+        None,
+        description="Say why each result ranks where it does: the query's class and what "
+        "each ranking stage did (explanation), and per result its streams' ranks and raw "
+        "scores and each stage's rank and score before and after (stages). Counted in "
+        "tokens.",
+    )
+    skip_stages: list[L.RankingStage] | None = Field(
+        None,
+        max_length=len(L.SKIPPABLE_STAGES),
+        description="Rank without these stages (evaluation: one stage's ablation per "
+        "request); explain lists what each did.",
+    )
 
 
 class GraphRequest(Body):

@@ -5,7 +5,9 @@ default) keeps what an agent acts on: per result its location (`path:start-end`)
 qualified name, kind, snippet (and whether it was cut) and one score (4 significant
 digits); the repository (or collection) and the short commit once on the answer when every
 result comes from the same one, on each result otherwise. Ids, stores, layers, provenance,
-per-stream scores, languages and timings are left to `verbose`.
+per-stream scores, languages and timings are left to `verbose`. An answer to `explain`
+keeps, in either form, the explanation (the query's class, what each ranking stage did) and
+per result its streams' ranks and raw scores and each stage's effect on it.
 
 Both are written by `dumps` (no spaces, non-ASCII kept: what the web framework sends), and
 `tokens` is the count of exactly that text, so a budget bounds what the agent receives.
@@ -66,8 +68,29 @@ def compact_result(row: Json, *, hoisted: bool) -> Json:
     item["snippet"] = row.get("snippet", "")
     if row.get("truncated"):
         item["truncated"] = True
-    item["score"] = float(f"{float(row.get('score') or 0.0):.4g}")
+    item["score"] = _short(row.get("score"))
+    if row.get("stages"):
+        item["streams"] = [
+            {"stream": p.get("stream"), "rank": p.get("rank"), "score": _short(p.get("score"))}
+            for p in row.get("provenance") or []
+        ]
+        item["stages"] = [_effect(effect) for effect in row["stages"]]
     return item
+
+
+def _short(value: Any) -> float:
+    """A score at 4 significant digits: what ranking needs, at a third of the tokens."""
+    return float(f"{float(value or 0.0):.4g}")
+
+
+def _effect(effect: Json) -> Json:
+    out: Json = {"stage": effect.get("stage", "")}
+    if effect.get("rank_before") is not None:
+        out["rank_before"] = effect["rank_before"]
+        out["score_before"] = _short(effect.get("score_before"))
+    out["rank_after"] = effect.get("rank_after", 0)
+    out["score_after"] = _short(effect.get("score_after"))
+    return out
 
 
 def compact_search(answer: Json) -> Json:
@@ -88,6 +111,8 @@ def compact_search(answer: Json) -> Json:
         out["streams"] = degraded
     if answer.get("graph"):
         out["graph"] = answer["graph"]
+    if answer.get("explanation"):
+        out["explanation"] = answer["explanation"]
     return out
 
 

@@ -273,6 +273,43 @@ async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -
         assert default_counter()(text.text) <= 80
 
 
+async def test_search_explains_its_ranking_over_rest_and_mcp_and_skips_stages(
+    stack: Stack,
+) -> None:
+    async with stack.client(await stack.key("reader")) as rest:
+        asked = {"query": "add_item", "repo": SLUG, "explain": True}
+        explained = await rest.post("/api/search", json=asked)
+        assert explained.status_code == 200, explained.text
+        body = explained.json()
+        assert body["explanation"]["query_class"] == "identifier"
+        names = [run["name"] for run in body["explanation"]["stages"]]
+        assert names[:3] == ["name_words", "shared_summaries", "fusion"] and "pin" in names
+        top = body["results"][0]
+        assert top["qualified_name"] == "shop.cart.add_item"
+        assert top["streams"] and {s["stream"] for s in top["streams"]} >= {"symbol"}
+        stages = [effect["stage"] for effect in top["stages"]]
+        assert stages[0] == "fusion" and "pin" in stages
+        assert top["stages"][-1]["rank_after"] == 1
+        # The explanation is part of the answer, so it is counted in its tokens.
+        assert default_counter()(explained.text) <= body["tokens"]
+        plain = await rest.post("/api/search", json={"query": "add_item", "repo": SLUG})
+        assert "explanation" not in plain.json() and "stages" not in plain.json()["results"][0]
+        skipped = await rest.post(
+            "/api/search", json={**asked, "skip_stages": ["pin", "containment"]}
+        )
+        runs = {run["name"]: run for run in skipped.json()["explanation"]["stages"]}
+        assert runs["pin"] == {"name": "pin", "applied": False, "detail": "skipped by the request"}
+        for bad in (["fusion"], ["nope"], "pin"):
+            refused = await rest.post("/api/search", json={**asked, "skip_stages": bad})
+            assert (refused.status_code, refused.json()["error"]) == (400, "invalid_argument")
+    async with mcp(stack, await stack.key("reader")) as client:
+        failed, found = await call(
+            client, "cograph_search", {"query": "add_item", "repo": SLUG, "explain": True}
+        )
+        assert not failed and found["explanation"]["query_class"] == "identifier", found
+        assert found["results"][0]["stages"][0]["stage"] == "fusion"
+
+
 async def test_outline_job_and_remove_over_rest_and_mcp(
     stack: Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cograph_api import limits
 from retrieval.layers import Store
 from retrieval.search.fusion import Span, StreamHit, StreamName
 from retrieval.search.pipeline import (
