@@ -146,7 +146,21 @@ async def test_console_searches_commons_and_code(
                 assert await page.locator("#code-results h2.layer").count() >= 1
                 assert await page.locator("#code-results table.provenance").count() >= 1
                 assert await page.locator("#code-results mark").count() >= 1
+                assert await page.locator("#code-results table.stages").count() == 0
                 await page.screenshot(path=str(tmp_path / "console-code.png"), full_page=True)
+
+                # Explained: the stages the ranking ran, and each result's path through them.
+                await page.check("#code-explain-on")
+                await page.click("#code-form button[type=submit]")
+                stages = page.locator("#code-explain li")
+                await stages.first.wait_for()
+                assert "identifier question" in await page.inner_text("#code-explain h2")
+                assert "fusion" in await page.inner_text("#code-explain")
+                first_stages = page.locator("#code-results article.result table.stages").first
+                await first_stages.wait_for()
+                assert "fusion" in await first_stages.inner_text()
+                assert "[object Object]" not in await page.inner_text("#code-streams")
+                await page.uncheck("#code-explain-on")
 
                 # A collection searches its md_collection chunks (the only layer it has).
                 await page.uncheck("#code-graph")

@@ -134,6 +134,32 @@ function provenanceTable(provenance) {
   return table;
 }
 
+function stagesTable(stages) {
+  // Each ranking stage's effect on this result (explain): rank and score before and after.
+  const table = el("table", { class: "stages" },
+    el("tr", {}, el("th", {}, "stage"), el("th", {}, "rank"), el("th", {}, "score")));
+  const num = (value) => (typeof value === "number" ? value.toFixed(4) : "");
+  for (const s of stages) {
+    const rank = s.rank_before == null ? `${s.rank_after}` : `${s.rank_before} → ${s.rank_after}`;
+    const score = s.score_before == null ? num(s.score_after)
+      : `${num(s.score_before)} → ${num(s.score_after)}`;
+    table.append(el("tr", {}, el("td", {}, s.stage), el("td", {}, rank), el("td", {}, score)));
+  }
+  return table;
+}
+
+function renderExplanation(explanation) {
+  const view = $("code-explain");
+  view.replaceChildren();
+  if (!explanation) return;
+  const list = el("ol", {});
+  for (const run of explanation.stages || []) {
+    list.append(el("li", { class: run.applied ? "applied" : "idle" },
+      el("strong", {}, run.name), ` — ${run.detail}`));
+  }
+  view.append(el("h2", { class: "layer" }, `ranking: ${explanation.query_class} question`), list);
+}
+
 function codeResult(result, terms) {
   const lines = result.start_line ? `:${result.start_line}-${result.end_line}` : "";
   const where = `${result.repo ? result.repo + "/" : ""}${result.path}${lines}`;
@@ -145,7 +171,8 @@ function codeResult(result, terms) {
     el("div", { class: "meta" }, meta),
     el("pre", {}, highlighted(result.snippet || "", terms)),
     result.truncated ? el("div", { class: "truncated" }, "snippet truncated") : null,
-    provenanceTable(result.provenance));
+    provenanceTable(result.provenance),
+    (result.stages || []).length ? stagesTable(result.stages) : null);
 }
 
 function renderGraph(graph, results) {
@@ -179,6 +206,7 @@ async function runCodeSearch(event) {
     layers: [...$("code-layers").querySelectorAll("input:checked")].map((i) => i.value),
     include_graph: $("code-graph").checked,
     verbose: true, // the console shows provenance
+    explain: $("code-explain-on").checked,
   };
   const source = $("code-repo").value;
   if (source.startsWith("repo:")) body.repo = source.slice("repo:".length);
@@ -192,8 +220,12 @@ async function runCodeSearch(event) {
   try {
     const data = await api("/api/search", { method: "POST", body });
     const streams = $("code-streams");
-    streams.replaceChildren(...Object.entries(data.streams || {}).map(([name, state]) =>
-      el("span", { class: state === "unavailable" ? "unavailable" : "" }, `${name}: ${state}`)));
+    const reasons = (data.streams || {}).reasons || {};
+    streams.replaceChildren(...Object.entries(data.streams || {})
+      .filter(([name]) => name !== "reasons")
+      .map(([name, state]) => el("span", { class: state === "unavailable" ? "unavailable" : "" },
+        reasons[name] ? `${name}: ${state} (${reasons[name]})` : `${name}: ${state}`)));
+    renderExplanation(data.explanation);
     const terms = queryTerms(query);
     const byLayer = new Map();
     for (const result of data.results) {
@@ -209,6 +241,9 @@ async function runCodeSearch(event) {
     renderGraph(data.graph, data.results);
   } catch (error) {
     results.replaceChildren();
+    $("code-streams").replaceChildren();
+    $("code-explain").replaceChildren();
+    $("code-graph-view").replaceChildren();
     showError(error.message);
   }
 }
