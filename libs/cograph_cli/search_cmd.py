@@ -90,6 +90,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument(
         "--stream", action="append", choices=STREAMS, default=[], help=argparse.SUPPRESS
     )
+    search.add_argument(
+        "--explain",
+        action="store_true",
+        help="say why each result ranks where it does (each ranking stage's effect)",
+    )
+    search.add_argument(
+        "--skip-stage",
+        action="append",
+        choices=limits.SKIPPABLE_STAGES,
+        default=[],
+        help="rank without this stage (repeatable; evaluation)",
+    )
     search.add_argument("--json", action="store_true", help="print the REST response body")
     search.add_argument(
         "--verbose", action="store_true", help="with --json: every field of every result"
@@ -116,6 +128,8 @@ def build_request(args: argparse.Namespace) -> pb.SearchRequest:
         since=_stamp(args.since),
         until=_stamp(args.until),
         streams=[pb.Stream.Value(f"STREAM_{name.upper()}") for name in args.stream],
+        explain=args.explain,
+        skip_stages=args.skip_stage,
     )
     if args.top_k is not None:
         request.top_k = args.top_k
@@ -154,8 +168,9 @@ async def _search(
 
 def response_json(reply: pb.SearchResponse) -> dict[str, Any]:
     body: dict[str, Any] = to_json(reply)
-    if body.get("graph") is None:
-        body.pop("graph", None)  # `graph?`: only when it was asked for
+    for optional in ("graph", "explanation"):  # only when it was asked for
+        if body.get(optional) is None:
+            body.pop(optional, None)
     return body
 
 
@@ -175,6 +190,10 @@ def render(reply: pb.SearchResponse) -> str:
         for name in STREAMS
     )
     lines = [f"{len(reply.results)} results for {reply.query!r} ({status})"]
+    if reply.HasField("explanation"):
+        explanation = reply.explanation
+        ran = ", ".join(run.name for run in explanation.stages if run.applied)
+        lines.append(f"{explanation.query_class} question; stages that changed the order: {ran}")
     for position, result in enumerate(reply.results, start=1):
         layer = enum_name(pb.Layer.DESCRIPTOR, result.layer)
         found = " ".join(
@@ -191,6 +210,9 @@ def render(reply: pb.SearchResponse) -> str:
         lines.extend(f"     | {line}" for line in snippet)
         if result.truncated:
             lines.append("     | ...")
+        if result.stages:
+            path = " -> ".join(f"{e.stage} #{e.rank_after}" for e in result.stages)
+            lines.append(f"     ranked: {path}")
     if reply.HasField("graph"):
         lines.append(f"graph: {len(reply.graph.nodes)} nodes, {len(reply.graph.edges)} edges")
         names = {node.id: node.qualified_name for node in reply.graph.nodes}

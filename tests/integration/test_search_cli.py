@@ -81,3 +81,19 @@ async def test_human_output_and_errors(search_env: SearchEnv) -> None:
     assert code == 2 and "INVALID_ARGUMENT" in err
     code, _, err = await _cograph(search_env, "x", "--since", "yesterday")
     assert code == 2 and "ISO 8601" in err
+
+
+async def test_explain_says_how_each_result_was_ranked(search_env: SearchEnv) -> None:
+    code, out, err = await _cograph(search_env, "ParseConfig", "--repo", DEMO, "--explain")
+    assert code == 0, err
+    assert "identifier question; stages that changed the order:" in out
+    assert "pin" in out.splitlines()[1]  # the exact name was pinned
+    assert "ranked: fusion #" in out
+    code, out, err = await _cograph(
+        search_env, "ParseConfig", "--repo", DEMO, "--explain", "--skip-stage", "pin", "--json"
+    )
+    assert code == 0, err
+    runs = {run["name"]: run for run in json.loads(out)["explanation"]["stages"]}
+    assert runs["pin"]["detail"] == "skipped by the request"
+    code, _, err = await _cograph(search_env, "x", "--skip-stage", "fusion")
+    assert code == 2 and "invalid choice" in err
