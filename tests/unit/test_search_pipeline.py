@@ -22,7 +22,7 @@ from retrieval.search.pipeline import (
 )
 from retrieval.search.query import build_query
 from retrieval.search.ranking import FusionPlan, default_fusion, plan_fusion
-from retrieval.search.search_settings import SearchSettings
+from retrieval.search.search_settings import RANKING_SETTINGS, SearchSettings
 from svckit.config import Env
 from svckit.errors import InvalidArgument
 
@@ -137,3 +137,12 @@ def test_a_request_names_only_stages_that_can_be_skipped() -> None:
         assert len(str(caught.value)) < 300  # a hostile name is not echoed whole
     with pytest.raises(InvalidArgument, match="at most"):
         build_query(settings, text="x", skip_stages=["pin"] * (len(STAGE_NAMES) + 1))
+
+
+def test_the_readme_lists_the_stages_in_the_order_they_run() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## How ranking works", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(\w+)` \|", section, re.M)
+    assert tuple(listed) == STAGE_NAMES
+    for name in RANKING_SETTINGS:
+        assert f"`{name}`" in section
