@@ -261,7 +261,9 @@ def rank(
     if runs("containment"):
         before = len(items)
         items = collapse(
-            items,
+            # Named nodes first, as their group's evidence: containment keeps a node the
+            # query names whatever it contains, and a tie in a group goes to the earlier row.
+            sorted(items, key=_named_first),
             plan.k,
             plan.stream_weights,
             plan.layer_weights,
@@ -294,7 +296,7 @@ def rank(
             if item.exact:
                 item.score += PIN_SCORE * item.exact
                 pinned += 1
-        items = sorted(items, key=lambda item: (-item.exact, *score_order(item)))
+        items = sorted(items, key=_named_first)
         note("pin", pinned > 0, f"{pinned} exact names first", items)
 
     if runs("overload_order"):
@@ -306,6 +308,10 @@ def rank(
         else:
             note("overload_order", False, "a question that writes a name")
     return items
+
+
+def _named_first(item: Fused) -> tuple[object, ...]:
+    return (-item.exact, *score_order(item))
 
 
 def _is_test(item: Fused) -> bool:
