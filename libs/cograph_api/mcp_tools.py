@@ -148,6 +148,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             },
             "tokens": _INT,
             "omitted": _INT,
+            # When max_tokens held no result: the smallest that returns the first.
+            "first_result_tokens": _INT,
             "streams": {"type": "object"},
             "graph": {"anyOf": [_GRAPH, {"type": "null"}]},
             "explanation": _out(

@@ -103,6 +103,8 @@ def compact_search(answer: Json) -> Json:
     out["results"] = [compact_result(row, hoisted=shared is not None) for row in rows]
     out["tokens"] = answer.get("tokens", 0)
     out["omitted"] = answer.get("omitted", 0)
+    if answer.get("first_result_tokens"):
+        out["first_result_tokens"] = answer["first_result_tokens"]
     streams = answer.get("streams") or {}
     degraded: Json = {k: v for k, v in streams.items() if v == "unavailable"}
     if degraded:

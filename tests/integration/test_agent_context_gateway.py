@@ -260,6 +260,14 @@ async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -
             "/api/search", json={"query": "cart", "repo": SLUG, "max_tokens": 10}
         )
         assert too_small.status_code == 400
+        # A budget that holds no result says the smallest that holds the first.
+        tight = {"query": "cart items", "repo": SLUG, "max_tokens": 50}
+        empty = await rest.post("/api/search", json=tight)
+        assert empty.status_code == 200 and empty.json()["results"] == [], empty.text
+        needed = empty.json()["first_result_tokens"]
+        assert needed > 50
+        enough = await rest.post("/api/search", json={**tight, "max_tokens": needed})
+        assert len(enough.json()["results"]) == 1 and enough.json()["tokens"] <= needed
     async with mcp(stack, await stack.key("reader")) as client:
         failed, found = await call(
             client, "cograph_search", {"query": "checkout", "repo": SLUG, "max_tokens": 80}

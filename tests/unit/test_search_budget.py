@@ -258,3 +258,35 @@ def test_compact_streams_say_why_a_stream_is_unavailable() -> None:
     }
     healthy = {**answer, "streams": {"vector": "ok", "lexical": "ok", "reasons": {}}}
     assert "streams" not in compact_search(healthy)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_budget_that_holds_no_result_says_the_smallest_that_would(verbose: bool) -> None:
+    hits = [_code(i) for i in range(3, 9)]
+    with pytest.raises(
+        InvalidArgument, match=r"below the \d+ tokens .* \d+ would return the first"
+    ):
+        fit_answer(_outcome(list(hits)), 20, verbose)
+    # The smallest budget that holds the envelope but no result.
+    budget = next(b for b in range(20, 400) if _fits_envelope_only(hits, b, verbose))
+    reply = fit_answer(_outcome(list(hits)), budget, verbose)
+    assert not reply.results and reply.omitted == len(hits)
+    needed = reply.first_result_tokens
+    assert needed > budget
+    assert answer_form(to_json(reply), verbose)["first_result_tokens"] == needed
+    # Exactly enough: the first result fits; one token less and it does not.
+    enough = fit_answer(_outcome(list(hits)), needed, verbose)
+    assert [r.id for r in enough.results] == [hits[0].id]
+    assert not enough.HasField("first_result_tokens")
+    short = fit_answer(_outcome(list(hits)), needed - 1, verbose)
+    assert not short.results or short.results[0].id != hits[0].id
+    # Without a budget, or with nothing found, there is nothing to say.
+    assert not fit_answer(_outcome(list(hits)), None, verbose).HasField("first_result_tokens")
+    assert not fit_answer(_outcome([]), 200, verbose).HasField("first_result_tokens")
+
+
+def _fits_envelope_only(hits: list[SearchHit], budget: int, verbose: bool) -> bool:
+    try:
+        return not fit_answer(_outcome(list(hits)), budget, verbose).results
+    except InvalidArgument:
+        return False

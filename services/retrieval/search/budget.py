@@ -14,6 +14,7 @@ more than `max_tokens`. Without a budget the results are left as ranked and only
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -122,7 +123,12 @@ def _graph_within(outcome: SearchOutcome, limit: int, envelope: Callable[[], int
 
 
 def fit_answer(
-    outcome: SearchOutcome, max_tokens: int | None, verbose: bool, count: Counter | None = None
+    outcome: SearchOutcome,
+    max_tokens: int | None,
+    verbose: bool,
+    count: Counter | None = None,
+    *,
+    hint: bool = True,
 ) -> pb.SearchResponse:
     """The reply for `outcome`: within `max_tokens` when set, with `tokens` (the answer as
     sent, counted) and `omitted` (results that did not fit)."""
@@ -159,14 +165,46 @@ def fit_answer(
     while True:
         reply = outcome_to_pb(replace(outcome, results=kept))
         reply.omitted = omitted
+        if hint and max_tokens is not None and not kept and outcome.results:
+            # Nothing fitted: say what would have, so the caller does not guess.
+            reply.first_result_tokens = _first_result_tokens(outcome, verbose, counter)
         tokens = search_forms.answer_tokens(to_json(reply), verbose, counter)
         if max_tokens is None or tokens <= max_tokens:
             reply.tokens = tokens
             return reply
         if not kept:
+            first = (
+                f"; {_first_result_tokens(outcome, verbose, counter)} would return the first"
+                if hint and outcome.results
+                else ""
+            )
             raise InvalidArgument(
                 f"max_tokens {max_tokens} is below the {tokens} tokens the answer needs "
-                "without any result (the query and the answer's fields)"
+                f"without any result (the query and the answer's fields){first}"
             )
         kept.pop()  # a token or two of JSON joins counted apart: the last result goes
         omitted += 1
+
+
+def _first_result_tokens(outcome: SearchOutcome, verbose: bool, counter: Counter) -> int:
+    """The smallest max_tokens whose answer holds the first result. The answer holding only
+    that result, counted, is where it starts; the fit reserves its envelope at its largest
+    (a count and an `omitted` of the most digits), so a few tokens more may be needed:
+    each candidate is checked by fitting it."""
+    reply = outcome_to_pb(replace(outcome, results=outcome.results[:1]))
+    reply.omitted = len(outcome.results) - 1
+    start = search_forms.answer_tokens(to_json(reply), verbose, counter)
+    first = outcome.results[0].id
+    for budget in range(start, start + _FIRST_RESULT_SLACK):
+        probe = replace(outcome, graph=copy.deepcopy(outcome.graph))
+        try:
+            fitted = fit_answer(probe, budget, verbose, counter, hint=False)
+        except InvalidArgument:
+            continue
+        if fitted.results and fitted.results[0].id == first:
+            return budget
+    return start + _FIRST_RESULT_SLACK
+
+
+# The envelope's reserve exceeds the exact count by the digits of two numbers at most.
+_FIRST_RESULT_SLACK = 64

@@ -1684,6 +1684,7 @@ class SearchResponse(_message.Message):
     TOKENS_FIELD_NUMBER: _builtins.int
     OMITTED_FIELD_NUMBER: _builtins.int
     EXPLANATION_FIELD_NUMBER: _builtins.int
+    FIRST_RESULT_TOKENS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The query as searched (trimmed)."""
     tokens: _builtins.int
@@ -1692,6 +1693,10 @@ class SearchResponse(_message.Message):
     """
     omitted: _builtins.int
     """Results left out because they did not fit max_tokens (merged or contained ones not counted)."""
+    first_result_tokens: _builtins.int
+    """When max_tokens left out every result: the smallest max_tokens whose answer holds the
+    first one; unset otherwise.
+    """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchResult]:
         """Results, best first, at most top_k."""
@@ -1723,12 +1728,15 @@ class SearchResponse(_message.Message):
         tokens: _builtins.int = ...,
         omitted: _builtins.int = ...,
         explanation: Global___SearchExplanation | None = ...,
+        first_result_tokens: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["explanation", b"explanation", "graph", b"graph", "streams", b"streams"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "streams", b"streams"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["explanation", b"explanation", "graph", b"graph", "omitted", b"omitted", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "omitted", b"omitted", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__first_result_tokens: _TypeAlias = _typing.Literal["first_result_tokens"]  # noqa: Y015
+    _WhichOneofArgType__first_result_tokens: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__first_result_tokens) -> _WhichOneofReturnType__first_result_tokens | None: ...
 
 Global___SearchResponse: _TypeAlias = SearchResponse  # noqa: Y015
 
