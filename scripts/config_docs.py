@@ -547,8 +547,9 @@ META: dict[str, Meta] = {
         '"Opening names").'
     ),
     "RETRIEVAL_TEST_CODE_WEIGHT": Meta(
-        "Multiplier on the fused score of code under a test path (`tests/`, `test_*.py`, "
-        "`*_test.go`, `*.test.js`, `*Test.java`, …), so tests do not crowd the code they test."
+        "Multiplier on the fused score of test code, so tests do not crowd the code they "
+        "test: nodes the indexer classed by their path (`tests/`, `test_*.py`, `*_test.go`, "
+        "`*.test.js`, `*Test.java`, …; `libs/cograph_text/paths.py`)."
     ),
     "RETRIEVAL_RERANK_ENABLED": Meta(
         "Turns reranking on. It then runs only for a non-blank query with at least "

@@ -21,27 +21,21 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from cograph_text.identifiers import identifier_parts
+
 BM25_K1 = 1.2
 BM25_B = 0.75
 RRF_K = 60
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*|[0-9]+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-
-
-def split_identifier(word: str) -> list[str]:
-    """`HTTPServerError` -> http, server, error; `parse_config2` -> parse, config, 2."""
-    parts: list[str] = []
-    for chunk in word.split("_"):
-        parts.extend(p.lower() for p in _CAMEL.findall(chunk))
-    return parts
 
 
 def tokens(text: str) -> list[str]:
-    """Identifier-split, lower-cased tokens; a compound identifier also keeps itself."""
+    """Identifier-split (as the service splits: cograph_text.identifiers), lower-cased
+    tokens of the ASCII words; a compound identifier also keeps itself."""
     out: list[str] = []
     for word in _WORD.findall(text):
-        parts = split_identifier(word)
+        parts = identifier_parts(word)
         out.extend(parts)
         whole = word.lower().strip("_")
         if len(parts) > 1 and whole:

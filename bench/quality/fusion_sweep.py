@@ -35,11 +35,12 @@ from bench.quality.replay import Candidates, fused_ids, load_index, rows_of
 from bench.quality.search_client import Row
 from bench.quality.stack import Stack, index_all, running_stack
 from cograph_api.access_rules import Viewer
+from cograph_text.paths import is_test_path
 from retrieval.layers import BROAD, stores_for, units_for
 from retrieval.search.fusion import STREAM_NAMES
 from retrieval.search.query_class import classify
 from retrieval.search.query_text import has_text
-from retrieval.search.ranking import FusionSettings, is_test_path, parse_stream_weights
+from retrieval.search.ranking import FusionSettings, parse_stream_weights
 from retrieval.search.search_sql import Scope
 from retrieval.search.snapshot import pooled
 from retrieval.search.streams import plan_streams, run_stream
@@ -256,6 +257,7 @@ def _prefixed(c: Candidates, n: int, modules: set[int]) -> Candidates:
                     h.span.end_line,
                     getattr(h.span, "kind", "") or ("module" if h.id in modules else ""),
                     getattr(h.span, "qualified_name", ""),
+                    _is_test(h.span),
                 )
                 if h.span
                 else None,
@@ -267,6 +269,13 @@ def _prefixed(c: Candidates, n: int, modules: set[int]) -> Candidates:
         for t, hs in c.hits.items()
     }
     return Candidates(c.tasks, hits, c.text)
+
+
+def _is_test(span: Any) -> bool:
+    """The span's stored test-code flag; for lists collected before spans carried it, the
+    class of its path, as the indexer would have stored it."""
+    stored = getattr(span, "is_test", None)
+    return is_test_path(span.path) if stored is None else bool(stored)
 
 
 def crowding(

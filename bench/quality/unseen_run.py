@@ -11,13 +11,12 @@ Per query, scoped to the answer's repository, top 10:
 A query's rank is the first row that matches any of its answers. For the fused top 10 it
 also records what crowds the answer: rows that contain another row of the same top 10
 (a module or class and its member), a container of the answer ranked above it, and test
-code.
+code (cograph_text.paths, the class the service weighs down).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from bench.quality.metrics import first_rank
 from bench.quality.search_client import Row, search
 from bench.quality.stack import Stack
 from bench.quality.unseen import Candidate, UQuery
+from cograph_text.paths import is_test_path
 
 SERVICE: tuple[str, ...] = ("vector", "lexical", "symbol", "fused")
 # dense+doc: the same model over each definition with its doc comment where that lies
@@ -41,7 +41,6 @@ TOP_K = 10
 DEPTH = 300  # how deep the baselines' lists are kept (and fused by RRF)
 EMBED_CHARS = 4000  # the model reads 256 tokens; more text only costs tokenizer time
 EMBED_BATCH = 64
-_TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*$|_test\.\w+$|Test\.java$")
 
 
 @dataclass
@@ -68,10 +67,6 @@ def contains(outer: Row, inner: Row) -> bool:
 
 def nested_pairs(rows: Sequence[Row]) -> int:
     return sum(1 for a in rows for b in rows if a is not b and contains(a, b))
-
-
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_PATH.search(path))
 
 
 def crowding(query: UQuery, rows: Sequence[Row]) -> tuple[int, bool, int]:

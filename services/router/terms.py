@@ -3,8 +3,9 @@
 Identifiers are kept whole and split into parts: `billing.retry` gives `billing.retry`,
 `billing`, `retry`; `parse_config` gives `parse_config`, `parse`, `config`; `ParseConfig`
 gives `parseconfig`, `parse`, `config`. The whole form finds the exact symbol when it exists,
-the parts find sources that spell it differently. Everything is lowercased (the corpus is),
-stop words are dropped, and duplicates keep their first position so rationales read in the
+the parts find sources that spell it differently (cograph_text.identifiers). Everything is
+lowercased (the corpus is), stop words (cograph_text.stopwords.ROUTER_STOP_WORDS) and
+one-letter words are dropped, and duplicates keep their first position so rationales read in the
 order the question was asked.
 """
 
@@ -13,33 +14,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cograph_text.identifiers import identifier_parts
+from cograph_text.stopwords import ROUTER_STOP_WORDS, is_short
+
 # A token is a run of word characters, joined by the separators identifiers and paths use.
 _TOKEN = re.compile(r"\w+(?:[./\-:]+\w+)*")
 _ALNUM = re.compile(r"[a-z0-9]+")
 _SEPARATORS = re.compile(r"[./\-:_]+")
-# CamelCase and acronym boundaries: HTTPServer -> HTTP, Server; parseV2Config -> parse, V2...
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 # Below this length a substring match is noise ("db" is inside "feedback") and the trigram
 # index cannot serve it; such terms match whole corpus entries only.
 MIN_SUBSTRING_CHARS = 3
-MIN_TERM_CHARS = 2
-
-# English function words plus a few words every question about code contains. Kept short on
-# purpose: idf already discounts common words, and a domain word wrongly listed here could
-# never be routed on.
-_STOP_WORDS_TEXT = """
-    a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing done down during each either
-    etc every few for from further get gets got had has have having he her here hers him his
-    how i if in into is it its itself just let me more most much must my no nor not now of off
-    on once only or other our ours out over own per please same she should so some such than
-    that the their theirs them then there these they this those through to too under until up
-    upon us very via was we were what whats when where which while who whom whose why will
-    with within without would yes yet you your yours
-    code explain find show tell vs work works
-"""
-STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 
 @dataclass(frozen=True)
@@ -72,13 +57,8 @@ def escape_like(text: str) -> str:
 
 
 def _parts(token: str) -> list[str]:
-    parts: list[str] = []
-    for piece in _SEPARATORS.split(token):
-        if not piece:
-            continue
-        # Case boundaries only mean something in ASCII identifiers; other scripts stay whole.
-        parts.extend((_CAMEL.findall(piece) or [piece]) if piece.isascii() else [piece])
-    return parts
+    """The identifier parts of each piece between separators, lowercased."""
+    return [part for piece in _SEPARATORS.split(token) for part in identifier_parts(piece)]
 
 
 def tokenize(question: str) -> list[str]:
@@ -86,7 +66,7 @@ def tokenize(question: str) -> list[str]:
     seen: dict[str, None] = {}
 
     def keep(term: str) -> None:
-        if len(term) >= MIN_TERM_CHARS and term not in STOP_WORDS and not term.isdigit():
+        if not is_short(term) and term not in ROUTER_STOP_WORDS and not term.isdigit():
             seen.setdefault(term, None)
 
     for match in _TOKEN.finditer(question):
@@ -95,10 +75,10 @@ def tokenize(question: str) -> list[str]:
         if len(parts) > 1:
             # The whole identifier first; it is never a stop word even if a part is.
             whole = token.lower()
-            if len(whole) >= MIN_TERM_CHARS:
+            if not is_short(whole):
                 seen.setdefault(whole, None)
         for part in parts:
-            keep(part.lower())
+            keep(part)
     return list(seen)
 
 

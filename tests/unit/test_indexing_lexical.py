@@ -1,36 +1,15 @@
-"""Identifier splitting shared by the code index and lexical queries."""
+"""The code index's and lexical queries' terms (identifier splitting itself:
+test_text_identifiers.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from retrieval.search.lexemes import (
-    identifier_parts,
-    lexical_terms,
-    lexical_text,
-    query_terms,
-)
+from retrieval.search.lexemes import lexical_terms, lexical_text, query_terms
 from retrieval.search.query_text import code_tsquery, subject_names, type_names
 from retrieval.search.search_settings import SearchSettings
 from retrieval.settings import IndexSettings
 from svckit.config import Env
-
-
-@pytest.mark.parametrize(
-    ("word", "parts"),
-    [
-        ("ParseConfig", ["parse", "config"]),
-        ("parse_config", ["parse", "config"]),
-        ("HTTPServer", ["http", "server"]),
-        ("getHTTPResponse2", ["get", "http", "response", "2"]),
-        ("__init__", ["init"]),
-        ("simple", ["simple"]),
-        ("SCREAMING_CASE", ["screaming", "case"]),
-        ("café", ["café"]),
-    ],
-)
-def test_identifier_parts(word: str, parts: list[str]) -> None:
-    assert identifier_parts(word) == parts
 
 
 def test_terms_keep_joined_form_then_parts() -> None:

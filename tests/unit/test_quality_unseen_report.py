@@ -7,7 +7,8 @@ from bench.quality import unseen_report
 from bench.quality.datasets import Answer
 from bench.quality.search_client import Row
 from bench.quality.unseen import UnseenClass, UQuery
-from bench.quality.unseen_run import CONFIGS, UOutcome, contains, crowding, is_test_path
+from bench.quality.unseen_run import CONFIGS, UOutcome, contains, crowding
+from cograph_text.paths import is_test_path
 
 
 def _outcome(

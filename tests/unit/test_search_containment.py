@@ -11,7 +11,6 @@ from retrieval.search.pipeline import rank
 from retrieval.search.ranking import (
     FusionPlan,
     FusionSettings,
-    is_test_path,
     parse_stream_weights,
     plan_fusion,
 )
@@ -265,28 +264,10 @@ def test_parse_stream_weights() -> None:
             parse_stream_weights(bad)
 
 
-@pytest.mark.parametrize(
-    ("path", "test"),
-    [
-        ("tests/test_api.py", True),
-        ("src/pkg/tests/helpers.py", True),
-        ("pkg/test_util.py", True),
-        ("uuid/uuid_test.go", True),
-        ("lib/glob.test.js", True),
-        ("src/app.spec.ts", True),
-        ("src/test/java/FooTest.java", True),
-        ("src/pkg/testing.py", False),
-        ("src/contest.py", False),
-        ("src/pkg/latest/main.go", False),
-    ],
-)
-def test_is_test_path(path: str, test: bool) -> None:
-    assert is_test_path(path) is test
-
-
 def test_rank_weighs_test_code_down() -> None:
+    # Test code is what the indexer stored as such (Span.is_test), whatever the path says.
     code = [
-        StreamHit("body", 1, 1.0, 0, Span(1, "tests/test_a.py", 1, 5)),
+        StreamHit("body", 1, 1.0, 0, Span(1, "tests/test_a.py", 1, 5, is_test=True)),
         StreamHit("body", 2, 0.9, 0, Span(1, "src/a.py", 1, 5)),
     ]
     docs = [StreamHit("doc", 3, 1.0, store="repo_docs")]
@@ -306,6 +287,15 @@ def test_rank_weighs_test_code_down() -> None:
         "how are retries spaced out", K, 300, settings, skip=frozenset({"test_code"})
     )
     assert [(i.store, i.id) for i in rank(lists, unweighed)][:2] == [("code", 1), ("repo_docs", 3)]
+
+
+def test_rank_weighs_what_is_stored_as_test_code_not_what_the_path_says() -> None:
+    code = [
+        StreamHit("body", 1, 1.0, 0, Span(1, "src/a.py", 1, 5, is_test=True)),
+        StreamHit("body", 2, 0.9, 0, Span(1, "tests/test_b.py", 1, 5)),
+    ]
+    plan = FusionPlan(K, 300, test_weight=0.5)
+    assert [i.id for i in rank({"code": {"vector": code}}, plan)] == [2, 1]
 
 
 def test_rank_joins_the_stores_of_a_stream_on_raw_score() -> None:

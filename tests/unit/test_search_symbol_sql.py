@@ -55,6 +55,7 @@ def test_a_stream_rows_place_follows_the_stores_place_columns() -> None:
         "end_line": 9,
         "kind": "function",
         "qualified_name": "pkg.a.f",
+        "is_test": True,
     }
     doc = {
         "id": 8,
@@ -74,3 +75,5 @@ def test_a_stream_rows_place_follows_the_stores_place_columns() -> None:
         assert (hit.id, hit.score, hit.store) == (row["id"], row["score"], store)
     span = search_sql._hit(code, "body", "code").span
     assert span is not None and (span.kind, span.qualified_name) == ("function", "pkg.a.f")
+    # The stored test-code flag, whatever the path says.
+    assert span.is_test

@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from cograph_text.paths import is_test_path
 from retrieval import term_statistics
 from retrieval.indexing import generations
 from retrieval.indexing.pipeline import Vectors, WorkUnit
@@ -27,11 +28,11 @@ _INSERT_NODE = f"""
 INSERT INTO code_nodes (id, repository_id, path, language, qualified_name, name, kind,
     start_line, end_line, signature, body, docstring, parent_id, parent_qualified_name,
     content_hash, created_at, last_changed_at, tsv, embedding, summary, summary_tsv,
-    summary_embedding, generation)
+    summary_embedding, generation, is_test)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
     {_CODE_TSV.replace("$A", "$18").replace("$B", "$19").replace("$C", "$20").replace("$D", "$21")},
     $22, $23, CASE WHEN $23::text IS NULL THEN NULL ELSE to_tsvector('simple', $24) END, $25,
-    $26)
+    $26, $27)
 """
 
 _INSERT_EDGE = """
@@ -265,6 +266,8 @@ async def write_files(
                         lexical(node.summary or ""),
                         _vector(unit, node.summary_index),
                         generation,
+                        # Test code weighs less in search (ranking's test-code weight).
+                        is_test_path(node.path),
                     )
                 )
             for edge in payload.edges:

@@ -12,16 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from cograph_text.identifiers import identifier_parts
+from cograph_text.names import unnumbered
 from retrieval.indexing.blame import LineTimes
 from retrieval.indexing.markdown import chunk_markdown, is_markdown
 from retrieval.indexing.parsing import CodeParser, chunk_plain_text
-from retrieval.indexing.parsing.nodes import unnumbered
 from retrieval.indexing.pipeline import WorkUnit
 from retrieval.indexing.records import DocRecord, EdgeRecord, FilePayload, NodeRecord
 from retrieval.indexing.snapshots import Snapshot
 from retrieval.indexing.sources import SourceFile
 from retrieval.indexing.summaries import SummaryInput
-from retrieval.search.lexemes import identifier_parts
 
 # Prose that is not markdown still belongs with the repository's documents.
 _PROSE_EXTENSIONS = {".rst": "rst", ".txt": "text", ".adoc": "asciidoc", ".org": "org"}

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from retrieval.indexing.parsing.nodes import unnumbered
+from cograph_text.names import unnumbered
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from retrieval.indexing.parsing.nodes import short_name
+from cograph_text.names import short_name
 from retrieval.layers import Unit
 from retrieval.search.fusion import Fused, Provenance, StreamName, rrf_score, score_order
 

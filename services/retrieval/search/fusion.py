@@ -54,6 +54,7 @@ class Span:
     end_line: int
     kind: str = ""  # module, class, function, ...
     qualified_name: str = ""  # `#N` marks a repeated name in one file (overloads)
+    is_test: bool = False  # test code, as the indexer classed it (code_nodes.is_test)
 
     @property
     def is_container(self) -> bool:

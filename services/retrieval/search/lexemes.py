@@ -3,34 +3,17 @@
 PostgreSQL's `simple` configuration keeps `ParseConfig` as one lexeme, so a query for
 `parse config` (or `parse_config`) would never meet it. Both sides therefore go through
 `lexical_terms`: every word becomes its lowercased joined form (`parseconfig`) followed by
-its parts (`parse`, `config`) when it has more than one. Index text and query terms built
-with the same function always agree.
+its parts (`parse`, `config`, cograph_text.identifiers) when it has more than one. Index
+text and query terms built with the same function always agree.
 """
 
 from __future__ import annotations
 
 import re
 
+from cograph_text.identifiers import identifier_parts
+
 _WORD = re.compile(r"\w+")
-# An acronym run before a capitalised word (HTTPServer -> HTTP), a capitalised or lower
-# word, a trailing acronym, or digits.
-_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-
-
-def identifier_parts(word: str) -> list[str]:
-    """`ParseConfig` -> [parse, config]; `snake_case` -> [snake, case]; `HTTPServer2` ->
-    [http, server, 2]. Words without inner structure give themselves, lowercased."""
-    parts: list[str] = []
-    for piece in word.split("_"):
-        if not piece:
-            continue
-        if piece.isascii():
-            parts.extend(match.group(0).lower() for match in _PART.finditer(piece))
-        else:  # case rules of other scripts vary; keep the word whole
-            parts.append(piece.lower())
-    return parts
-
-
 _ALNUM = re.compile(r"[^\W_]+")
 
 

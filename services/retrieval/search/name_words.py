@@ -38,9 +38,9 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from retrieval.indexing.parsing.nodes import short_name
+from cograph_text.identifiers import identifier_parts
+from cograph_text.names import short_name
 from retrieval.search.fusion import StreamHit, StreamName
-from retrieval.search.lexemes import identifier_parts
 
 _WORD = re.compile(r"\w+")
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from retrieval.indexing.parsing.nodes import unnumbered
+from cograph_text.names import unnumbered
 from retrieval.search.fusion import Fused, Span, StreamHit
 
 

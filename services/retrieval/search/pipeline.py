@@ -34,7 +34,7 @@ from retrieval.search.fusion import (
 )
 from retrieval.search.name_words import name_word_hits
 from retrieval.search.overloads import order_by_code, share_summaries
-from retrieval.search.ranking import FusionPlan, is_test_path
+from retrieval.search.ranking import FusionPlan
 
 StageName = Literal[
     "name_words",
@@ -315,7 +315,8 @@ def _named_first(item: Fused) -> tuple[object, ...]:
 
 
 def _is_test(item: Fused) -> bool:
-    return item.store == "code" and item.span is not None and is_test_path(item.span.path)
+    """Code the indexer stored as test code (code_nodes.is_test, by cograph_text.paths)."""
+    return item.store == "code" and item.span is not None and item.span.is_test
 
 
 def _weigh(items: Sequence[Fused], weight: Callable[[Fused], float]) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from retrieval.search.query_text import STOPWORDS
+from cograph_text.stopwords import FUNCTION_WORDS
 from retrieval.search.search_sql import symbol_identifier
 
 QueryClass = Literal["identifier", "signature", "prose", "mixed"]
@@ -74,7 +74,7 @@ def _is_signature(text: str) -> bool:
     # The name and parameter list lead: at most a few modifier or type words before the
     # name, and the words around it are not a sentence.
     head = text[: call.start()].split()
-    if len(head) > 4 or any(word.lower() in STOPWORDS for word in head):
+    if len(head) > 4 or any(word.lower() in FUNCTION_WORDS for word in head):
         return False
     words = _WORD.findall(text)
     punctuation = sum(1 for char in text if char in _PUNCTUATION)

@@ -12,37 +12,19 @@ from __future__ import annotations
 import re
 from itertools import combinations
 
+from cograph_text.stopwords import CODE_KEYWORDS, FUNCTION_WORDS, is_short
 from retrieval.search.lexemes import query_terms
 
 _WORD = re.compile(r"\w+")
-
-_STOPWORD_TEXT = """a about above after again all also am an and any are as at be because
-    been before being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers him his how i if in into is it its
-    itself just me more most my no nor not now of off on once only or other our out over
-    own same she should so some such than that the their them then there these they this
-    those through to too under until up very was we were what when where which while who
-    whom why will with would you your"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-
-# Keywords and names nearly every code node contains. In a signature query
-# (`func (s *Server) Handle`, `def load(self, path: str) -> dict`) they match most of the
-# index, cost the lexical stream a rank computation per row and say nothing about which
-# node is meant; the identifiers around them do.
-_CODE_STOPWORD_TEXT = """async await bool boolean byte char class const def dict else elif err
-    error false fn func function impl int interface let list mut nil none null object
-    pass pub public private protected return self static str string struct this true
-    type var void"""
-CODE_STOPWORDS = frozenset(_CODE_STOPWORD_TEXT.split())
 
 
 def _content_words(query: str, code: bool = False) -> str:
     """The query's words without stopwords (and, for code, keywords and one-letter names),
     or all of them when nothing else would be left."""
     words = [match.group(0) for match in _WORD.finditer(query)]
-    kept = [word for word in words if word.lower() not in STOPWORDS]
+    kept = [word for word in words if word.lower() not in FUNCTION_WORDS]
     if code:
-        kept = [w for w in kept if len(w) > 1 and w.lower() not in CODE_STOPWORDS] or kept
+        kept = [w for w in kept if not is_short(w) and w.lower() not in CODE_KEYWORDS] or kept
     return " ".join(kept or words)
 
 
@@ -145,7 +127,7 @@ def type_names(query: str) -> frozenset[str]:
             if (
                 (near[0].isalpha() or near[0] == "_")
                 and near.lower() not in _TYPE_WORDS
-                and near.lower() not in STOPWORDS
+                and near.lower() not in FUNCTION_WORDS
             ):
                 found.add(near)
     return frozenset(found)

@@ -8,7 +8,6 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, cast
@@ -21,12 +20,6 @@ from retrieval.search.query_class import QUERY_CLASSES, QueryClass, classify
 from retrieval.search.query_text import subject_names, type_names
 from retrieval.weights import parse_weights
 
-# Test code by path: a tests/ or testing/ directory, test_*.py, *_test.go / *_test.py,
-# *.test.js / *.spec.ts, *Test.java / *Tests.java.
-_TEST_PATH = re.compile(
-    r"(^|/)(tests?|testing|__tests__)/|(^|/)test_[^/]*$|_test\.\w+$|\.(test|spec)\.\w+$"
-    r"|Tests?\.java$"
-)
 CODE_SHAPED: frozenset[QueryClass] = frozenset({"identifier", "signature"})
 # `adaptive` (the service's): for prose and mixed questions the member when it scores at
 # least `member_ratio` times its container (what matched is usually the code inside; a
@@ -48,10 +41,6 @@ def containment_for(
     if setting in ("member", "better"):
         return cast(Prefer, setting)
     return "better" if query_class in CODE_SHAPED else member_ratio
-
-
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_PATH.search(path))
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,11 @@ SYMBOL_SETTINGS = (
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 
-# Where a code node lies, returned with every code hit (containment and test paths are
-# decided on it without another query).
-_SPAN_COLUMNS = ", t.repository_id, t.path, t.start_line, t.end_line, t.kind, t.qualified_name"
+# Where a code node lies and whether it is test code, returned with every code hit
+# (containment and the test-code weight are decided on it without another query).
+_SPAN_COLUMNS = (
+    ", t.repository_id, t.path, t.start_line, t.end_line, t.kind, t.qualified_name, t.is_test"
+)
 
 # Where a row lies, per store (for code, columns of its span): what breaks a tie in score
 # after the score itself. Not the id: ids follow the order in which an index run's workers
@@ -506,7 +508,7 @@ def _hit(row: asyncpg.Record, unit: Unit, store: Store, exact: int = 0) -> Strea
         row["id"],
         float(row["score"]),
         exact,
-        Span(repository_id, path, start, end, row["kind"], qualified),
+        Span(repository_id, path, start, end, row["kind"], qualified, row["is_test"]),
         store,
         # _PLACE_COLUMNS["code"], in its order.
         (repository_id, path, start, end, qualified),

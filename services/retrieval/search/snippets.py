@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from retrieval.search.lexemes import identifier_parts
-from retrieval.search.query_text import STOPWORDS, snippet_text
+from cograph_text.identifiers import identifier_parts
+from cograph_text.stopwords import FUNCTION_WORDS, is_short
+from retrieval.search.query_text import snippet_text
 
 _WORD = re.compile(r"\w+")
 _JOIN = r"[_\-\s.]?"  # how identifier parts may be glued in text
@@ -43,7 +44,7 @@ def term_patterns(query: str) -> tuple[list[re.Pattern[str]], list[re.Pattern[st
     word occurs in the text.
     """
     words = list(dict.fromkeys(match.group(0) for match in _WORD.finditer(query)))
-    strong = [w for w in words if len(w) > 1 and w.lower() not in STOPWORDS] or words
+    strong = [w for w in words if not is_short(w) and w.lower() not in FUNCTION_WORDS] or words
     whole: list[re.Pattern[str]] = []
     parts: list[re.Pattern[str]] = []
     seen_parts: set[str] = set()
@@ -52,7 +53,7 @@ def term_patterns(query: str) -> tuple[list[re.Pattern[str]], list[re.Pattern[st
         whole.append(re.compile(_JOIN.join(re.escape(p) for p in pieces), re.IGNORECASE))
         if len(pieces) > 1:
             for piece in pieces:
-                if len(piece) > 2 and piece not in STOPWORDS and piece not in seen_parts:
+                if len(piece) > 2 and piece not in FUNCTION_WORDS and piece not in seen_parts:
                     seen_parts.add(piece)
                     parts.append(re.compile(re.escape(piece), re.IGNORECASE))
     return whole, parts

@@ -7,9 +7,11 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Node, QueryCursor, Tree
 
+from cograph_text.names import numbered
+
 from .comments import CommentIndex
 from .languages import Grammars
-from .nodes import CodeNode, Edge, NodeKind, ParsedFile, numbered
+from .nodes import CodeNode, Edge, NodeKind, ParsedFile
 from .rules import Definition, LanguageRules, Scope, node_text
 from .text import dotted_target, normalise_ws
 

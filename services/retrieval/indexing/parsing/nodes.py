@@ -3,12 +3,12 @@
 Every qualified name uses ``.`` as its separator in every language (Rust ``a::b``, C++
 ``ns::Class`` and Ruby ``A::B`` included) so that one lookup rule serves the whole index.
 Qualified names are unique within one file: a repeated name (overloads, conditional
-definitions, several ``init`` functions) gets ``#2``, ``#3``... in source order.
+definitions, several ``init`` functions) gets ``#2``, ``#3``... in source order
+(cograph_text.names).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,24 +24,6 @@ EDGE_KINDS: frozenset[str] = frozenset(("calls", "imports", "inherits", "impleme
 # Kinds a call can land on: constructors are calls to the type in most languages.
 CALLABLE_KINDS: frozenset[str] = frozenset(("function", "method", "class", "struct", "enum"))
 TYPE_KINDS: frozenset[str] = frozenset(("class", "struct", "interface", "trait", "enum"))
-
-_REPEAT = re.compile(r"#\d+$")
-
-
-def numbered(qualified_name: str, count: int) -> str:
-    """The `count`-th definition of a name in one file: `X.f`, then `X.f#2`, `X.f#3`..."""
-    return qualified_name if count < 2 else f"{qualified_name}#{count}"
-
-
-def unnumbered(qualified_name: str) -> str:
-    """The name without the `#N` that marks a repeated definition (`X.f#2` -> `X.f`): the
-    name as the source writes it, for what is embedded or shown as text."""
-    return _REPEAT.sub("", qualified_name)
-
-
-def short_name(qualified_name: str) -> str:
-    """The last part of a qualified name, as written (`pkg.X.f#2` -> `f`)."""
-    return unnumbered(qualified_name).rsplit(".", 1)[-1]
 
 
 @dataclass(frozen=True, slots=True)
