@@ -27,7 +27,7 @@ never weighed them down and no benchmark corpus holds them to measure doing so.
 
 TEST_PATH_PATTERN is one regular expression that Python's `re` and PostgreSQL's advanced
 regular expressions read alike, so a migration classes stored rows with exactly the rule
-the indexer applies (retrieval migration 0012; tests/unit/test_text_paths.py checks that
+the indexer applies (retrieval migration 0013; tests/unit/test_text_paths.py checks that
 the newest such migration holds this pattern, tests/integration/test_search_test_code.py
 that PostgreSQL agrees). Hence no `\\w`, whose letters depend on the engine and the
 locale: an extension is ASCII letters, digits and `_` (`x_test.go`, not `x_test.中`);

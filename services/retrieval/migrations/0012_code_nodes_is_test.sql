@@ -4,12 +4,8 @@
 -- *.test.js, *.spec.ts, *Test.java, ...). Per node, so a rule that classes part of a file
 -- (an inline test module) needs no new column.
 --
--- Adding the column with a constant default rewrites nothing. Nodes indexed before are
--- classed here with the same rule: the pattern below is cograph_text.paths.TEST_PATH_PATTERN,
--- which PostgreSQL's regular expressions read as Python's `re` does
--- (tests/unit/test_text_paths.py checks that the two are the same text). Only the nodes
--- under a test path are written.
+-- With a constant default the column rewrites nothing and its lock is held for a moment;
+-- the nodes already stored are classed by the next migration, in a transaction of its own
+-- that lets searches read on. A node an earlier release writes during a rolling update
+-- gets false until its file is indexed again.
 ALTER TABLE code_nodes ADD COLUMN is_test boolean NOT NULL DEFAULT false;
-
-UPDATE code_nodes SET is_test = true
-WHERE path ~ '(^|/)(tests?|testing|__tests__)/|(^|/)test_[^/]*\Z|_test\.[A-Za-z0-9_]+\Z|\.(test|spec)\.[A-Za-z0-9_]+\Z|Tests?\.java\Z';
