@@ -31,7 +31,8 @@ FILE = "pkg/timer.py"
 MODULE = Span(1, FILE, 1, 40, "module", "pkg.timer")
 CLASS = Span(1, FILE, 5, 30, "class", "pkg.timer.Timer")
 METHOD = Span(1, FILE, 10, 20, "method", "pkg.timer.Timer.refresh")
-TEST = Span(1, "tests/test_timer.py", 1, 9, "function", "tests.test_timer.test_refresh")
+# Stored as test code by the indexer (code_nodes.is_test).
+TEST = Span(1, "tests/test_timer.py", 1, 9, "function", "tests.test_timer.test_refresh", True)
 NAMED = Span(1, "pkg/util.py", 1, 5, "function", "pkg.util.timer")
 
 Lists = dict[Store, dict[StreamName, list[StreamHit]]]
