@@ -42,12 +42,16 @@ ABLATION_PREFIX = "fused-"
 
 
 def ablation_stages() -> tuple[tuple[str, ...], str]:
-    """The ranking stages a request can skip, and "" ; or () and why there are none."""
+    """The ranking stages a request can skip, and ""; or () and why there are none."""
     try:
         pipeline = importlib.import_module("retrieval.search.pipeline")
     except ImportError:
         return (), "no ablations: the service has no retrieval.search.pipeline (STAGE_NAMES)"
-    names = tuple(getattr(pipeline, "STAGE_NAMES", ()))
+    # Every stage a request may skip (fusion itself is not one), in the pipeline's order.
+    skippable = getattr(pipeline, "SKIPPABLE", None)
+    names = tuple(
+        n for n in getattr(pipeline, "STAGE_NAMES", ()) if skippable is None or n in skippable
+    )
     if not names:
         return (), "no ablations: retrieval.search.pipeline names no STAGE_NAMES"
     if "skip_stages" not in retrieval_pb2.SearchRequest.DESCRIPTOR.fields_by_name:
