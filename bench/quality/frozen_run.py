@@ -76,9 +76,7 @@ async def search_rows(
         query=text, repo=repo, top_k=TOP_K, streams=[STREAM_PB[s] for s in streams]
     )
     if skip_stages:
-        # Read by name: the field is newer than some generated stubs (ablation_stages
-        # checks it exists before any stage is asked for).
-        getattr(request, "skip_stages").extend(skip_stages)  # noqa: B009
+        request.skip_stages.extend(skip_stages)
     response = await stack.stub.Search(request, timeout=timeout_s)
     return tuple(
         Row(r.repo, r.path, r.qualified_name, r.start_line, r.end_line, len(r.snippet))
