@@ -8,6 +8,7 @@
                             [--quick] [--out DIR] [--env ...] [--embed-text V] [--keep]
                             [--rerender DIR]
     python -m bench.quality --frozen [--quick] [--out DIR (bench/out/frozen)] [--keep]
+                            [--rerender DIR]
 
 Builds the query sets from packages installed on this machine (fixed seeds), indexes the
 copies into a fresh embedded PostgreSQL through the retrieval service (real embedder
@@ -246,7 +247,10 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="--corpus, --frozen: fewer queries")
     parser.add_argument(
-        "--rerender", type=Path, metavar="DIR", help="--corpus: redraw a finished run's tables"
+        "--rerender",
+        type=Path,
+        metavar="DIR",
+        help="--corpus, --frozen: redraw a finished run's tables",
     )
     args = parser.parse_args()
     if args.frozen:

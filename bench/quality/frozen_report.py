@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bench.quality.datasets import Answer
+from bench.quality.frozen import SLUG_PREFIX
 from bench.quality.metrics import Scores, score
+from bench.quality.unseen import UQuery
 from bench.quality.unseen_report import paired
 from bench.quality.unseen_run import TOP_K, UOutcome
 
@@ -152,7 +155,8 @@ def per_question(outcomes: Sequence[UOutcome]) -> list[dict[str, Any]]:
             "repository": label(o),
             "text": o.query.text,
             "answers": [
-                {"path": a.path, "qualified_name": a.qualified_name} for a in o.query.answers
+                {"repo": a.repo, "path": a.path, "qualified_name": a.qualified_name}
+                for a in o.query.answers
             ],
             "ranks": dict(o.ranks),
             "fused_vs_dense": verdict(o.ranks.get("fused"), o.ranks.get("dense")),
@@ -279,5 +283,31 @@ def payload(
             for key, members in grouped.items()
         },
         "ablations": ablations(outcomes, configs),
+        # Per question, fused against dense (ranks within the top 10 for fused; dense's
+        # list is kept to 300): the detail behind the worse / better / same counts.
+        "fused_vs_dense": {
+            o.query.id: {
+                "fused": o.ranks.get("fused"),
+                "dense": o.ranks.get("dense"),
+                "verdict": verdict(o.ranks.get("fused"), o.ranks.get("dense")),
+            }
+            for o in outcomes
+        },
         **extra,
     }
+
+
+def outcomes_from_json(records: Sequence[dict[str, Any]]) -> list[UOutcome]:
+    """Outcomes back from a run's queries.json (per_question's records), to redraw the
+    tables of a finished run."""
+    out = []
+    for r in records:
+        # Runs before answers named their repository: it is the corpus and the label.
+        repo = f"{SLUG_PREFIX}/{r['corpus']}-{r['repository']}"
+        answers = tuple(
+            Answer(a.get("repo", repo), a["path"], a["qualified_name"], 0, 0) for a in r["answers"]
+        )
+        query = UQuery(r["id"], r["corpus"], r["class"], r["repository"], r["text"], answers, 0)
+        outcome = UOutcome(query, dict(r["ranks"]), r["nested_pairs"], r["container_above"])
+        out.append(outcome)
+    return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import shutil
 import tempfile
 import time
@@ -188,12 +189,18 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[UOutcome], 
 
 
 def main(args: argparse.Namespace) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-frozen-"))
-    try:
-        outcomes, extra = asyncio.run(run(args, workdir))
-    finally:
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+    if args.rerender:  # the tables of a finished run, from its queries.json and results.json
+        records = json.loads((args.rerender / "queries.json").read_text())["queries"]
+        outcomes = frozen_report.outcomes_from_json(records)
+        old = json.loads((args.rerender / "results.json").read_text())
+        extra = {"run": old["run"], "repositories": old["repositories"]}
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="bench-frozen-"))
+        try:
+            outcomes, extra = asyncio.run(run(args, workdir))
+        finally:
+            if not args.keep:
+                shutil.rmtree(workdir, ignore_errors=True)
     run_ = extra["run"]
     all_configs = configs(run_["stages"])
     notes = [

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.quality import compare, frozen, frozen_build, frozen_report
+from bench.quality import compare, frozen, frozen_build, frozen_report, frozen_run, fusion_sweep
 from bench.quality.datasets import Answer
 from bench.quality.unseen import UQuery
 from bench.quality.unseen_run import UOutcome
 from retrieval.indexing.parsing import CodeParser
 from retrieval.indexing.parsing.languages import Grammars, detect_language
+from retrieval.search import pipeline
 
 # ------------------------------------------------------------------ the committed split
 
@@ -231,3 +232,38 @@ def test_tuning_tools_refuse_the_frozen_split(tmp_path: Path) -> None:
     answers = [{"repo": frozen.slug_of("small-files-go"), "path": "a.go", "qualified_name": "f"}]
     (other / "queries.json").write_text(json.dumps({"queries": [{"id": "q", "answers": answers}]}))
     assert frozen.is_frozen_run(other)
+
+
+def test_sweep_refuses_to_collect_the_frozen_split(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "lists.pkl"
+    argv = ["fusion_sweep", "collect", "--set", "frozen", "--out", str(out)]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit, match="is a test set"):
+        fusion_sweep.main()
+    assert not out.exists()
+
+
+def test_every_skippable_stage_gets_an_ablation() -> None:
+    stages, why = frozen_run.ablation_stages()
+    assert why == ""
+    assert set(stages) == set(pipeline.SKIPPABLE)
+    assert list(stages) == [s for s in pipeline.STAGE_NAMES if s in pipeline.SKIPPABLE]
+    configs = frozen_run.configs(stages)
+    assert configs[0] == "fused" and "fusion" not in frozen_report.stages_of(configs)
+    assert {f"fused-{s}" for s in stages} <= set(configs)
+
+
+def test_a_finished_run_redraws_the_same_tables() -> None:
+    configs = ("fused", "fused-pin", "dense", "bm25", "dense+bm25")
+    outcomes = [
+        _outcome(0, "semantic", "python", fused=1, dense=2, bm25=3, **{"fused-pin": 1}),
+        _outcome(1, "localisation", "anyio", fused=None, dense=4, bm25=1, **{"fused-pin": 2}),
+    ]
+    records = json.loads(json.dumps(frozen_report.per_question(outcomes)))
+    again = frozen_report.outcomes_from_json(records)
+    assert frozen_report.render(again, configs) == frozen_report.render(outcomes, configs)
+    assert [o.query.repo for o in again] == [o.query.repo for o in outcomes]
+    data = frozen_report.payload(outcomes, configs, {})
+    assert data["fused_vs_dense"]["q1"] == {"fused": None, "dense": 4, "verdict": "worse"}
