@@ -7,6 +7,8 @@
     python -m bench.quality --corpus {small-files,nested,languages,history,unseen} ...
                             [--quick] [--out DIR] [--env ...] [--embed-text V] [--keep]
                             [--rerender DIR]
+    python -m bench.quality --frozen [--quick] [--out DIR (bench/out/frozen)] [--keep]
+                            [--rerender DIR]
 
 Builds the query sets from packages installed on this machine (fixed seeds), indexes the
 copies into a fresh embedded PostgreSQL through the retrieval service (real embedder
@@ -22,6 +24,11 @@ the best single stream on any class (the baselines are reported, never gated on)
 nesting, several languages, localisation from history; `unseen` is all four), each query
 scoped to its repository, the service's streams and fused search beside the external
 dense, BM25 and dense+BM25 baselines (unseen_run.py); `--quick` samples fewer queries.
+
+`--frozen` runs the frozen evaluation split once (frozen.py, bench/quality/frozen/): corpora
+and questions no tuning reads, checked against their manifest, the service's fused search,
+its streams and each ranking stage's ablation beside the external baselines of the same
+run (frozen_run.py); `--quick` takes a fixed sample of its questions.
 """
 
 from __future__ import annotations
@@ -36,7 +43,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.quality import datasets, package_baselines, report, unseen, unseen_report, unseen_run
+from bench.quality import (
+    datasets,
+    frozen_run,
+    package_baselines,
+    report,
+    unseen,
+    unseen_report,
+    unseen_run,
+)
 from bench.quality.datasets import QUERY_CLASSES
 from bench.quality.replay import load_index
 from bench.quality.runner import FUSED, Outcome, Sweep, evaluate, missing_answers
@@ -227,11 +242,22 @@ def main() -> None:
         choices=[*unseen.CORPORA, "unseen"],
         help="run these unseen corpora (issue 16) instead of the package sets",
     )
-    parser.add_argument("--quick", action="store_true", help="--corpus: fewer queries")
     parser.add_argument(
-        "--rerender", type=Path, metavar="DIR", help="--corpus: redraw a finished run's tables"
+        "--frozen", action="store_true", help="run the frozen evaluation split (a test set) once"
+    )
+    parser.add_argument("--quick", action="store_true", help="--corpus, --frozen: fewer queries")
+    parser.add_argument(
+        "--rerender",
+        type=Path,
+        metavar="DIR",
+        help="--corpus, --frozen: redraw a finished run's tables",
     )
     args = parser.parse_args()
+    if args.frozen:
+        if args.out == Path("bench/out/quality"):
+            args.out = Path("bench/out/frozen")
+        frozen_run.main(args)
+        return
     if args.corpus:
         if args.out == Path("bench/out/quality"):
             args.out = Path("bench/out/unseen")

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.quality import frozen
 from bench.quality.datasets import QUERY_CLASSES
 from bench.quality.report import held_out_rule
 
@@ -25,6 +26,7 @@ Ranks = Mapping[str, dict[str, Any]]  # query id -> that query's record
 
 
 def load(path: Path) -> dict[str, dict[str, Any]]:
+    frozen.refuse_frozen_run(path, "bench.quality.compare")
     data = json.loads((path / "queries.json").read_text())
     return {q["id"]: q for q in data["queries"]}
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.quality import datasets, package_baselines, unseen, unseen_run
+from bench.quality import datasets, frozen, package_baselines, unseen, unseen_run
 from bench.quality.replay import Candidates, fused_ids, load_index, rows_of
 from bench.quality.search_client import Row
 from bench.quality.stack import Stack, index_all, running_stack
@@ -331,7 +331,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect")
-    c.add_argument("--set", choices=("packages", "unseen"), required=True)
+    # `frozen` is listed only to be refused with the reason: the frozen split is a test set.
+    c.add_argument("--set", choices=("packages", "unseen", "frozen"), required=True)
     c.add_argument("--small", action="store_true")
     c.add_argument("--quick", action="store_true")
     c.add_argument("--per-class", type=int, default=10**9)
@@ -342,6 +343,8 @@ def main() -> None:
     s.add_argument("--weights", action="append", default=[], help="NAME=RETRIEVAL_STREAM_WEIGHTS")
     args = parser.parse_args()
     if args.cmd == "collect":
+        if args.set == "frozen":
+            frozen.refuse_tuning("bench.quality.fusion_sweep")
         workdir = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
         try:
             data = asyncio.run(collect(args, workdir))
@@ -351,6 +354,7 @@ def main() -> None:
         print(f"wrote {args.out}")
         return
     items, index = load(args.files)
+    frozen.refuse_frozen_repos((item.matcher.repo for item in items), "bench.quality.fusion_sweep")
     policies = [
         Policy("vector", base_fusion(), ("vector",)),
         Policy("lexical", base_fusion(), ("lexical",)),
