@@ -36,6 +36,8 @@ SYNC_KEY_MAX_CHARS: Final = 2048
 
 _SCHEMES: Final = frozenset({"https", "http", "ssh", "git", "git+ssh", "ssh+git"})
 _SCP_LIKE = re.compile(r"^(?:(?P<user>[^@/:]+)@)?(?P<host>[^@/:]+):(?P<path>.*)$")
+# git's transport::address syntax (`ext::sh -c ...`, `fd::0`): no repository's URL.
+_TRANSPORT = re.compile(r"^[A-Za-z0-9+.-]+::")
 _HOST = re.compile(r"^[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Not in a remote URL's key: what one parser reads as part of the path and another as a
@@ -90,7 +92,7 @@ def repository_key(url: str) -> str | None:
             return None
         return _remote_key(parts.hostname, parts.path)
     scp = _SCP_LIKE.match(value)
-    if scp is None or value.startswith(("~", ".")):
+    if scp is None or value.startswith(("~", ".")) or _TRANSPORT.match(value):
         return None
     return _remote_key(scp.group("host"), scp.group("path"))
 
