@@ -39,6 +39,7 @@ from gateway.errors import ApiError, invalid
 from gateway.hooks import GITHUB, GITLAB, VENDORS, Malformed, Vendor, read_payload, read_push
 from gateway.quotas import Quotas, Work
 from gateway.settings import GatewaySettings
+from svckit import requestctx
 from svckit.requestctx import Principal
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,12 @@ def hooks_router(api: GatewayApi, settings: GatewaySettings, quotas: Quotas | No
             if problem is not None:
                 log.warning(
                     "push webhook refused",
-                    extra={"hook": vendor.name, "delivery": delivery, "reason": problem},
+                    extra={
+                        "hook": vendor.name,
+                        "delivery": delivery,
+                        "request_id": requestctx.current_request_id(),
+                        "reason": problem,
+                    },
                 )
                 raise ApiError(401, "unauthenticated", problem)
             return await _authentic(vendor, request, body, delivery)
@@ -92,7 +98,12 @@ def hooks_router(api: GatewayApi, settings: GatewaySettings, quotas: Quotas | No
         vendor: Vendor, request: Request, body: bytes, delivery: str | None
     ) -> JSONResponse:
         event = request.headers.get(vendor.event_header)
-        facts: dict[str, Any] = {"hook": vendor.name, "delivery": delivery, "event": event}
+        facts: dict[str, Any] = {
+            "hook": vendor.name,
+            "delivery": delivery,
+            "request_id": requestctx.current_request_id(),
+            "event": event,
+        }
         if event is None:
             raise invalid(f"missing {vendor.event_header} header")
         if event in vendor.ping_events:

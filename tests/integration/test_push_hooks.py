@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import uuid
 from pathlib import Path
 from typing import Any
@@ -113,11 +114,15 @@ def dumps(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload).encode()
 
 
+def _hook_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "gateway.routes_hooks"]
+
+
 async def _searchable(client: httpx.AsyncClient, query: str, path: str) -> None:
     async def found() -> bool:
         reply = await client.post("/api/search", json={"query": query, "repo": SLUG})
         assert reply.status_code == 200, reply.text
-        return any(r["path"] == path for r in reply.json()["results"])
+        return any(r["location"].startswith(path + ":") for r in reply.json()["results"])
 
     await wait_until(found, 180, f"{path} searchable")
 
@@ -142,8 +147,9 @@ async def _webhook_jobs(stack: Stack) -> int:
 
 
 async def test_a_signed_push_makes_the_commit_searchable_without_anyone_indexing(
-    pg_server_url: str, embedder_address: str, tmp_path: Path
+    pg_server_url: str, embedder_address: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.routes_hooks")
     repo = make_repo(tmp_path / "demo")
     async with gateway_stack(
         pg_server_url,
@@ -170,12 +176,19 @@ async def test_a_signed_push_makes_the_commit_searchable_without_anyone_indexing
             assert pinged.status_code == 200, pinged.text
             assert pinged.json()["queued"] == []
 
-            delivered = await hook.post(
-                "/api/hooks/github", content=body, headers=github_headers(body)
-            )
+            headers = github_headers(body)
+            delivered = await hook.post("/api/hooks/github", content=body, headers=headers)
             assert delivered.status_code == 202, delivered.text
             assert delivered.json() == {"queued": [SLUG], "up_to_date": []}
-            assert delivered.headers["x-request-id"]
+            # Logged with the delivery id and the request id, without the signature.
+            (logged,) = [
+                r
+                for r in _hook_logs(caplog)
+                if getattr(r, "delivery", None) == headers["X-GitHub-Delivery"]
+            ]
+            assert logged.request_id == delivered.headers["x-request-id"]  # type: ignore[attr-defined]
+            assert logged.queued == [SLUG]  # type: ignore[attr-defined]
+            assert headers["X-Hub-Signature-256"][7:] not in str(logged.__dict__)
             await _searchable(admin, "reconcile ledger entries", "pkg/ledger.py")
 
             async def synced() -> bool:
@@ -220,8 +233,9 @@ async def test_a_signed_push_makes_the_commit_searchable_without_anyone_indexing
 
 
 async def test_deliveries_without_the_secret_queue_nothing_and_tell_nothing(
-    pg_server_url: str, embedder_address: str, tmp_path: Path
+    pg_server_url: str, embedder_address: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.routes_hooks")
     repo = make_repo(tmp_path / "demo")
     head = git(repo, "rev-parse", "HEAD")
     source = repo.resolve().as_uri()
@@ -261,6 +275,15 @@ async def test_deliveries_without_the_secret_queue_nothing_and_tell_nothing(
                 assert SLUG not in answer.text and GITHUB_SECRET not in answer.text
             assert "missing X-Hub-Signature-256" in answers[1].json()["detail"]
             assert "not the HMAC-SHA256" in answers[0].json()["detail"]
+            refused = [r for r in _hook_logs(caplog) if r.getMessage() == "push webhook refused"]
+            assert [r.delivery for r in refused] == [  # type: ignore[attr-defined]
+                h["X-GitHub-Delivery"] for h in (wrong, missing, other_body)
+            ]
+            for record in refused:
+                shown = str(record.__dict__)
+                assert GITHUB_SECRET not in shown
+                for given in (wrong, other_body):
+                    assert given["X-Hub-Signature-256"][7:] not in shown
             # Whether the payload names an indexed repository or not, the refusal is the same.
             unknown_wrong = await post(unknown, github_headers(unknown, secret=GITHUB_SECRET + "x"))
             assert (unknown_wrong.status_code, unknown_wrong.json()) == (
