@@ -146,11 +146,16 @@ async def _webhook_jobs(stack: Stack) -> int:
     return int(count)
 
 
-async def test_a_signed_push_makes_the_commit_searchable_without_anyone_indexing(
+async def test_a_signed_push_makes_the_pushed_commit_searchable_without_anyone_indexing(
     pg_server_url: str, embedder_address: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="gateway.routes_hooks")
-    repo = make_repo(tmp_path / "demo")
+    # The indexed repository is a bare one the commits are pushed to, as on a git host.
+    work = make_repo(tmp_path / "work")
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(origin))
+    git(work, "remote", "add", "origin", str(origin))
+    origin_url = origin.resolve().as_uri()
     async with gateway_stack(
         pg_server_url,
         embedder_address,
@@ -160,13 +165,14 @@ async def test_a_signed_push_makes_the_commit_searchable_without_anyone_indexing
         **HOOKS,
     ) as stack:
         assert stack.retrieval is not None and stack.retrieval.sync is None
-        await _index(stack, repo.resolve().as_uri())
+        await _index(stack, origin_url)
 
         # GitHub: a commit pushed, then the delivery GitHub makes for it.
-        write(repo, "pkg/ledger.py", "def reconcile_ledger_entries(rows):\n    return rows\n")
-        commit_all(repo, "add the ledger", MAR)
-        head = git(repo, "rev-parse", "HEAD")
-        body = dumps(github_push(repo.resolve().as_uri(), head))
+        write(work, "pkg/ledger.py", "def reconcile_ledger_entries(rows):\n    return rows\n")
+        commit_all(work, "add the ledger", MAR)
+        git(work, "push", "-q", "origin", "main")
+        head = git(origin, "rev-parse", "main")
+        body = dumps(github_push(origin_url, head))
         async with stack.client() as hook, stack.client(stack.admin_key) as admin:
             # GitHub says hello first when the webhook is created.
             ping = dumps({"zen": "Keep it logically awesome.", "hook_id": 42})
@@ -176,6 +182,12 @@ async def test_a_signed_push_makes_the_commit_searchable_without_anyone_indexing
             assert pinged.status_code == 200, pinged.text
             assert pinged.json()["queued"] == []
 
+            before = await admin.post(
+                "/api/search", json={"query": "reconcile ledger entries", "repo": SLUG}
+            )
+            assert all(
+                not r["location"].startswith("pkg/ledger.py") for r in before.json()["results"]
+            ), "pushed, not yet indexed"
             headers = github_headers(body)
             delivered = await hook.post("/api/hooks/github", content=body, headers=headers)
             assert delivered.status_code == 202, delivered.text
@@ -204,10 +216,11 @@ async def test_a_signed_push_makes_the_commit_searchable_without_anyone_indexing
 
             # GitLab: the next commit, delivered with the secret token; its project URL is
             # the server path the repository was indexed from, in another form.
-            write(repo, "pkg/refunds.py", "def issue_partial_refund(amount):\n    return amount\n")
-            commit_all(repo, "partial refunds", MAR)
-            head = git(repo, "rev-parse", "HEAD")
-            body = dumps(gitlab_push(str(repo.resolve()) + "/", head))
+            write(work, "pkg/refunds.py", "def issue_partial_refund(amount):\n    return amount\n")
+            commit_all(work, "partial refunds", MAR)
+            git(work, "push", "-q", "origin", "main")
+            head = git(origin, "rev-parse", "main")
+            body = dumps(gitlab_push(str(origin.resolve()) + "/", head))
             delivered = await hook.post("/api/hooks/gitlab", content=body, headers=gitlab_headers())
             assert delivered.status_code == 202, delivered.text
             assert delivered.json() == {"queued": [SLUG], "up_to_date": []}
@@ -218,12 +231,12 @@ async def test_a_signed_push_makes_the_commit_searchable_without_anyone_indexing
                 ("refs/tags/v1", head, "not a branch"),
                 ("refs/heads/main", "0" * 40, "deleted"),
             ):
-                body = dumps(github_push(repo.resolve().as_uri(), after, ref))
+                body = dumps(github_push(origin_url, after, ref))
                 answer = await hook.post(
                     "/api/hooks/github", content=body, headers=github_headers(body)
                 )
                 assert answer.status_code == 200 and why in answer.json()["ignored"], answer.text
-            body = dumps(github_push(repo.resolve().as_uri(), "2" * 40, "refs/heads/other"))
+            body = dumps(github_push(origin_url, "2" * 40, "refs/heads/other"))
             answer = await hook.post(
                 "/api/hooks/github", content=body, headers=github_headers(body)
             )
