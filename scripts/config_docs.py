@@ -724,6 +724,48 @@ META: dict[str, Meta] = {
             ),
         )
     },
+    "GATEWAY_QUOTA_HOOKS_RATE": Meta(
+        "Sustained push webhook deliveries per second, per vendor (GitHub's and GitLab's "
+        "each have one allowance: deliveries carry no key), counted before the signature is "
+        "checked; past it 429 `rate_limited` with `Retry-After`."
+    ),
+    "GATEWAY_QUOTA_HOOKS_BURST": Meta(
+        "How many push webhook deliveries a vendor may make at once after a pause."
+    ),
+    "GATEWAY_QUOTA_HOOKS_CONCURRENT": Meta(
+        "How many push webhook deliveries of one vendor are read and checked at once (each "
+        "body is read, up to `GATEWAY_MAX_BODY_BYTES`, before its signature can be checked); "
+        "one more gets 429 `rate_limited`."
+    ),
+    "GATEWAY_GITHUB_WEBHOOK_SECRET_FILE": Meta(
+        "A file holding the secret of the GitHub push webhook at `POST /api/hooks/github` "
+        "(at least 32 bytes; the webhook's Secret on GitHub). Each delivery must carry "
+        "`X-Hub-Signature-256`, the HMAC-SHA256 of its body under it. Unset, with "
+        "`GATEWAY_GITHUB_WEBHOOK_SECRET` unset too, the route answers 404.",
+        default="unset: the GitHub webhook is off",
+        allowed="a file path",
+    ),
+    "GATEWAY_GITHUB_WEBHOOK_SECRET": Meta(
+        "The GitHub webhook's secret as a value, instead of "
+        "`GATEWAY_GITHUB_WEBHOOK_SECRET_FILE` (not both); a file keeps it out of the process "
+        "environment.",
+        default="unset: the GitHub webhook is off",
+        allowed="32 bytes or more",
+    ),
+    "GATEWAY_GITLAB_WEBHOOK_SECRET_FILE": Meta(
+        "A file holding the secret token of the GitLab push webhook at "
+        "`POST /api/hooks/gitlab` (at least 32 bytes; the webhook's Secret token on GitLab, "
+        "which GitLab sends as `X-Gitlab-Token` with every delivery: serve the gateway over "
+        "HTTPS). Unset, with `GATEWAY_GITLAB_WEBHOOK_SECRET` unset too, the route answers 404.",
+        default="unset: the GitLab webhook is off",
+        allowed="a file path",
+    ),
+    "GATEWAY_GITLAB_WEBHOOK_SECRET": Meta(
+        "The GitLab webhook's secret token as a value, instead of "
+        "`GATEWAY_GITLAB_WEBHOOK_SECRET_FILE` (not both).",
+        default="unset: the GitLab webhook is off",
+        allowed="32 bytes or more",
+    ),
     # ---- database (svckit.db) ----
     "COGRAPH_DB_CONNECT_TIMEOUT_S": Meta(
         "Opening a database connection (TLS and start-up included), in seconds."

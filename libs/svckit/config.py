@@ -182,6 +182,34 @@ def internal_secret(env: Env) -> bytes:
     )
 
 
+def optional_secret(
+    env: Env, value_var: str, file_var: str, *, min_bytes: int, what: str
+) -> bytes | None:
+    """A secret other than the internal one (a webhook's), read as that one is: `file_var`
+    names a file holding it (a Kubernetes Secret mount), `value_var` holds the value; not
+    both. None when neither is set; shorter than `min_bytes` stops the start. Surrounding
+    whitespace (a file's trailing newline) is not part of it."""
+    file_value = env.optional_str(file_var)
+    value = env.optional_str(value_var)
+    if file_value and value:
+        raise ConfigError(f"{file_var} and {value_var} are both set; set one")
+    if file_value:
+        path = Path(file_value).expanduser()
+        origin = f"{file_var} ({path})"
+        secret = _read_secret_file(file_var, path)
+    elif value:
+        origin = value_var
+        secret = value.strip().encode()
+    else:
+        return None
+    if len(secret) < min_bytes:
+        raise ConfigError(
+            f"{origin}: {what} must be at least {min_bytes} bytes, got {len(secret)} "
+            f"(e.g. `openssl rand -hex {min_bytes}`)"
+        )
+    return secret
+
+
 def operator_internal_secret(env: Env) -> bytes:
     """The secret for a command run on a machine where `cograph up` runs the services.
 

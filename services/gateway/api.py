@@ -11,7 +11,7 @@ alike: a principal over its allowance gets RateLimited (429) before any backend 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import grpc
@@ -23,6 +23,7 @@ from cograph.router.v1 import router_pb2
 from cograph_api import rest_models as models
 from cograph_api.operations import Json
 from cograph_api.proto_json import from_json, to_json
+from cograph_api.push_hooks import WEBHOOK_PRINCIPAL
 from cograph_api.search_forms import answer_form
 from gateway.backends import Backends
 from gateway.errors import from_grpc, invalid
@@ -192,6 +193,21 @@ class GatewayApi:
             self._backends.retrieval().DeleteCollection,
             retrieval_pb2.DeleteCollectionRequest(name=name),
         )
+
+    async def sync_source(self, keys: Sequence[str], branch: str, commit: str) -> Json:
+        """A push a webhook verified (gateway.routes_hooks): queues the re-index of the
+        repositories it names. Made as the webhook identity, not as a key (the hooks take
+        none): retrieval lets no other principal make this call. The hook routes limit
+        themselves (Work.HOOKS, per vendor)."""
+        token = requestctx.set_principal(requestctx.Principal(WEBHOOK_PRINCIPAL, False))
+        try:
+            reply = await self._call(
+                self._backends.retrieval().SyncSource,
+                retrieval_pb2.SyncSourceRequest(urls=list(keys), branch=branch, commit=commit),
+            )
+        finally:
+            requestctx.reset_principal(token)
+        return {"queued": list(reply.queued), "up_to_date": list(reply.up_to_date)}
 
     @limited(Work.READ)
     async def outline(self, repo: str, path: str) -> Json:

@@ -30,6 +30,8 @@ from gateway.routes_access import access_router
 from gateway.routes_commons import commons_router
 from gateway.routes_console import console_router
 from gateway.routes_health import health_router
+from gateway.routes_hooks import PREFIX as HOOKS_PREFIX
+from gateway.routes_hooks import hooks_router
 from gateway.routes_keys import keys_router
 from gateway.routes_retrieval import retrieval_router
 from gateway.settings import GatewaySettings
@@ -42,7 +44,9 @@ log = logging.getLogger(__name__)
 
 PUBLIC = PublicPaths(
     exact={"/healthz", "/readyz", "/metrics", "/openapi.json", "/search"},
-    prefixes=("/search/",),
+    # The push webhooks authenticate each delivery with the vendor's signature instead of
+    # a key (gateway.routes_hooks); the body limit applies to them as to every route.
+    prefixes=("/search/", f"{HOOKS_PREFIX}/"),
 )
 
 
@@ -103,6 +107,7 @@ def build_app(
     app.include_router(access_router(api))
     app.include_router(commons_router(api))
     app.include_router(keys_router(keys, api))
+    app.include_router(hooks_router(api, settings, quotas))
     if mcp is not None:
         app.router.routes.append(
             Route("/mcp", endpoint=mcp.asgi, methods=["GET", "POST", "DELETE"])

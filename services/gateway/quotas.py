@@ -40,6 +40,7 @@ class Work(StrEnum):
     GREP = "grep"  # regular expressions over every indexed line
     INDEX = "index"  # indexing and re-indexing repositories and collections, deleting them
     NOTES = "notes"  # posting, commenting, voting on and deleting notes
+    HOOKS = "hooks"  # push webhook deliveries: no key, one allowance per vendor
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,10 @@ class QuotaSettings:
     max_held: int = 1024
 
 
+# Whose allowance a refusal speaks of, where it is not the key's.
+_WHO = {Work.HOOKS: "to this webhook"}
+
+
 class RateLimited(ApiError):
     """429: this principal has used its allowance for this class of work."""
 
@@ -77,7 +82,7 @@ class RateLimited(ApiError):
         super().__init__(
             429,
             "rate_limited",
-            f"rate limited: {why} for {work.value} requests with this key; "
+            f"rate limited: {why} for {work.value} requests {_WHO.get(work, 'with this key')}; "
             f"retry after {retry_after_s} s",
         )
         self.work = work

@@ -7,12 +7,16 @@ from pathlib import Path
 
 from cograph_api.limits import REQUEST_BODY_MAX_BYTES
 from gateway.quotas import Allowance, QuotaSettings, Work
-from svckit.config import Env, internal_secret
+from svckit.config import Env, internal_secret, optional_secret
 
 # The gRPC services the gateway fronts, by env prefix. A backend whose <NAME>_ADDR is unset
 # is "not deployed": its routes answer 503 and /readyz does not wait for it, so a checkout
 # that has no router yet still comes up (cograph up sets ADDR only for services it runs).
 BACKEND_NAMES: tuple[str, ...] = ("retrieval", "router", "commons")
+
+# A push webhook's secret, at least (as the internal secret): a shorter one could be guessed
+# offline from one delivery's signature.
+WEBHOOK_SECRET_MIN_BYTES = 32
 
 # Per principal and class of work (gateway.quotas): requests a second sustained, the burst
 # after a pause, and how many at once. An agent waits for a model between calls, so it
@@ -31,6 +35,11 @@ DEFAULT_ALLOWANCES: dict[Work, Allowance] = {
     Work.GREP: Allowance(rate_per_s=0.5, burst=10, concurrent=1),
     # Indexing runs in the background and is joined, not repeated: one every 10 s.
     Work.INDEX: Allowance(rate_per_s=0.1, burst=10, concurrent=2),
+    # Push webhook deliveries, per vendor (they carry no key; gateway.routes_hooks): a push
+    # a second and thirty in a row cover a busy organisation; four bodies read at once
+    # bound what deliveries that fail their signature cost (each is read, up to
+    # GATEWAY_MAX_BODY_BYTES, and hashed before it can be refused).
+    Work.HOOKS: Allowance(rate_per_s=1.0, burst=30, concurrent=4),
     # A note is embedded by commons and read by every agent: a few per task, not a stream
     # (a flood of notes holds the embedder the searches need); 5 in a row, then one a 20 s.
     Work.NOTES: Allowance(rate_per_s=0.05, burst=5, concurrent=1),
@@ -82,6 +91,9 @@ class GatewaySettings:
     embedder_addr: str | None = None
     # Per-key rate and concurrency limits (gateway.quotas); None admits every request.
     quotas: QuotaSettings | None = None
+    # The push webhooks' secrets (gateway.routes_hooks); None: that hook answers 404.
+    github_webhook_secret: bytes | None = field(default=None, repr=False)
+    gitlab_webhook_secret: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -111,6 +123,20 @@ class GatewaySettings:
             key_lookup_timeout_s=env.float("GATEWAY_KEY_LOOKUP_TIMEOUT_S", 2.5, min=0.05, max=60.0),
             embedder_addr=env.optional_str("EMBEDDER_ADDR"),
             quotas=quota_settings(env),
+            github_webhook_secret=optional_secret(
+                env,
+                "GATEWAY_GITHUB_WEBHOOK_SECRET",
+                "GATEWAY_GITHUB_WEBHOOK_SECRET_FILE",
+                min_bytes=WEBHOOK_SECRET_MIN_BYTES,
+                what="the GitHub webhook secret",
+            ),
+            gitlab_webhook_secret=optional_secret(
+                env,
+                "GATEWAY_GITLAB_WEBHOOK_SECRET",
+                "GATEWAY_GITLAB_WEBHOOK_SECRET_FILE",
+                min_bytes=WEBHOOK_SECRET_MIN_BYTES,
+                what="the GitLab webhook secret token",
+            ),
         )
 
     @property

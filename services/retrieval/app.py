@@ -18,6 +18,7 @@ from retrieval.indexing.freshness import HeadProbe
 from retrieval.indexing.indexer import Indexer
 from retrieval.indexing.jobs import JobManager
 from retrieval.indexing.pipeline import TextEmbedder
+from retrieval.indexing.push_sync import PushSync
 from retrieval.indexing.source_policy import LocalPolicy
 from retrieval.indexing.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
 from retrieval.indexing.sync import Schedule, Syncer, recording_syncs
@@ -67,6 +68,7 @@ class RetrievalApp:
     index_pool: asyncpg.Pool | None = None  # the indexer's, with its longer statement budget
     space: EmbeddingSpace | None = None  # the embedder's model against the stored vectors'
     sync: Syncer | None = None  # None: RETRIEVAL_SYNC_INTERVAL_S=0
+    push_sync: PushSync | None = None  # what the push webhooks queue (SyncSource)
 
     @property
     def port(self) -> int:
@@ -76,6 +78,8 @@ class RetrievalApp:
         await self.host.stop()
         if self.sync is not None:
             await self.sync.stop()
+        if self.push_sync is not None:
+            await self.push_sync.stop()
         if self.space is not None:
             await self.space.stop()
         await self.jobs.close()
@@ -176,6 +180,7 @@ async def start_retrieval(
         hosts=indexer.host_policy,
         credentials=indexer.credentials,
     )
+    push_sync = PushSync(pool, jobs)
     servicer = RetrievalServicer(
         pool,
         jobs,
@@ -186,6 +191,7 @@ async def start_retrieval(
         cursors=CursorCodec.from_secret(settings.internal_secret),
         maintenance_pool=index_pool,
         disk=disk,
+        push_sync=push_sync,
     )
 
     def register(server: grpc.aio.Server) -> None:
@@ -204,7 +210,7 @@ async def start_retrieval(
     space.on_verdict = report
     space.start()
     # Workers take queued jobs, and jobs whose worker died, from index_jobs (any replica's).
-    # A run the sync asked for notes when it published (last_synced_at).
+    # A run the sync or a push webhook asked for notes when it published (last_synced_at).
     jobs.start(recording_syncs(pool, servicer.run_job))
     try:
         await queue_reindex_after_upgrade(pool, jobs)
@@ -245,5 +251,16 @@ async def start_retrieval(
         },
     )
     return RetrievalApp(
-        host, pool, jobs, indexer, summarizer, channel, engine, reranker, index_pool, space, sync
+        host,
+        pool,
+        jobs,
+        indexer,
+        summarizer,
+        channel,
+        engine,
+        reranker,
+        index_pool,
+        space,
+        sync,
+        push_sync,
     )

@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api import limits
 from cograph_api.access_rules import Viewer
+from cograph_api.push_hooks import SYNC_KEYS_MAX, WEBHOOK_PRINCIPAL, is_repository_key
 from retrieval import catalog, grants, permissions
 from retrieval.indexing.freshness import Freshness, HeadCheck, HeadProbe, IndexedSource
 from retrieval.indexing.indexer import (
@@ -28,8 +29,10 @@ from retrieval.indexing.indexer import (
     request_to_json,
 )
 from retrieval.indexing.jobs import Job, JobManager
+from retrieval.indexing.push_sync import PushSync
 from retrieval.indexing.redaction import scrub, strip_secrets, view
 from retrieval.indexing.source_policy import (
+    MAX_BRANCH_CHARS,
     MAX_SLUG_CHARS,
     MAX_SOURCE_CHARS,
     LocalPolicy,
@@ -56,7 +59,7 @@ from retrieval.search.references import find_definitions, references
 from retrieval.search.search_settings import SearchSettings
 from retrieval.settings import IndexSettings
 from svckit.disk import DiskWatch
-from svckit.errors import FailedPrecondition, InvalidArgument, NotFound
+from svckit.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 _JOB_KINDS = {
     "repository": retrieval_pb2.JOB_KIND_REPOSITORY,
@@ -72,6 +75,8 @@ _MAX_NAME = limits.NAME_MAX_CHARS  # collection names, as the gateway publishes 
 _MAX_JOB_ID = 100
 _MAX_DOCUMENT_PATH = 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# A commit id as git writes it: SHA-1 or SHA-256, in hex.
+_COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 
 def _timestamp(value: datetime | None) -> Timestamp | None:
@@ -223,8 +228,11 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         cursors: CursorCodec,
         maintenance_pool: asyncpg.Pool | None = None,
         disk: DiskWatch | None = None,
+        push_sync: PushSync | None = None,
     ) -> None:
         self._pool = pool
+        # What the push webhooks queue (SyncSource).
+        self._push_sync = push_sync or PushSync(pool, jobs)
         # New index jobs are refused while the disk is nearly full (svckit.disk).
         self._disk = disk
         # Signs and checks the paging cursors of files and references.
@@ -686,6 +694,38 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         async with self._pool.acquire() as conn:
             changed = await grants.set_visibility(conn, target, request.public)
         return retrieval_pb2.SetVisibilityResponse(changed=changed)
+
+    async def SyncSource(
+        self, request: retrieval_pb2.SyncSourceRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.SyncSourceResponse:
+        """A push a webhook verified (retrieval/indexing/push_sync.py). Only the gateway's
+        webhook identity may ask: its routes take no API key, so a key's principal, admin
+        or not, never reaches this (and no key can have that principal)."""
+        viewer = Viewer.current()
+        if viewer.principal_id != WEBHOOK_PRINCIPAL or viewer.admin:
+            raise PermissionDenied("SyncSource is the gateway's push webhooks' call only")
+        keys = list(dict.fromkeys(request.urls))
+        if not keys or len(keys) > SYNC_KEYS_MAX:
+            raise InvalidArgument(f"urls: between 1 and {SYNC_KEYS_MAX} repository URLs")
+        for key in keys:
+            if not is_repository_key(key):
+                raise InvalidArgument(
+                    f"urls: {key[:100]!r} is not a normalised repository URL "
+                    "(cograph_api.push_hooks.repository_key)"
+                )
+        # Compared with the stored branches, never handed to git: a name no repository
+        # could be indexed on matches nothing.
+        branch = check_text(request.branch, "branch", MAX_BRANCH_CHARS)
+        if not branch:
+            raise InvalidArgument("branch is required")
+        commit = request.commit.strip().lower()
+        if commit and not _COMMIT.match(commit):
+            raise InvalidArgument("commit: 40 or 64 hexadecimal digits")
+        self._require_space("indexing")
+        outcome = await self._push_sync.sync(keys, branch, commit)
+        return retrieval_pb2.SyncSourceResponse(
+            queued=outcome.queued, up_to_date=outcome.up_to_date
+        )
 
 
 def _scope_name(value: str, max_chars: int, what: str) -> str:

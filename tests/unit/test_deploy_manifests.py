@@ -1216,6 +1216,42 @@ def test_only_retrieval_mounts_the_git_credentials(name: str) -> None:
         assert all(m["mountPath"] != path for m in init.get("volumeMounts", [])), init["name"]
 
 
+WEBHOOKS_SECRET = "cograph-webhooks"
+WEBHOOKS_DIR = "/var/run/cograph/webhooks"
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_only_the_gateway_mounts_the_webhook_secrets(name: str) -> None:
+    workload = _objects("Deployment")[name]
+    volumes = {v["name"]: v for v in _pod(workload).get("volumes", [])}
+    mounted = [
+        (container["name"], m, volumes[m["name"]])
+        for container in _containers(workload)
+        for m in container.get("volumeMounts", [])
+        if volumes[m["name"]].get("secret", {}).get("secretName") == WEBHOOKS_SECRET
+    ]
+    if name != "gateway":
+        assert not mounted, f"{name}: only the gateway serves the webhooks"
+        return
+    ((container, mount, volume),) = mounted
+    assert container == "gateway", "the main container, not an initContainer"
+    assert mount["mountPath"] == WEBHOOKS_DIR and mount["readOnly"] is True
+    assert volume["secret"]["optional"] is True, "the gateway starts without it (hooks off)"
+    assert volume["secret"]["defaultMode"] & 0o007 == 0, "not world-readable"
+    # Off unless an overlay turns a hook on: the base names no file that may be missing.
+    env = _env(_main(workload))
+    assert not any("WEBHOOK" in variable for variable in env)
+
+
+def test_deploy_readme_turns_the_webhooks_on_with_the_variables_the_gateway_reads() -> None:
+    text = (ROOT / "deploy" / "README.md").read_text()
+    settings = (ROOT / "services" / "gateway" / "settings.py").read_text()
+    for vendor in ("GITHUB", "GITLAB"):
+        variable = f"GATEWAY_{vendor}_WEBHOOK_SECRET_FILE"
+        assert f'"{variable}"' in settings and variable in text
+    assert f"value: {WEBHOOKS_DIR}/github" in text and WEBHOOKS_SECRET in text
+
+
 def test_overlays_provide_the_internal_secret() -> None:
     minimum = importlib.import_module("svckit.internal_auth").MIN_SECRET_BYTES
     local = _generated_secret("local", INTERNAL_SECRET)

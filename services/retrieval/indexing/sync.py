@@ -38,7 +38,8 @@ it would be for that key. A repository an admin indexed from an internal host is
 not synced (its checks fail and back off); index it again by hand. A target being
 indexed (a job queued or running) is not checked: the running job may predate the move,
 so the next check looks again. `last_checked_at` records each check; `last_synced_at` is
-written when a run the sync queued has published (`recording_syncs`).
+written when a run the sync queued has published (`recording_syncs`), or one a push
+webhook queued (push_sync.py: the same jobs, at once instead of at the next check).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from pathlib import Path
 import asyncpg
 
 from cograph_api.access_rules import Viewer
+from cograph_api.push_hooks import WEBHOOK_PRINCIPAL
 from retrieval.indexing.freshness import Freshness, HeadProbe, IndexedSource
 from retrieval.indexing.indexer import (
     CollectionRequest,
@@ -74,6 +76,8 @@ log = logging.getLogger(__name__)
 
 # Who queues the sync's jobs, as job listings show it.
 SYNC_REQUESTER = Viewer("cograph-sync", True)
+# Runs these asked for are the sync's (last_synced_at): its own and the push webhooks'.
+_SYNCING_PRINCIPALS = frozenset({SYNC_REQUESTER.principal_id or "", WEBHOOK_PRINCIPAL})
 # Each wait is cut by up to this share at random (0.2: 80-100 % of it). Below 1/2, a
 # doubled wait stays longer than the one before, so backoff still spreads checks out.
 JITTER = 0.2
@@ -231,11 +235,12 @@ def directory_fingerprint(root: Path) -> str:
 
 
 def recording_syncs(pool: asyncpg.Pool, runner: JobRunner) -> JobRunner:
-    """`runner`, which also notes `last_synced_at` when a run the sync asked for succeeds."""
+    """`runner`, which also notes `last_synced_at` when a run the sync, or a push webhook
+    (push_sync.py), asked for succeeds."""
 
     async def run(job: Job) -> None:
         await runner(job)
-        if SYNC_REQUESTER.principal_id not in job.requested_by:
+        if not job.requested_by & _SYNCING_PRINCIPALS:
             return
         key = "slug" if job.kind == "repository" else "name"
         try:

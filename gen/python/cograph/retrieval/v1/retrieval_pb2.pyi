@@ -2507,3 +2507,71 @@ class OutlineResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OutlineResponse: _TypeAlias = OutlineResponse  # noqa: Y015
+
+@_typing.final
+class SyncSourceRequest(_message.Message):
+    """A push a webhook reported: the repository it names and the branch that moved."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    URLS_FIELD_NUMBER: _builtins.int
+    BRANCH_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    branch: _builtins.str
+    """The branch pushed to, without `refs/heads/`."""
+    commit: _builtins.str
+    """The commit the branch points to after the push (hex), when known: a repository already
+    indexed at it is not queued.
+    """
+    @_builtins.property
+    def urls(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The repository's URLs, normalised (cograph_api.push_hooks.repository_key: `host/path`
+        for a remote URL, `file://` and the path for a server path); at most 8.
+        """
+
+    def __init__(
+        self,
+        *,
+        urls: _abc.Iterable[_builtins.str] | None = ...,
+        branch: _builtins.str = ...,
+        commit: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "commit", b"commit", "urls", b"urls"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncSourceRequest: _TypeAlias = SyncSourceRequest  # noqa: Y015
+
+@_typing.final
+class SyncSourceResponse(_message.Message):
+    """What the push started."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUED_FIELD_NUMBER: _builtins.int
+    UP_TO_DATE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def queued(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Slugs of the repositories whose re-index is queued: a new job, a queued one joined, or
+        one that follows the run in progress when that run ends.
+        """
+
+    @_builtins.property
+    def up_to_date(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Slugs of the matching repositories already indexed at the pushed commit."""
+
+    def __init__(
+        self,
+        *,
+        queued: _abc.Iterable[_builtins.str] | None = ...,
+        up_to_date: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queued", b"queued", "up_to_date", b"up_to_date"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncSourceResponse: _TypeAlias = SyncSourceResponse  # noqa: Y015

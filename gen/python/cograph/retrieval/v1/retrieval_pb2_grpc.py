@@ -125,6 +125,11 @@ class RetrievalServiceStub:
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityResponse.FromString,
                 _registered_method=True)
+        self.SyncSource = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/SyncSource',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer:
@@ -257,6 +262,14 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SyncSource(self, request, context):
+        """Queues the re-index of the indexed repositories a push names (the gateway's push
+        webhooks only: no other caller may make this call).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -349,6 +362,11 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.SetVisibility,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityResponse.SerializeToString,
+            ),
+            'SyncSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncSource,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -838,6 +856,33 @@ class RetrievalService:
             '/cograph.retrieval.v1.RetrievalService/SetVisibility',
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityRequest.SerializeToString,
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SetVisibilityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/SyncSource',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceResponse.FromString,
             options,
             channel_credentials,
             insecure,

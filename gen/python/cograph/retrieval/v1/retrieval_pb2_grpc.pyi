@@ -69,6 +69,10 @@ class RetrievalServiceStub:
     """Takes a principal's grant on a repository or collection away (admin only)."""
     SetVisibility: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.SetVisibilityRequest, _retrieval_pb2.SetVisibilityResponse]
     """Makes a repository or collection public or private (admin only)."""
+    SyncSource: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.SyncSourceRequest, _retrieval_pb2.SyncSourceResponse]
+    """Queues the re-index of the indexed repositories a push names (the gateway's push
+    webhooks only: no other caller may make this call).
+    """
 
 @_typing.type_check_only
 class RetrievalServiceAsyncStub(RetrievalServiceStub):
@@ -111,6 +115,10 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     """Takes a principal's grant on a repository or collection away (admin only)."""
     SetVisibility: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.SetVisibilityRequest, _retrieval_pb2.SetVisibilityResponse]  # type: ignore[assignment]
     """Makes a repository or collection public or private (admin only)."""
+    SyncSource: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.SyncSourceRequest, _retrieval_pb2.SyncSourceResponse]  # type: ignore[assignment]
+    """Queues the re-index of the indexed repositories a push names (the gateway's push
+    webhooks only: no other caller may make this call).
+    """
 
 class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the code, repo_docs and md_collections stores: fills them and searches them."""
@@ -258,5 +266,15 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.SetVisibilityResponse, _abc.Awaitable[_retrieval_pb2.SetVisibilityResponse]]:
         """Makes a repository or collection public or private (admin only)."""
+
+    @_abc_1.abstractmethod
+    def SyncSource(
+        self,
+        request: _retrieval_pb2.SyncSourceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.SyncSourceResponse, _abc.Awaitable[_retrieval_pb2.SyncSourceResponse]]:
+        """Queues the re-index of the indexed repositories a push names (the gateway's push
+        webhooks only: no other caller may make this call).
+        """
 
 def add_RetrievalServiceServicer_to_server(servicer: RetrievalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
