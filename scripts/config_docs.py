@@ -465,10 +465,6 @@ META: dict[str, Meta] = {
         "split into words instead; name, signature and docstring; or the body alone. Applies "
         "to files indexed after a change."
     ),
-    "RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS": Meta(
-        "Whether code tsvectors and code queries split identifiers (`ParseConfig` meets "
-        "`parse config`). Indexing and search read it alike: change it only with a re-index."
-    ),
     "SUMMARIZER_PROVIDER": Meta(
         "How the `ast_summary` layer is written: `extractive` (offline: kind, name, first "
         "docstring sentence, signature, what a node contains and calls) or `openai` (any "

@@ -228,7 +228,7 @@ def main() -> None:
         default=[],
         metavar="NAME=VALUE",
         type=_setting,
-        help="a retrieval setting for this run, e.g. RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS=false",
+        help="a retrieval setting for this run, e.g. RETRIEVAL_RRF_K=60",
     )
     parser.add_argument(
         "--no-baselines",

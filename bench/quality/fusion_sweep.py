@@ -84,7 +84,6 @@ async def _collect_one(pool: asyncpg.Pool, stack: Stack, text: str, repo: str | 
                 query=text,
                 vector=vector,
                 cap=CAP,
-                split_identifiers=stack.settings.search.split_identifiers,
             )
             for t in tasks
         )

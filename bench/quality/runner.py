@@ -111,7 +111,6 @@ async def evaluate_query(
         stack.embedder,
         query.text,
         max(sweep.caps),
-        stack.settings.search.split_identifiers,
     )
     for k, cap in sweep.points():
         ids = fused_ids(candidates, k, cap)

@@ -13,7 +13,7 @@ from retrieval.indexing.source_policy import (
     HostPattern,
     parse_host_pattern,
 )
-from retrieval.search.search_settings import SPLIT_IDENTIFIERS, SearchSettings
+from retrieval.search.search_settings import SearchSettings
 from svckit.config import (
     BreakerSettings,
     ConfigError,
@@ -114,7 +114,6 @@ class IndexSettings:
     code_embed_text: str = DEFAULT_CODE_EMBED_TEXT
     # Whether code tsvectors split identifiers (ParseConfig -> parse, config); search reads
     # the same variable so queries are cut the way the index was.
-    split_identifiers: bool = True
     # Durable jobs (indexing/jobs.py): a claimed job's lease, renewed by a heartbeat; a job
     # whose lease ran out is claimed again, at most job_max_attempts times; idle workers
     # look for queued jobs every job_poll_s (at once for jobs submitted to this process).
@@ -163,7 +162,6 @@ class IndexSettings:
             code_embed_text=env.choice(
                 "RETRIEVAL_CODE_EMBED_TEXT", DEFAULT_CODE_EMBED_TEXT, tuple(CODE_EMBED_TEXTS)
             ),
-            split_identifiers=env.bool(SPLIT_IDENTIFIERS, True),
             job_lease_s=lease,
             job_heartbeat_s=heartbeat,
             job_max_attempts=env.int("RETRIEVAL_JOB_MAX_ATTEMPTS", 3, min=1, max=100),

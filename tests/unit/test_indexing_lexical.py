@@ -8,8 +8,7 @@ import pytest
 from retrieval.search.lexemes import lexical_terms, lexical_text, query_terms
 from retrieval.search.query_text import code_tsquery, subject_names, type_names
 from retrieval.search.search_settings import SearchSettings
-from retrieval.settings import IndexSettings
-from svckit.config import Env
+from svckit.config import ConfigError, Env
 
 
 def test_terms_keep_joined_form_then_parts() -> None:
@@ -42,12 +41,10 @@ def test_without_identifier_splitting_terms_are_alphanumeric_runs() -> None:
     assert "parse" in code_tsquery("ParseConfig loader")
 
 
-def test_index_and_search_read_the_same_splitting_setting() -> None:
+def test_splitting_is_no_longer_a_setting() -> None:
     env = Env({"RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS": "false"})
-    assert IndexSettings.from_env(env).split_identifiers is False
-    assert SearchSettings.from_env(env).split_identifiers is False
-    assert IndexSettings.from_env(Env({})).split_identifiers is True
-    assert SearchSettings.from_env(Env({})).split_identifiers is True
+    with pytest.raises(ConfigError, match="RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS"):
+        SearchSettings.from_env(env)
 
 
 @pytest.mark.parametrize(

@@ -450,7 +450,6 @@ class Indexer:
                     repository_id,
                     units,
                     generation=generation,
-                    split_identifiers=self._settings.split_identifiers,
                 )
             for unit in units:
                 payload = unit.payload

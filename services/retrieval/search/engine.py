@@ -299,7 +299,6 @@ class SearchEngine:
                 query=text,
                 vector=vector,
                 cap=self._settings.candidate_cap,
-                split_identifiers=self._settings.split_identifiers,
                 owners=owners,
             )
             tally.answered += 1

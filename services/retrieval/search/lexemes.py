@@ -20,8 +20,8 @@ _ALNUM = re.compile(r"[^\W_]+")
 def lexical_terms(text: str, split: bool = True) -> list[str]:
     """The terms of `text` in order: joined form of each word, then its parts if several.
 
-    With `split` off (RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS=false, kept to measure what the
-    splitting buys) a term is a lowercased alphanumeric run, as PostgreSQL's own parser
+    With `split` off (what the benchmarks measure the splitting against; the service
+    always splits) a term is a lowercased alphanumeric run, as PostgreSQL's own parser
     would cut it: `ParseConfig` stays `parseconfig`, `snake_case` is `snake`, `case`."""
     if not split:
         return [match.group(0).lower() for match in _ALNUM.finditer(text)]

@@ -99,9 +99,9 @@ RETIRED_SETTINGS: dict[str, str] = {
     "RETRIEVAL_OVERLOAD_ORDER": '`skip_stages: ["overload_order"]` does what `fused` did',
     "RETRIEVAL_OVERLOAD_SUMMARIES": '`skip_stages: ["shared_summaries"]` does what `own` did',
     "RETRIEVAL_STORE_FUSION": "nothing: each stream ranks code and documents together",
+    "RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS": "nothing: code tsvectors and code queries always "
+    "split identifiers (`ParseConfig` meets `parse config`)",
 }
-# Read by indexing and by search alike: the code index and its queries must be cut the same.
-SPLIT_IDENTIFIERS = "RETRIEVAL_LEXICAL_SPLIT_IDENTIFIERS"
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,6 @@ class SearchSettings:
     rerank: RerankSettings
     # Multipliers on fused scores by layer before stores are merged; empty: all 1.
     layer_weights: Mapping[Unit, float] = field(default_factory=dict)
-    split_identifiers: bool = True  # how code queries are cut into lexical terms
     # Per query class stream weights, containment and test code weights.
     fusion: FusionSettings = field(default_factory=FusionSettings)
 
@@ -147,7 +146,6 @@ class SearchSettings:
             pool_size=env.int("RETRIEVAL_DB_POOL_SIZE", 20, min=2, max=500),
             rerank=RerankSettings.from_env(env),
             layer_weights=_layer_weights(env),
-            split_identifiers=env.bool(SPLIT_IDENTIFIERS, True),
             fusion=_fusion(env),
         )
         worst = settings.highest_fused_score()
