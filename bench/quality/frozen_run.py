@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +28,14 @@ from bench.quality.metrics import first_rank
 from bench.quality.replay import load_index
 from bench.quality.search_client import STREAM_PB, Row
 from bench.quality.stack import Stack, index_all, running_stack
-from bench.quality.unseen import Candidate, UQuery
+from bench.quality.unseen import UQuery
 from bench.quality.unseen_run import (
     BASELINES,
     EMBED_CHARS,
     TOP_K,
     UOutcome,
-    baselines,
     crowding,
+    evaluate,
 )
 from cograph.retrieval.v1 import retrieval_pb2
 
@@ -108,39 +109,6 @@ async def evaluate_query(stack: Stack, query: UQuery, stages: Sequence[str]) -> 
     return out
 
 
-async def evaluate(
-    stack: Stack,
-    queries: Sequence[UQuery],
-    by_repo: dict[str, list[Candidate]],
-    stages: Sequence[str],
-    *,
-    concurrency: int = 4,
-    progress: Callable[[str], None] = print,
-) -> list[UOutcome]:
-    started = time.perf_counter()
-    external = await baselines(stack, by_repo, queries)
-    progress(
-        f"  baselines over {sum(map(len, by_repo.values()))} candidates in "
-        f"{time.perf_counter() - started:.0f} s"
-    )
-    gate = asyncio.Semaphore(concurrency)
-    done = 0
-    started = time.perf_counter()
-
-    async def one(query: UQuery) -> UOutcome:
-        nonlocal done
-        async with gate:
-            outcome = await evaluate_query(stack, query, stages)
-        outcome.ranks.update(external.get(query.id, dict.fromkeys(BASELINES)))
-        done += 1
-        if done % 100 == 0 or done == len(queries):
-            rate = done / (time.perf_counter() - started)
-            progress(f"  {done}/{len(queries)} questions ({rate:.1f}/s)")
-        return outcome
-
-    return list(await asyncio.gather(*(one(q) for q in queries)))
-
-
 async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[UOutcome], dict[str, Any]]:
     started = time.perf_counter()
     loaded = frozen.load(workdir, quick=args.quick)
@@ -163,7 +131,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> tuple[list[UOutcome], 
         kept = [q for q in loaded.queries if all(a.key() in present for a in q.answers)]
         dropped = [q.id for q in loaded.queries if q not in set(kept)]
         t0 = time.perf_counter()
-        outcomes = await evaluate(stack, kept, by_repo, stages, concurrency=args.concurrency)
+        outcomes = await evaluate(
+            stack,
+            kept,
+            by_repo,
+            concurrency=args.concurrency,
+            one_query=functools.partial(evaluate_query, stages=stages),
+            noun="questions",
+        )
         query_s = time.perf_counter() - t0
         embed_text = stack.settings.index.code_embed_text
     extra = {

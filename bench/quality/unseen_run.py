@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -174,7 +174,11 @@ async def evaluate(
     *,
     concurrency: int = 4,
     progress: Callable[[str], None] = print,
+    one_query: Callable[[Stack, UQuery], Awaitable[UOutcome]] = evaluate_query,
+    noun: str = "queries",
 ) -> list[UOutcome]:
+    """Every query through `one_query` (the service's configurations), `concurrency` at a
+    time, with the external baselines' ranks added."""
     started = time.perf_counter()
     external = await baselines(stack, by_repo, queries)
     progress(
@@ -188,12 +192,12 @@ async def evaluate(
     async def one(query: UQuery) -> UOutcome:
         nonlocal done
         async with gate:
-            outcome = await evaluate_query(stack, query)
+            outcome = await one_query(stack, query)
         outcome.ranks.update(external.get(query.id, dict.fromkeys(BASELINES)))
         done += 1
         if done % 100 == 0 or done == len(queries):
             rate = done / (time.perf_counter() - started)
-            progress(f"  {done}/{len(queries)} queries ({rate:.1f}/s)")
+            progress(f"  {done}/{len(queries)} {noun} ({rate:.1f}/s)")
         return outcome
 
     return list(await asyncio.gather(*(one(q) for q in queries)))
