@@ -100,6 +100,8 @@ HEAVY_INDEXES = {
     "code_nodes_tsv": "code_nodes USING gin (tsv)",
     "code_nodes_summary_tsv": "code_nodes USING gin (summary_tsv)",
     "code_nodes_qname_trgm": "code_nodes USING gin (qualified_name gin_trgm_ops)",
+    "code_nodes_qname_trigrams": "code_nodes "
+    "((coalesce(array_length(show_trgm(qualified_name), 1), 0)))",
     "repo_docs_embedding": "repo_docs USING hnsw (embedding vector_cosine_ops)",
     "repo_docs_tsv": "repo_docs USING gin (tsv)",
 }

@@ -6,7 +6,9 @@ cannot see the text, so it is checked on two tables of 20k small rows: names sha
 real ones (`pkg3.mod17.Class5.read_file3`), where it must be the BitmapOr of the trigram
 and lower(name) indexes; and six names filling the table, where it reads every row, which
 is only acceptable because the custom plan, seeing the text, does so too. On both the
-rows must not depend on the plan.
+rows must not depend on the plan. A third table mixes short qualified names with long
+ones: there a short query reads the trigram-count index, and its rows are those of the
+statement without that band.
 """
 
 from __future__ import annotations
@@ -41,11 +43,15 @@ VARIED = (
 )
 # Six names for the whole table.
 REPETITIVE = "($3::text[])[1 + i % 6]"
+# Short words as bare names, once in a while also as the whole qualified name (below).
+SHORT = "($3::text[])[1 + i % 20] || CASE WHEN i % 3 = 0 THEN '' ELSE (i % 40)::text END"
 NAMES = ("parse_config", "handle", "render_page", "ParseConfig", "load", "read_file")
 # Each names something in its table: by similarity, by a bare name, by a dotted suffix.
 QUERIES = {
     "varied": ("parse_config", "handle_request", "ParseConfig", "Class5.read_file3", "cache_user"),
     "repetitive": ("parse_config", "ParseConfig", "Class3.handle", "read_file"),
+    # Short enough to be read through the trigram-count band (SYMBOL_BOUNDED_TRIGRAMS).
+    "short": ("page", "load7", "cache", "token", "Pat", "sav", "path.file"),
 }
 
 
@@ -55,7 +61,9 @@ class Corpus:
     pool: asyncpg.Pool
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session", params=["varied", "repetitive"])
+@pytest_asyncio.fixture(
+    scope="module", loop_scope="session", params=["varied", "repetitive", "short"]
+)
 async def corpus(pg_server_url: str, request: pytest.FixtureRequest) -> AsyncIterator[Corpus]:
     name: str = request.param
     async with retrieval_database(pg_server_url, prefix="sym") as (_, pool):
@@ -74,13 +82,16 @@ async def corpus(pg_server_url: str, request: pytest.FixtureRequest) -> AsyncIte
                 "INSERT INTO code_nodes (repository_id, path, language, qualified_name, "
                 "name, kind, start_line, end_line, body, content_hash, tsv) "
                 "SELECT ($1::bigint[])[1 + (i / 7) % 3], 'm' || i || '.py', 'python', "
-                "'pkg' || i % 7 || '.mod' || i % 31 || '.Class' || i % 11 || '.' || n, n, "
+                "CASE WHEN $4 AND i % 5 = 0 THEN n WHEN $4 AND i % 5 = 1 THEN 'm.' || n "
+                "ELSE 'pkg' || i % 7 || '.mod' || i % 31 || '.Class' || i % 11 || '.' || n END, n, "
                 "'method', 1, 2, 'pass', 'h', ''::tsvector "
                 f"FROM generate_series(1, $2) AS i, LATERAL (SELECT "
-                f"{VARIED if name == 'varied' else REPETITIVE} AS n) AS x",
+                f"{ {'varied': VARIED, 'repetitive': REPETITIVE, 'short': SHORT}[name] } AS n) "
+                "AS x",
                 repositories,
                 ROWS,
-                list(WORDS if name == "varied" else NAMES),
+                list(NAMES if name == "repetitive" else WORDS),
+                name == "short",
             )
             await conn.execute("ANALYZE")
         yield Corpus(name, pool)
@@ -95,10 +106,10 @@ def _literal(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'::text"
 
 
-async def _plan(pool: asyncpg.Pool, settings: str) -> str:
-    """The plan the symbol statement for `ParseConfig` gets as a prepared statement under
+async def _plan(pool: asyncpg.Pool, settings: str, text: str = "ParseConfig") -> str:
+    """The plan the symbol statement for `text` gets as a prepared statement under
     `settings` (generic or custom, as plan_cache_mode there says)."""
-    sql, args = search_sql.symbol_sql(Scope(Viewer("reader", False)), "ParseConfig", 100)
+    sql, args = search_sql.symbol_sql(Scope(Viewer("reader", False)), text, 100)
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(settings)
         await conn.execute(f"PREPARE symbol AS {sql}")
@@ -125,7 +136,7 @@ async def test_the_generic_plan_is_as_good_as_the_custom_one(corpus: Corpus) -> 
     if corpus.name == "varied":
         assert _uses_trigrams(plan), plan
         assert "Seq Scan on code_nodes" not in plan, plan
-    else:
+    elif corpus.name == "repetitive":
         assert not _uses_trigrams(plan) and not _uses_trigrams(custom), (plan, custom)
 
 
@@ -154,3 +165,29 @@ async def test_generic_and_custom_plans_return_the_same_rows(corpus: Corpus, adm
         seen.update(hit.span.repository_id for hit in generic[0] if hit.span is not None)
     # The private repository's rows are in the answers only for the admin.
     assert (private in seen) == admin, seen
+
+
+@pytest.mark.parametrize("corpus", ["short"], indirect=True)
+async def test_a_short_name_reads_only_names_of_a_trigram_count_that_can_match(
+    corpus: Corpus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Similarity is at most min/max of the two trigram counts, so the band is exact: the
+    rows are those of the statement without it, and the generic plan reads the count index
+    for a short name."""
+    plan = await _plan(corpus.pool, search_sql.SYMBOL_SETTINGS, "cache")
+    assert "code_nodes_qname_trigrams" in plan and "Seq Scan on code_nodes" not in plan, plan
+    scope = Scope(Viewer("reader", True))
+    similar = 0
+    for text in QUERIES["short"]:
+        assert search_sql.trigram_count(text) <= search_sql.SYMBOL_BOUNDED_TRIGRAMS, text
+        async with corpus.pool.acquire() as conn:
+            bounded = await search_sql.run_symbol(on_connection(conn), "body", scope, text, 300)
+            monkeypatch.setattr(search_sql, "SYMBOL_BOUNDED_TRIGRAMS", 0)
+            unbounded = await search_sql.run_symbol(on_connection(conn), "body", scope, text, 300)
+            monkeypatch.undo()
+        assert unbounded, text
+        assert [(h.id, h.score, h.exact) for h in bounded] == [
+            (h.id, h.score, h.exact) for h in unbounded
+        ], text
+        similar += sum(1 for h in bounded if not h.exact)
+    assert similar > 0  # rows found by similarity alone, not only names said outright

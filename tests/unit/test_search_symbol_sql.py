@@ -77,3 +77,13 @@ def test_a_stream_rows_place_follows_the_stores_place_columns() -> None:
     assert span is not None and (span.kind, span.qualified_name) == ("function", "pkg.a.f")
     # The stored test-code flag, whatever the path says.
     assert span.is_test
+
+
+def test_a_query_without_letters_or_digits_matches_no_name_by_similarity() -> None:
+    """pg_trgm takes no trigram from `::`; the trigram index would hand every row to the
+    recheck, so the statement asks for none."""
+    sql, _ = search_sql.symbol_sql(Scope(Viewer("reader", False)), "::", 100)
+    assert "% $3" not in sql and "(false)" in sql
+    assert search_sql.trigram_count("::") == 0
+    assert search_sql.trigram_count("AsInt") == 6
+    assert search_sql.trigram_count("send_signal") == 12

@@ -38,6 +38,27 @@ SYMBOL_SETTINGS = (
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 
+# The trigram count of a name, indexed (retrieval migration 0015). Similarity is shared /
+# (|name| + |query| - shared), at most min/max of the two counts, so only names whose count
+# lies within [t * |query|, |query| / t] can reach the threshold t. For a short query that
+# range ANDed with the trigram index leaves a narrow band of short names instead of every
+# name sharing two of its trigrams (`AsInt`: 3,000 rows, each read and compared, 25 ms at
+# 20k nodes; bounded, 2.6 ms, the same rows). For a long query the range spans most names
+# and reading it costs more than it saves, so only queries of up to
+# SYMBOL_BOUNDED_TRIGRAMS are bounded (bench/RESULTS.md, "Search latency").
+_NAME_TRIGRAMS = "coalesce(array_length(show_trgm(t.qualified_name), 1), 0)"
+SYMBOL_BOUNDED_TRIGRAMS = 10
+# pg_trgm's words: runs of letters and digits (`_` and punctuation separate them).
+_TRIGRAM_WORD = re.compile(r"[^\W_]+")
+
+
+def trigram_count(text: str) -> int:
+    """About how many trigrams pg_trgm takes from `text` (each word, padded, gives its
+    length plus one; repeats are not removed): only which plan to ask for depends on it,
+    never which rows come back."""
+    return sum(len(word) + 1 for word in _TRIGRAM_WORD.findall(text))
+
+
 # Where a code node lies and whether it is test code, returned with every code hit
 # (containment and the test-code weight are decided on it without another query).
 _SPAN_COLUMNS = (
@@ -455,10 +476,24 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
         # only when its qualified name ends with the whole of it (`RetryPolicy.delay` is not
         # every `delay`); the rest must be similar enough.
         named_outright += f" AND {_names(ident, 'lower(t.name)', 'lower(t.qualified_name)')}"
+    trigrams = trigram_count(text)
+    if trigrams == 0:
+        # No letter or digit: pg_trgm takes no trigram from it, no name is similar to it,
+        # and the index would hand every row to the recheck (18 ms at 20k nodes for `::`).
+        similar = "false"
+    elif trigrams <= SYMBOL_BOUNDED_TRIGRAMS:
+        count = f"coalesce(array_length(show_trgm({query}), 1), 0)"
+        similar = (
+            f"t.qualified_name % {query} AND {_NAME_TRIGRAMS} "
+            f"BETWEEN floor({SYMBOL_THRESHOLD} * {count})::int "
+            f"AND ceil({count} / {SYMBOL_THRESHOLD})::int"
+        )
+    else:
+        similar = f"t.qualified_name % {query}"
     sql = (
         f"SELECT t.id, similarity(t.qualified_name, {query}) AS score, {exact} AS exact"
         f"{_SPAN_COLUMNS} FROM {source} "
-        f"WHERE (t.qualified_name % {query} OR ({named_outright})) "
+        f"WHERE (({similar}) OR ({named_outright})) "
         f"AND {' AND '.join(where)} "
         f"ORDER BY exact DESC, score DESC, {_place_order('code')} LIMIT {params.add(cap)}"
     )
