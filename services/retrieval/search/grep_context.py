@@ -57,9 +57,9 @@ class ContextQuery:
 
 
 def context_query(matches: Sequence[Located], context: int) -> ContextQuery:
-    """The files the matches are in, and the lines within `context` of each match (the
-    matching lines themselves excluded, overlaps once). Lines below 1 are never asked for;
-    lines past the end are asked for and simply not found."""
+    """The files the matches are in, and the lines within `context` of each match, each
+    once (a match's own line left out unless it is another match's context). Lines below
+    1 are never asked for; lines past the end are asked for and simply not found."""
     files: dict[tuple[int, str], int] = {}
     wanted: set[tuple[int, int]] = set()
     for match in matches:
