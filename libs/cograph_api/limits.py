@@ -79,6 +79,13 @@ GREP_LIMIT_MIN: Final = 1
 GREP_LIMIT_MAX: Final = 1000
 GREP_LIMIT_DEFAULT: Final = 100
 GREP_LINE_MAX_CHARS: Final = 500
+# Lines of context before and after each matching line (0, the default, gives none).
+GREP_CONTEXT_MIN: Final = 0
+GREP_CONTEXT_MAX: Final = 10
+# The most lines one grep answer holds, matching lines and context lines together, across
+# every repository it searched: with context, fewer matches than `limit` fit (each counts
+# 1 + 2 * context), and the answer says truncated. At 500 characters a line, about 2.5 MB.
+GREP_ANSWER_LINES_MAX: Final = 5000
 # References per page.
 REFERENCES_LIMIT_MIN: Final = 1
 REFERENCES_LIMIT_MAX: Final = 500

@@ -231,13 +231,24 @@ class FilesArgs(BaseModel):
 
 class GrepArgs(BaseModel):
     model_config = _STRICT
-    repo: Repo
+    repo: Repo | None = Field(
+        None,
+        description="Repository slug host/owner/name; omit to search every repository you "
+        "may read (each match then names its repo).",
+    )
     pattern: Annotated[str, Field(min_length=1, max_length=L.GREP_PATTERN_MAX_CHARS)] = Field(
-        description="Text to find, case-sensitive; a POSIX regular expression "
-        "(PostgreSQL dialect) when regex is true."
+        description="Text to find; a POSIX regular expression (PostgreSQL dialect) when regex "
+        "is true. No (?i): use case_insensitive."
     )
     regex: models.StrictBool = Field(
         False, description="Read pattern as a regular expression instead of literal text."
+    )
+    case_insensitive: models.StrictBool = Field(False, description="Match letters in either case.")
+    context: models.StrictInt = Field(
+        0,
+        ge=L.GREP_CONTEXT_MIN,
+        le=L.GREP_CONTEXT_MAX,
+        description="Lines to show before and after each match (before, after).",
     )
     path_glob: Annotated[str, Field(max_length=L.GREP_GLOB_MAX_CHARS)] | None = Field(
         None, description="Only paths matching this glob, e.g. src/*.py (* matches /)."

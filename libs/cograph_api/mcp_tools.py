@@ -226,10 +226,20 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         {
             "matches": {
                 "type": "array",
-                "items": _out({"path": _STR, "line": _INT, "text": _STR}),
+                "items": _out(
+                    {
+                        "repo": _STR,
+                        "path": _STR,
+                        "line": _INT,
+                        "text": _STR,
+                        "before": _STRS,
+                        "after": _STRS,
+                    }
+                ),
             },
             "truncated": _BOOL,
             "commit": _STR,
+            "commits": {"type": "object", "additionalProperties": _STR},
         }
     ),
     "cograph_references": _out(
@@ -339,10 +349,13 @@ DESCRIPTIONS: dict[str, str] = {
         "follow)."
     ),
     "cograph_grep": (
-        "Find lines in a repository's indexed files: a literal, case-sensitive string, or "
-        "a regular expression with regex true, optionally only under path_glob. Returns "
-        "{path, line, text} by path and line, and truncated when more matched than limit. "
-        "Use it for exact identifiers, error messages and config keys."
+        "Find lines in the indexed files of one repository, or of every repository you may "
+        "read when repo is omitted: a literal string, or a regular expression with regex "
+        "true; case_insensitive to ignore case, path_glob to narrow, context N for N lines "
+        f"before and after each match (at most {L.GREP_CONTEXT_MAX}). Returns {{repo, path, "
+        "line, text, before, after}} by repo, path and line, the indexed commit of each "
+        "repository (commits), and truncated when more matched than limit. Use it for exact "
+        "identifiers, error messages and config keys."
     ),
     "cograph_references": (
         "Every place that refers to a symbol: its definitions (all overloads, the "

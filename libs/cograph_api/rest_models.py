@@ -166,14 +166,20 @@ class ReadRequest(Body):
 
 
 class GrepRequest(Body):
-    """Lines of a repository's indexed files matching a literal or a regular expression."""
+    """Lines of indexed files matching a literal or a regular expression: in one repository,
+    or in every repository the key may read when repo is omitted."""
 
-    repo: Slug
+    repo: Slug | None = Field(
+        None, description="The repository; every readable one when omitted (each match names it)."
+    )
     pattern: Annotated[str, _len(L.GREP_PATTERN_MAX_CHARS), _CLEAN] = Field(
-        description="The text to find (case-sensitive), or a POSIX regular expression "
-        "(PostgreSQL's dialect) with regex."
+        description="The text to find, or a POSIX regular expression (PostgreSQL's dialect) "
+        "with regex. An embedded option such as (?i) is refused: use case_insensitive."
     )
     regex: StrictBool = False
+    case_insensitive: StrictBool = Field(
+        False, description="Letters match either case (literal and regular expression alike)."
+    )
     path_glob: Annotated[str, _len(L.GREP_GLOB_MAX_CHARS, 0), _CLEAN] | None = Field(
         None, description="Only paths matching this glob (* and ? match '/' too)."
     )
@@ -181,7 +187,16 @@ class GrepRequest(Body):
         None,
         ge=L.GREP_LIMIT_MIN,
         le=L.GREP_LIMIT_MAX,
-        description=f"Matching lines to return (default {L.GREP_LIMIT_DEFAULT}).",
+        description=f"Matching lines to return, across every repository searched (default "
+        f"{L.GREP_LIMIT_DEFAULT}).",
+    )
+    context: StrictInt | None = Field(
+        None,
+        ge=L.GREP_CONTEXT_MIN,
+        le=L.GREP_CONTEXT_MAX,
+        description=f"Lines before and after each match (before, after; default 0). One "
+        f"answer holds at most {L.GREP_ANSWER_LINES_MAX} lines, context included: past "
+        "that, fewer matches than limit and truncated.",
     )
 
 

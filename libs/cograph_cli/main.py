@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "repos": "cograph_cli.catalog_cmd",
     "collections": "cograph_cli.catalog_cmd",
     "search": "cograph_cli.search_cmd",
+    "grep": "cograph_cli.grep_cmd",
     "route": "cograph_cli.route_cmd",
     "notes": "cograph_cli.notes_cmd",
     "keys": "cograph_cli.keys_cmd",

@@ -644,7 +644,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def Grep(
         self, request: retrieval_pb2.GrepRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.GrepResponse:
-        repo = _required_repo(request.repo)
+        # No repository: every one the caller may read.
+        repo = _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower()
         async with self._pool.acquire() as conn:
             found = await grep(
                 conn,
@@ -654,14 +655,24 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 regex=request.regex,
                 path_glob=request.path_glob,
                 limit=request.limit if request.HasField("limit") else None,
+                case_insensitive=request.case_insensitive,
+                context=request.context,
             )
         return retrieval_pb2.GrepResponse(
             matches=[
-                retrieval_pb2.GrepMatch(path=m.path, line=m.line, text=m.text)
+                retrieval_pb2.GrepMatch(
+                    path=m.path,
+                    line=m.line,
+                    text=m.text,
+                    repo=m.repo,
+                    before=m.before,
+                    after=m.after,
+                )
                 for m in found.matches
             ],
             truncated=found.truncated,
             commit=found.commit,
+            commits=found.commits,
         )
 
     async def GrantAccess(

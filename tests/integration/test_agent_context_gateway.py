@@ -11,6 +11,7 @@ import mcp_types as types
 import pytest
 import pytest_asyncio
 
+from cograph_api import limits
 from cograph_api.mcp_tools import OUTPUT_SCHEMAS
 from cograph_api.tokens import default_counter
 from tests.integration.support import forged_cursors
@@ -399,3 +400,51 @@ async def test_cograph_index_with_a_source_adds_a_repository_where_the_key_may(
         failed, removed = await call(admin, "cograph_remove", {"repo": new})
         assert not failed and removed == {"removed": new, "kind": "repository"}
         assert (await rest.get(f"/api/repositories/{new}")).status_code == 404
+
+
+async def test_grep_across_readable_repositories_over_rest_and_mcp(stack: Stack) -> None:
+    lines = CART.splitlines()
+    asked = {"pattern": "ADD_ITEM(", "case_insensitive": True, "context": 1}
+    expected = [
+        {
+            "repo": SLUG,
+            "path": "shop/cart.py",
+            "line": line,
+            "text": lines[line - 1],
+            "before": [lines[line - 2]],
+            "after": [lines[line]],
+        }
+        for line in (4, 12)
+    ]
+    async with stack.client(await stack.key("reader")) as rest:
+        reply = await rest.post("/api/grep", json=asked)
+        assert reply.status_code == 200, reply.text
+        body = reply.json()
+        assert body["matches"] == expected and not body["truncated"] and body["commit"] == ""
+        assert list(body["commits"]) == [SLUG] and len(body["commits"][SLUG]) == 40
+        widest = await rest.post("/api/grep", json={**asked, "context": limits.GREP_CONTEXT_MAX})
+        assert widest.status_code == 200 and widest.json()["matches"][0]["before"] == lines[:3]
+        for bad in (
+            {"context": limits.GREP_CONTEXT_MAX + 1},
+            {"context": limits.GREP_CONTEXT_MIN - 1},
+            {"context": "1"},
+            {"case_insensitive": "yes"},
+            {"repo": ""},
+        ):
+            refused = await rest.post("/api/grep", json={**asked, **bad})
+            assert refused.status_code == 400, (bad, refused.text)
+            assert next(iter(bad)) in refused.text, refused.text
+    # A key that reads no repository: an empty answer, not an error.
+    async with stack.client(await stack.key("stranger")) as rest:
+        nothing = await rest.post("/api/grep", json=asked)
+        assert nothing.status_code == 200, nothing.text
+        assert nothing.json() == {"matches": [], "truncated": False, "commit": "", "commits": {}}
+    async with mcp(stack, await stack.key("reader")) as client:
+        # The client validates each answer against the tool's output schema.
+        failed, found = await call(client, "cograph_grep", asked)
+        assert not failed and found["matches"] == expected, found
+        failed, error = await call(client, "cograph_grep", {**asked, "context": 11})
+        assert failed and error["error"] == "invalid_argument", error
+    async with mcp(stack, await stack.key("stranger")) as client:
+        failed, found = await call(client, "cograph_grep", asked)
+        assert not failed and found["matches"] == [] and found["commits"] == {}, found

@@ -458,3 +458,129 @@ async def test_outline_nests_a_files_symbols_in_line_order(search_env: SearchEnv
         pb.OutlineRequest(repo=VAULT, path="vault/core.py"), metadata=ADMIN, timeout=10
     )
     assert [s.name for s in vault.symbols][:1] == ["open_vault"]
+
+
+# ---------------------------------------------------------------- grep across repositories
+
+
+async def test_grep_without_repo_reads_every_readable_repository_and_no_other(
+    search_env: SearchEnv,
+) -> None:
+    await _index_overloads(search_env)
+    stub = search_env.stub
+
+    def grep(who: tuple[tuple[str, str], ...], **fields: Any) -> Any:
+        return stub.Grep(pb.GrepRequest(**fields), metadata=who, timeout=10)
+
+    admin = await grep(ADMIN, pattern="def ", limit=1000)
+    found = [(m.repo, m.path, m.line) for m in admin.matches]
+    assert found == sorted(found) and not admin.truncated
+    assert {DEMO, VAULT, OVERLOADS_REPO} <= {repo for repo, _, _ in found}
+    assert not admin.commit and set(admin.commits) == {repo for repo, _, _ in found}
+    demo = await stub.GetRepository(pb.GetRepositoryRequest(slug=DEMO), metadata=ADMIN)
+    assert admin.commits[DEMO] == demo.repository.commit
+    # The limit counts across repositories: each cut is the head of the whole answer.
+    first_vault = next(i for i, (repo, _, _) in enumerate(found) if repo == VAULT)
+    for limit in (1, first_vault + 1, len(found) - 1):
+        cut = await grep(ADMIN, pattern="def ", limit=limit)
+        assert [(m.repo, m.path, m.line) for m in cut.matches] == found[:limit]
+        assert cut.truncated
+    # A key without a grant on the vault asks the same: the vault's lines are not there.
+    alice = await grep(ALICE, pattern="def ", limit=1000)
+    assert [(m.repo, m.path, m.line) for m in alice.matches] == [f for f in found if f[0] != VAULT]
+    assert VAULT not in alice.commits
+    # Questions only the vault answers: an empty answer for her, never an error.
+    for fields in (
+        {"pattern": "secret_key"},
+        {"pattern": r"unlock_\w+", "regex": True},
+        {"pattern": "UNLOCK_VAULT", "case_insensitive": True},
+        {"pattern": "def", "path_glob": "vault/*"},
+        {"pattern": "treasure", "context": 10},
+    ):
+        assert (await grep(ADMIN, **fields)).matches, fields
+        hidden = await grep(ALICE, **fields)
+        assert not hidden.matches and not hidden.truncated and not hidden.commits, fields
+    # Naming the vault stays NOT_FOUND, like a repository that does not exist.
+    assert await _code(grep(ALICE, repo=VAULT, pattern="def")) == grpc.StatusCode.NOT_FOUND
+
+
+async def test_grep_case_insensitive_literal_and_regex(search_env: SearchEnv) -> None:
+    stub = search_env.stub
+
+    async def lines(**fields: Any) -> list[tuple[int, str]]:
+        reply = await stub.Grep(
+            pb.GrepRequest(repo=DEMO, path_glob="billing/*", **fields), metadata=ALICE, timeout=10
+        )
+        assert all(m.repo == DEMO for m in reply.matches)
+        return [(m.line, m.text) for m in reply.matches]
+
+    billing = BILLING.splitlines()
+    calls = [(i + 1, line) for i, line in enumerate(billing) if "submit_charge(" in line]
+    assert await lines(pattern="SUBMIT_Charge(") == []
+    assert await lines(pattern="SUBMIT_Charge(", case_insensitive=True) == calls
+    # Still literal: LIKE's characters match themselves in either case.
+    assert await lines(pattern="%_%", case_insensitive=True) == []
+    assert await lines(pattern="2 ** ATTEMPT", case_insensitive=True) == [
+        (i + 1, line) for i, line in enumerate(billing) if "2 ** attempt" in line
+    ]
+    defs = [(i + 1, line) for i, line in enumerate(billing) if line.startswith("def ")]
+    assert await lines(pattern=r"^DEF \w+_CHARGE", regex=True) == []
+    assert await lines(pattern=r"^DEF \w+_CHARGE", regex=True, case_insensitive=True) == defs
+    # (?i) stays refused (the field says it), and the cost guard holds either way.
+    for pattern in ("(?i)def", "(?i:def)", "(a{1,100}){1,100}$", r"(a)\1"):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await lines(pattern=pattern, regex=True, case_insensitive=True)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, pattern
+    with pytest.raises(grpc.aio.AioRpcError) as inline:
+        await lines(pattern="(?i)def", regex=True)
+    assert "case_insensitive" in (inline.value.details() or "")
+
+
+async def test_grep_context_stops_at_the_file_edges(search_env: SearchEnv) -> None:
+    stub = search_env.stub
+    billing = BILLING.splitlines()
+    assert len(billing) == 16
+
+    async def around(pattern: str, context: int, **fields: Any) -> list[tuple[int, Any, Any]]:
+        reply = await stub.Grep(
+            pb.GrepRequest(
+                repo=DEMO,
+                pattern=pattern,
+                path_glob="billing/charges.py",
+                context=context,
+                **fields,
+            ),
+            metadata=ALICE,
+            timeout=10,
+        )
+        return [(m.line, list(m.before), list(m.after)) for m in reply.matches]
+
+    # The first line has nothing before it; the last nothing after it (the final newline
+    # starts no line).
+    assert await around("Billing: charging", 3) == [(1, [], billing[1:4])]
+    assert await around("return bool(charge_id)", 3) == [(16, billing[12:15], [])]
+    assert await around("Billing: charging", 10) == [(1, [], billing[1:11])]
+    assert await around("return bool(charge_id)", 10) == [(16, billing[5:15], [])]
+    # Overlapping contexts each come whole.
+    assert await around("submit_charge(", 6) == [
+        (8, billing[1:7], billing[8:14]),
+        (14, billing[7:13], billing[14:16]),
+    ]
+    assert await around(r"^DEF SUBMIT", 10, regex=True, case_insensitive=True) == [
+        (14, billing[3:13], billing[14:16])
+    ]
+    assert await around("submit_charge(", 0) == [(8, [], []), (14, [], [])]
+    # Across repositories, each match's context comes from its own file.
+    everywhere = await stub.Grep(
+        pb.GrepRequest(pattern="return unlock_vault(", context=1), metadata=ADMIN, timeout=10
+    )
+    vault = VAULT_CODE.splitlines()
+    assert [(m.repo, m.line, list(m.before), list(m.after)) for m in everywhere.matches] == [
+        (VAULT, 3, vault[1:2], vault[3:4])
+    ]
+    for context in (-1, 11):
+        request = pb.GrepRequest(repo=DEMO, pattern="charge", context=context)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.Grep(request, metadata=ALICE, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, context
+        assert "context" in (refused.value.details() or "")

@@ -1,4 +1,5 @@
-"""`cograph search` end to end: a real process talking gRPC to the test's retrieval server."""
+"""`cograph search` and `cograph grep` end to end: a real process talking gRPC to the test's
+retrieval server."""
 
 from __future__ import annotations
 
@@ -10,18 +11,18 @@ import sys
 import pytest
 
 from tests.integration.support.retrieval import SearchEnv
-from tests.integration.support.search_corpus import DEMO
+from tests.integration.support.search_corpus import DEMO, VAULT, VAULT_CODE
 from tests.internal_auth import with_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
-async def _cograph(env: SearchEnv, *args: str) -> tuple[int, str, str]:
+async def _cograph(env: SearchEnv, *args: str, command: str = "search") -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "cograph_cli",
-        "search",
+        command,
         *args,
         env=with_secret({**os.environ, "RETRIEVAL_ADDR": f"127.0.0.1:{env.app.port}"}),
         stdout=asyncio.subprocess.PIPE,
@@ -97,3 +98,24 @@ async def test_explain_says_how_each_result_was_ranked(search_env: SearchEnv) ->
     assert runs["pin"]["detail"] == "skipped by the request"
     code, _, err = await _cograph(search_env, "x", "--skip-stage", "fusion")
     assert code == 2 and "invalid choice" in err
+
+
+async def test_grep_searches_every_repository_like_grep(search_env: SearchEnv) -> None:
+    # The operator is an admin: without --repo, the private vault is searched too.
+    code, out, err = await _cograph(search_env, "UNLOCK_VAULT(", "-i", "-C", "1", command="grep")
+    assert code == 0, err
+    vault = VAULT_CODE.splitlines()
+    marks = {3: ":", 6: ":"}
+    assert out.splitlines() == [
+        f"{VAULT}:vault/core.py{marks.get(n, '-')}{n}{marks.get(n, '-')}{vault[n - 1]}"
+        for n in range(2, 8)
+    ]
+    code, out, err = await _cograph(
+        search_env, r"^def \w+_vault", "-E", "--limit", "1", "--json", command="grep"
+    )
+    assert code == 0, err
+    body = json.loads(out)
+    assert [(m["repo"], m["line"]) for m in body["matches"]] == [(VAULT, 1)] and body["truncated"]
+    assert len(body["commits"][VAULT]) == 40
+    code, _, err = await _cograph(search_env, "x", "-C", "11", command="grep")
+    assert code == 2 and "context" in err, err

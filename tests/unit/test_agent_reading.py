@@ -1,5 +1,5 @@
-"""The pure parts of read, files and grep: path checks, line slicing, globs (cursors:
-test_cursors.py)."""
+"""The pure parts of read, files and grep: path checks, line slicing, globs, grep's context
+lines (cursors: test_cursors.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import pytest
 
 from cograph_api import limits
 from retrieval.indexing.index_store import content_line_count
+from retrieval.search.grep_context import Located, context_query, surrounding
 from retrieval.search.reading import (
+    check_context,
     check_path,
     check_pattern,
     glob_to_like,
     like_escape,
+    matches_allowed,
     slice_lines,
     split_lines,
 )
@@ -115,3 +118,47 @@ def test_patterns_are_validated() -> None:
     for bad in ("(?i)retry", "***=literal"):
         with pytest.raises(InvalidArgument):
             check_pattern(bad, regex=True)
+    # As literal text, an inline flag is just text to find.
+    assert check_pattern("(?i)retry", regex=False) == "(?i)retry"
+    with pytest.raises(InvalidArgument, match="case_insensitive"):
+        check_pattern("(?i)retry", regex=True)
+
+
+def test_context_is_bounded_and_shrinks_the_matches_an_answer_holds() -> None:
+    assert check_context(limits.GREP_CONTEXT_MIN) == limits.GREP_CONTEXT_MIN
+    assert check_context(limits.GREP_CONTEXT_MAX) == limits.GREP_CONTEXT_MAX
+    for bad in (limits.GREP_CONTEXT_MIN - 1, limits.GREP_CONTEXT_MAX + 1):
+        with pytest.raises(InvalidArgument, match="context"):
+            check_context(bad)
+    # Without context the limit alone counts; with it, each match weighs 1 + 2 * context.
+    assert matches_allowed(limits.GREP_LIMIT_MAX, 0) == limits.GREP_LIMIT_MAX
+    assert matches_allowed(7, limits.GREP_CONTEXT_MAX) == 7
+    widest = matches_allowed(limits.GREP_LIMIT_MAX, limits.GREP_CONTEXT_MAX)
+    lines_each = 1 + 2 * limits.GREP_CONTEXT_MAX
+    assert widest * lines_each <= limits.GREP_ANSWER_LINES_MAX < (widest + 1) * lines_each
+
+
+def test_context_query_asks_each_file_once_and_no_line_before_the_first() -> None:
+    matches = [Located(7, "a.py", 1), Located(7, "a.py", 3), Located(9, "a.py", 10)]
+    query = context_query(matches, 2)
+    assert query.files == {(7, "a.py"): 1, (9, "a.py"): 2}
+    # File 1: lines 1..5, once (a match may be another's context); never a line 0. File 2:
+    # 8..12 but the matching line, which the match itself carries.
+    assert query.wanted == [(1, n) for n in range(1, 6)] + [(2, 8), (2, 9), (2, 11), (2, 12)]
+    assert query.args() == (
+        [7, 9],
+        ["a.py", "a.py"],
+        [1, 1, 1, 1, 1, 2, 2, 2, 2],
+        [1, 2, 3, 4, 5, 8, 9, 11, 12],
+    )
+    assert query.file_of(matches[2]) == 2
+    assert context_query(matches, 0).wanted == []
+
+
+def test_surrounding_lines_stop_where_the_file_does() -> None:
+    # A three-line file: what CONTEXT_SQL finds for it (no line past the third).
+    found = {(1, 1): "one", (1, 2): "two", (1, 3): "three"}
+    assert surrounding(found, 1, 1, 2) == ([], ["two", "three"])
+    assert surrounding(found, 1, 3, 2) == (["one", "two"], [])
+    assert surrounding(found, 1, 2, 5) == (["one"], ["three"])
+    assert surrounding(found, 2, 2, 1) == ([], [])

@@ -242,6 +242,12 @@ def test_mcp_schemas_publish_the_same_limits(openapi: Schema) -> None:
         assert grep[field]["maxLength"] == rest_max
     rest_limit = _body_field(openapi, "/api/grep", "limit")
     assert grep["limit"]["maximum"] == rest_limit["maximum"] == limits.GREP_LIMIT_MAX
+    rest_context = _body_field(openapi, "/api/grep", "context")
+    rest_context = rest_context.get("anyOf", [rest_context])[0]
+    assert (grep["context"]["minimum"], grep["context"]["maximum"]) == (
+        rest_context["minimum"],
+        rest_context["maximum"],
+    )
     refs = tools["cograph_references"]["properties"]
     rest_symbol = _body_field(openapi, "/api/references", "symbol")
     assert refs["symbol"]["maxLength"] == rest_symbol["maxLength"]
@@ -251,11 +257,13 @@ def test_mcp_schemas_publish_the_same_limits(openapi: Schema) -> None:
     )
 
 
-def test_agent_context_limits_are_what_retrieval_enforces() -> None:
-    from retrieval.search.reading import check_path, check_pattern
+def test_agent_context_limits_are_what_retrieval_enforces(openapi: Schema) -> None:
+    from retrieval.search.reading import check_context, check_path, check_pattern
 
     _string_edge(check_path, limits.PATH_MAX_CHARS)
     _string_edge(lambda v: check_pattern(v, regex=False), limits.GREP_PATTERN_MAX_CHARS)
+    context = _body_field(openapi, "/api/grep", "context")
+    _int_edges(check_context, context.get("anyOf", [context])[0])
 
 
 @pytest.mark.parametrize("name", sorted(mcp_tools.SCHEMAS))

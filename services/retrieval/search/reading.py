@@ -4,13 +4,14 @@ Everything answers from the text stored at index time (`file_contents`,
 `collection_document_contents`), so a read matches the indexed commit the search results
 cite, never the working tree of today. Access is the search rule inside each statement: a
 repository or collection the viewer may not read answers exactly like one that does not
-exist (NOT_FOUND).
+exist (NOT_FOUND), and a grep over every repository only reads the readable ones.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -18,6 +19,13 @@ import asyncpg
 from cograph_api import limits
 from cograph_api.access_rules import Viewer, collection_readable, repository_readable
 from retrieval.search.cursors import PATH_FIELD, CursorCodec
+from retrieval.search.grep_context import (
+    CONTEXT_SQL,
+    ContextQuery,
+    Located,
+    context_query,
+    surrounding,
+)
 from retrieval.search.regex_cost import REGEX_STATES_MAX, regex_cost
 from svckit.errors import DeadlineExceeded, InvalidArgument, NotFound
 
@@ -268,13 +276,17 @@ class GrepMatch:
     path: str
     line: int
     text: str
+    repo: str = ""
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class GrepResult:
     matches: list[GrepMatch]
     truncated: bool
-    commit: str
+    commit: str  # the repository's, when one was asked for
+    commits: dict[str, str] = field(default_factory=dict)  # slug -> commit, for the matches
 
 
 # How grep's statement is planned: for its own pattern, every time (see grep()).
@@ -310,8 +322,12 @@ def check_pattern(pattern: str, regex: bool) -> str:
         raise InvalidArgument("pattern must be one line, without NUL characters")
     if regex and (pattern.startswith("***") or pattern.startswith("(?")):
         # Director prefixes and embedded options would change how every line is matched
-        # (the statement adds its own newline-sensitive option).
-        raise InvalidArgument("pattern must not start with *** or an embedded option (?...)")
+        # (the statement adds its own newline-sensitive option); `(?i)` has its own field,
+        # so that the statement, not the pattern, says how letters compare.
+        raise InvalidArgument(
+            "pattern must not start with *** or an embedded option (?...); "
+            "for (?i) set case_insensitive instead"
+        )
     if regex:
         cost = regex_cost(pattern)
         if cost.backreference:
@@ -327,62 +343,102 @@ def check_pattern(pattern: str, regex: bool) -> str:
     return pattern
 
 
-def _grep_sql(regex: bool) -> str:
+def check_context(value: int) -> int:
+    if not limits.GREP_CONTEXT_MIN <= value <= limits.GREP_CONTEXT_MAX:
+        raise InvalidArgument(
+            f"context must be between {limits.GREP_CONTEXT_MIN} and {limits.GREP_CONTEXT_MAX}"
+        )
+    return value
+
+
+def matches_allowed(limit: int, context: int) -> int:
+    """How many matches one answer may hold: `limit`, or fewer when their context lines
+    would take the answer past GREP_ANSWER_LINES_MAX (each match counts its own line and
+    2 * context lines, overlaps or file edges notwithstanding, so the cap is known before
+    the statement runs)."""
+    return max(1, min(limit, limits.GREP_ANSWER_LINES_MAX // (1 + 2 * context)))
+
+
+def _grep_sql(regex: bool, case_insensitive: bool = False) -> str:
     # Candidate files through the trigram index on the whole text, then their lines. A
     # regular expression runs newline-sensitive ((?n)) on the whole text, so ^ and $ match
-    # at line boundaries there as they do on each line.
-    # $4 filters files (the pattern, or its LIKE form), $5 lines (the pattern as given).
-    readable = f"r.slug = $3 AND {repository_readable('r', '$1', '$2')}"
+    # at line boundaries there as they do on each line. Case-insensitive matching uses
+    # PostgreSQL's own ILIKE and ~* (both served by the trigram index), never lower() on
+    # the text, which the index cannot serve.
+    # $3 is the repository, or NULL for every readable one (a custom plan, GREP_PLANNING,
+    # folds the test away). $4 filters files (the pattern, or its LIKE form), $5 lines
+    # (the pattern as given).
+    readable = f"($3::text IS NULL OR r.slug = $3::text) AND {repository_readable('r', '$1', '$2')}"
     glob = "($6::text IS NULL OR c.path LIKE $6)"
     if not regex:
         # A literal has no newline, so every file that holds it holds it on some line: the
         # first $7 matching lines lie in the first $7 matching files. Only those files are
         # split, not every file that matches (a common literal matches thousands).
+        like = "ILIKE" if case_insensitive else "LIKE"
+        # ILIKE compares lower() of both sides (in a multi-byte encoding), so the lines are
+        # cut by the same rule that picked their files.
+        line_matches = (
+            "strpos(lower(l.text), lower($5::text)) > 0"
+            if case_insensitive
+            else "strpos(l.text, $5::text) > 0"
+        )
         return f"""
-        SELECT f.path, l.n::int AS line, left(l.text, {limits.GREP_LINE_MAX_CHARS}) AS text
+        SELECT f.repository_id, f.repo, f.commit_sha, f.path, l.n::int AS line,
+               left(l.text, {limits.GREP_LINE_MAX_CHARS}) AS text
         FROM (
-            SELECT c.path, c.content FROM repositories r
+            SELECT r.id AS repository_id, r.slug AS repo, r.commit_sha, c.path, c.content
+            FROM repositories r
             JOIN file_contents c ON c.repository_id = r.id
-            WHERE {readable} AND c.content LIKE $4 AND {glob}
-            ORDER BY c.path
+            WHERE {readable} AND c.content {like} $4 AND {glob}
+            ORDER BY r.slug, c.path
             LIMIT $7
         ) f
         CROSS JOIN LATERAL regexp_split_to_table(f.content, E'\\n') WITH ORDINALITY AS l(text, n)
-        WHERE strpos(l.text, $5::text) > 0
-        ORDER BY f.path, l.n
+        WHERE {line_matches}
+        ORDER BY f.repo, f.path, l.n
         LIMIT $7
         """
     # A regular expression can match across lines in the whole text (\s matches a newline)
     # without matching any one line, so its files cannot be cut to $7 first.
+    op = "~*" if case_insensitive else "~"
     return f"""
-    SELECT c.path, l.n::int AS line, left(l.text, {limits.GREP_LINE_MAX_CHARS}) AS text
+    SELECT r.id AS repository_id, r.slug AS repo, r.commit_sha, c.path, l.n::int AS line,
+           left(l.text, {limits.GREP_LINE_MAX_CHARS}) AS text
     FROM repositories r
     JOIN file_contents c ON c.repository_id = r.id
     CROSS JOIN LATERAL regexp_split_to_table(c.content, E'\\n') WITH ORDINALITY AS l(text, n)
     WHERE {readable}
-      AND c.content ~ ('(?n)' || $4::text) AND {glob}
-      AND l.text ~ $5::text
-    ORDER BY c.path, l.n
+      AND c.content {op} ('(?n)' || $4::text) AND {glob}
+      AND l.text {op} $5::text
+    ORDER BY r.slug, c.path, l.n
     LIMIT $7
     """
 
 
 def grep_statement(
-    viewer: Viewer, *, repo: str, pattern: str, regex: bool, path_glob: str, rows: int
+    viewer: Viewer,
+    *,
+    repo: str,
+    pattern: str,
+    regex: bool,
+    path_glob: str,
+    rows: int,
+    case_insensitive: bool = False,
 ) -> tuple[str, tuple[Any, ...]]:
     """The statement grep runs and its parameters, for at most `rows` rows (grep asks for
-    one more than its limit, to tell a truncated answer). The arguments are taken as
-    given: grep validates them first. For measuring the statement (bench/grep.py)."""
+    one more than its limit, to tell a truncated answer); an empty `repo` means every
+    repository the viewer may read. The arguments are taken as given: grep validates them
+    first. For measuring the statement (bench/grep.py)."""
     args = (
         viewer.principal_id,
         viewer.admin,
-        repo,
+        repo or None,
         pattern if regex else "%" + like_escape(pattern) + "%",
         pattern,
         glob_to_like(path_glob) if path_glob else None,
         rows,
     )
-    return _grep_sql(regex), args
+    return _grep_sql(regex, case_insensitive), args
 
 
 async def grep(
@@ -394,7 +450,11 @@ async def grep(
     regex: bool,
     path_glob: str,
     limit: int | None,
+    case_insensitive: bool = False,
+    context: int = 0,
 ) -> GrepResult:
+    """Matching lines of one repository (`repo`), or of every repository the viewer may
+    read (`repo` empty: none readable is an empty answer), by repository, path and line."""
     pattern = check_pattern(pattern, regex)
     if len(path_glob) > limits.GREP_GLOB_MAX_CHARS or _CONTROL.search(path_glob):
         raise InvalidArgument(
@@ -404,21 +464,38 @@ async def grep(
     size = check_limit(
         limit, limits.GREP_LIMIT_MIN, limits.GREP_LIMIT_MAX, limits.GREP_LIMIT_DEFAULT, "limit"
     )
-    await require_repository(conn, repo, viewer)
-    commit = await conn.fetchval("SELECT commit_sha FROM repositories WHERE slug = $1", repo)
+    context = check_context(context)
+    size = matches_allowed(size, context)
+    if repo:
+        await require_repository(conn, repo, viewer)
     sql, args = grep_statement(
-        viewer, repo=repo, pattern=pattern, regex=regex, path_glob=path_glob, rows=size + 1
+        viewer,
+        repo=repo,
+        pattern=pattern,
+        regex=regex,
+        path_glob=path_glob,
+        rows=size + 1,
+        case_insensitive=case_insensitive,
     )
+    started = time.monotonic()
     try:
-        async with conn.transaction(readonly=True):
+        # One snapshot for the matches, their context and the commit they are reported at.
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
             # Planned for this pattern every time: after five runs of a prepared statement
             # PostgreSQL may switch to a generic plan that cannot see the pattern and always
             # takes the trigram index, which for a pattern without trigrams (or a common
             # one) reads every file and outlasts the deadline (bench/notes/grep.md, "Grep").
             await conn.execute(f"SET LOCAL statement_timeout = {GREP_TIMEOUT_MS}; {GREP_PLANNING}")
-            rows = await conn.fetch(
+            found = await conn.fetch(
                 sql, *args, timeout=GREP_TIMEOUT_MS / 1000 + GREP_CLIENT_MARGIN_S
             )
+            rows = found[:size]
+            commit = ""
+            if repo:
+                commit = await conn.fetchval(
+                    "SELECT commit_sha FROM repositories WHERE slug = $1", repo
+                )
+            lines = await _context_lines(conn, rows, context, started) if context else None
     except asyncpg.InvalidRegularExpressionError as err:
         raise InvalidArgument(f"pattern is not a valid regular expression: {err}") from None
     except (asyncpg.ProgramLimitExceededError, asyncpg.OutOfMemoryError) as err:
@@ -433,5 +510,39 @@ async def grep(
         raise DeadlineExceeded(
             f"grep gave up after {GREP_TIMEOUT_MS // 1000} s; narrow the pattern or path_glob"
         ) from None
-    matches = [GrepMatch(r["path"], int(r["line"]), r["text"]) for r in rows[:size]]
-    return GrepResult(matches, len(rows) > size, commit or "")
+    matches = [_match(row, lines, context) for row in rows]
+    commits = {row["repo"]: row["commit_sha"] for row in rows}
+    return GrepResult(matches, len(found) > size, commit or "", commits)
+
+
+# The context query and the lines it found, by (file number, line).
+_ContextLines = tuple[ContextQuery, dict[tuple[int, int], str]]
+
+
+def _match(row: asyncpg.Record, lines: _ContextLines | None, context: int) -> GrepMatch:
+    if lines is None:
+        return GrepMatch(row["path"], row["line"], row["text"], row["repo"])
+    query, texts = lines
+    at = Located(row["repository_id"], row["path"], row["line"])
+    before, after = surrounding(texts, query.file_of(at), at.line, context)
+    return GrepMatch(row["path"], row["line"], row["text"], row["repo"], before, after)
+
+
+async def _context_lines(
+    conn: asyncpg.Connection, rows: list[asyncpg.Record], context: int, started: float
+) -> _ContextLines:
+    """The context lines of the matches in `rows`, by (file number, line), read in the
+    matches' transaction within what is left of grep's timeout."""
+    query = context_query(
+        [Located(r["repository_id"], r["path"], r["line"]) for r in rows], context
+    )
+    if not query.wanted:
+        return query, {}
+    left_ms = GREP_TIMEOUT_MS - int((time.monotonic() - started) * 1000)
+    if left_ms <= 0:
+        raise TimeoutError
+    await conn.execute(f"SET LOCAL statement_timeout = {left_ms}")
+    found = await conn.fetch(
+        CONTEXT_SQL, *query.args(), timeout=left_ms / 1000 + GREP_CLIENT_MARGIN_S
+    )
+    return query, {(r["file"], r["line"]): r["text"] for r in found}

@@ -2183,16 +2183,22 @@ class GrepRequest(_message.Message):
     REGEX_FIELD_NUMBER: _builtins.int
     PATH_GLOB_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    CASE_INSENSITIVE_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
-    """The repository slug."""
+    """The repository slug; every repository the caller may read when empty."""
     pattern: _builtins.str
     """The text to find; a POSIX regular expression (PostgreSQL's dialect) when regex is set."""
     regex: _builtins.bool
-    """Whether pattern is a regular expression; a literal, case-sensitive string otherwise."""
+    """Whether pattern is a regular expression; a literal string otherwise."""
     path_glob: _builtins.str
     """Only paths matching this glob (* and ? match any characters, / included); all when empty."""
     limit: _builtins.int
-    """Matching lines to return, 1..1000; 100 when unset."""
+    """Matching lines to return (across every repository searched), 1..1000; 100 when unset."""
+    case_insensitive: _builtins.bool
+    """Whether letters match either case (literal and regular expression alike)."""
+    context: _builtins.int
+    """Lines of context before and after each match, 0..10; none when 0."""
     def __init__(
         self,
         *,
@@ -2201,10 +2207,12 @@ class GrepRequest(_message.Message):
         regex: _builtins.bool = ...,
         path_glob: _builtins.str = ...,
         limit: _builtins.int | None = ...,
+        case_insensitive: _builtins.bool = ...,
+        context: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit", "path_glob", b"path_glob", "pattern", b"pattern", "regex", b"regex", "repo", b"repo"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "case_insensitive", b"case_insensitive", "context", b"context", "limit", b"limit", "path_glob", b"path_glob", "pattern", b"pattern", "regex", b"regex", "repo", b"repo"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
@@ -2221,22 +2229,38 @@ class GrepMatch(_message.Message):
     PATH_FIELD_NUMBER: _builtins.int
     LINE_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
+    REPO_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     """The file's path."""
     line: _builtins.int
     """The line number, 1-based."""
     text: _builtins.str
     """The line's text (cut at 500 characters)."""
+    repo: _builtins.str
+    """The repository the file belongs to."""
+    @_builtins.property
+    def before(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Up to context lines just before the match, in file order (fewer at the file's start)."""
+
+    @_builtins.property
+    def after(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Up to context lines just after the match, in file order (fewer at the file's end)."""
+
     def __init__(
         self,
         *,
         path: _builtins.str = ...,
         line: _builtins.int = ...,
         text: _builtins.str = ...,
+        repo: _builtins.str = ...,
+        before: _abc.Iterable[_builtins.str] | None = ...,
+        after: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["line", b"line", "path", b"path", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before", "line", b"line", "path", b"path", "repo", b"repo", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2244,20 +2268,45 @@ Global___GrepMatch: _TypeAlias = GrepMatch  # noqa: Y015
 
 @_typing.final
 class GrepResponse(_message.Message):
-    """Matching lines, by path and line."""
+    """Matching lines, by repository, path and line."""
 
     DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CommitsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     MATCHES_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
     COMMIT_FIELD_NUMBER: _builtins.int
+    COMMITS_FIELD_NUMBER: _builtins.int
     truncated: _builtins.bool
     """Whether more lines matched than were returned."""
     commit: _builtins.str
-    """The indexed commit the lines come from."""
+    """The indexed commit the lines come from (one repository asked for; empty otherwise)."""
     @_builtins.property
     def matches(self) -> _containers.RepeatedCompositeFieldContainer[Global___GrepMatch]:
         """The matches, at most limit."""
+
+    @_builtins.property
+    def commits(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The indexed commit of each repository that the matches come from, by slug."""
 
     def __init__(
         self,
@@ -2265,10 +2314,11 @@ class GrepResponse(_message.Message):
         matches: _abc.Iterable[Global___GrepMatch] | None = ...,
         truncated: _builtins.bool = ...,
         commit: _builtins.str = ...,
+        commits: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "matches", b"matches", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "commits", b"commits", "matches", b"matches", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
