@@ -190,6 +190,12 @@ def render(reply: pb.SearchResponse) -> str:
         for name in STREAMS
     )
     lines = [f"{len(reply.results)} results for {reply.query!r} ({status})"]
+    if reply.no_good_answer:
+        # Said before the list: every result below is a weak likeness at best.
+        lines.append("no good answer: no result is above low confidence")
+    elif reply.confidence:
+        level = enum_name(pb.Confidence.DESCRIPTOR, reply.confidence)
+        lines.append(f"confidence {level} (the first result's)")
     if reply.HasField("explanation"):
         explanation = reply.explanation
         ran = ", ".join(run.name for run in explanation.stages if run.applied)
@@ -200,9 +206,10 @@ def render(reply: pb.SearchResponse) -> str:
             f"{enum_name(pb.Stream.DESCRIPTOR, p.stream)}#{p.rank}" for p in result.provenance
         )
         rerank = f" rerank {result.rerank_score:.3f}" if result.HasField("rerank_score") else ""
+        level = enum_name(pb.Confidence.DESCRIPTOR, result.confidence)
         lines.append(
             f"{position:>3}. [{layer}] {result.qualified_name or result.path} ({result.kind}) "
-            f"score {result.score:.4f}{rerank} [{found}]"
+            f"score {result.score:.4f}{rerank} {level} [{found}]"
         )
         commit = f" @ {result.commit[:10]}" if result.commit else ""
         lines.append(f"     {_where(result)}{commit}")
