@@ -8,14 +8,16 @@ apart is what each stream said about the result:
 
 - the symbol stream's verdict that the query names the node outright (`exact`);
 - the vector stream's raw cosine similarity between the query and the result;
-- whether the lexical stream found it (at least two of the query's terms in its text, the
-  rule of docs/adr/0007) and at what rank;
-- how many streams found it near the top of their lists.
+- how many streams rank it near the top of their lists: the vector stream, the lexical
+  stream (which only finds text holding two of the query's terms, docs/adr/0007) and the
+  symbol stream (a name like the query's). A random string has nearest neighbours in the
+  vector stream and rarely anything else.
 
 `grade` turns that into `high`, `medium` or `low` with the thresholds below, calibrated
 with `python -m bench.quality.confidence` on the package sets' tuning half and checked on
-their held-out half and on nonsense queries (bench/RESULTS.md, "Confidence"). An answer's
-`confidence` is its first result's; it has `no_good_answer` when no result is above `low`.
+their held-out half and on nonsense queries (bench/RESULTS.md, "Search confidence"). An
+answer's `confidence` is its first result's; it has `no_good_answer` when no result is
+above `low`.
 
 Pure: no I/O, so each threshold's edge is unit-tested exactly.
 """
@@ -32,11 +34,12 @@ Confidence = Literal["low", "medium", "high"]
 CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")
 
 # The thresholds, tuned on the tuning half of `bench.quality`'s CI plan (306 questions) and
-# 60 nonsense queries; bench/RESULTS.md, "Confidence", has the figures of both halves.
+# 60 nonsense queries; bench/RESULTS.md, "Search confidence", has the figures
+# of both halves.
 #
 # Cosine similarity (the packaged all-MiniLM-L6-v2, query against the indexed text) at or
-# above which the vector stream's match alone makes a result high: 0.8 (the wrong first
-# results above it were near-duplicates of the answer, ranked second).
+# above which the vector stream's match alone makes a result high: 0.8 (the two wrong
+# first results above it on the tuning half had the answer second).
 HIGH_COSINE = 0.8
 # ... and at least medium. No nonsense query came closer than 0.36 to anything; answers
 # that were first lay above 0.45 unless another stream agreed.
