@@ -190,16 +190,16 @@ def render(reply: pb.SearchResponse) -> str:
         for name in STREAMS
     )
     lines = [f"{len(reply.results)} results for {reply.query!r} ({status})"]
+    if reply.HasField("explanation"):
+        explanation = reply.explanation
+        ran = ", ".join(run.name for run in explanation.stages if run.applied)
+        lines.append(f"{explanation.query_class} question; stages that changed the order: {ran}")
     if reply.no_good_answer:
         # Said before the list: every result below is a weak likeness at best.
         lines.append("no good answer: no result is above low confidence")
     elif reply.confidence:
         level = enum_name(pb.Confidence.DESCRIPTOR, reply.confidence)
         lines.append(f"confidence {level} (the first result's)")
-    if reply.HasField("explanation"):
-        explanation = reply.explanation
-        ran = ", ".join(run.name for run in explanation.stages if run.applied)
-        lines.append(f"{explanation.query_class} question; stages that changed the order: {ran}")
     for position, result in enumerate(reply.results, start=1):
         layer = enum_name(pb.Layer.DESCRIPTOR, result.layer)
         found = " ".join(
