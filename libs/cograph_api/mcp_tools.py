@@ -45,7 +45,7 @@ from cograph_api.mcp_args import (
 )
 from cograph_api.operations import CographApi, Json
 from cograph_api.rest_errors import ApiError
-from cograph_api.search_forms import dumps
+from cograph_api.search_forms import CONFIDENCES, dumps
 from svckit import requestctx
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,7 @@ _GRAPH = _out(
     {"nodes": {"type": "array", "items": _NODE}, "edges": {"type": "array"}, "truncated": _BOOL}
 )
 
+_CONFIDENCE = {"type": "string", "enum": list(CONFIDENCES)}
 _STAGE_EFFECT = _out(
     {
         "stage": _STR,
@@ -139,6 +140,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                         "snippet": _STR,
                         "truncated": _BOOL,
                         "score": _NUM,
+                        "confidence": _CONFIDENCE,
                         # explain: the streams' ranks and raw scores, each stage's effect.
                         "streams": {"type": "array", "items": {"type": "object"}},
                         "stages": {"type": "array", "items": _STAGE_EFFECT},
@@ -150,6 +152,10 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "omitted": _INT,
             # When max_tokens held no result: the smallest that returns the first.
             "first_result_tokens": _INT,
+            # The first result's confidence (absent with no results); no_good_answer only
+            # when no result is above low.
+            "confidence": _CONFIDENCE,
+            "no_good_answer": _BOOL,
             "streams": {"type": "object"},
             "graph": {"anyOf": [_GRAPH, {"type": "null"}]},
             "explanation": _out(
@@ -304,13 +310,18 @@ DESCRIPTIONS: dict[str, str] = {
     "cograph_search": (
         "Search indexed code and documentation with hybrid retrieval (exact symbol, "
         "lexical and semantic, fused). Returns compact cited results: location "
-        "(path:start-end), qualified_name, kind, snippet (truncated when cut) and score, "
+        "(path:start-end), qualified_name, kind, snippet (truncated when cut), score and "
+        "confidence (high, medium or low, from how the streams agree), "
         "with repo (or collection) and short commit once on the answer when all results "
         "share them, on each result otherwise; verbose adds provenance, explain says why each "
-        "result ranks where it does (each ranking stage's effect). max_tokens is a hard "
+        "result ranks where it does (each ranking stage's effect). The answer's confidence is "
+        "its first result's; no_good_answer: true means no result is above low: the index "
+        "likely does not hold what you asked for, so rephrase, use cograph_grep, or say so "
+        "rather than trust the results. max_tokens is a hard "
         "budget for the whole answer in cl100k tokens (tokens says what it holds, omitted "
-        "what did not fit); otherwise bounded by top_k and snippet_chars. Time filters "
-        "since/until/as_of take RFC 3339."
+        "what did not fit, first_result_tokens the smallest budget that holds the first "
+        "result when none fitted); otherwise bounded by top_k and snippet_chars. Time "
+        "filters since/until/as_of take RFC 3339."
     ),
     "cograph_route": (
         "Given a question, say which repositories and which markdown collections to look "

@@ -111,12 +111,14 @@ class SearchRequest(Body):
         le=L.MAX_TOKENS_MAX,
         description="A hard budget in tokens (cl100k_base) for the whole JSON answer: the best "
         "results that fit, overlapping ranges of a file merged; the answer gives tokens "
-        "(what it holds) and omitted (results left out).",
+        "(what it holds) and omitted (results left out), and when no result fits, "
+        "first_result_tokens (the smallest budget that holds the first).",
     )
     verbose: StrictBool | None = Field(
         None,
         description="Full results (ids, stores, layers, provenance, per-stream scores, "
-        "timings); compact (location, name, kind, short commit, snippet, score) otherwise.",
+        "timings); compact (location, name, kind, short commit, snippet, score, "
+        "confidence) otherwise.",
     )
     explain: StrictBool | None = Field(
         None,

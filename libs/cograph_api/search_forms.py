@@ -2,8 +2,9 @@
 
 `verbose` is the whole SearchResponse as JSON (proto_json.to_json). The compact form (the
 default) keeps what an agent acts on: per result its location (`path:start-end`),
-qualified name, kind, snippet (and whether it was cut) and one score (4 significant
-digits); the repository (or collection) and the short commit once on the answer when every
+qualified name, kind, snippet (and whether it was cut), one score (4 significant digits)
+and its confidence; on the answer its confidence and, only when true, `no_good_answer`;
+the repository (or collection) and the short commit once on the answer when every
 result comes from the same one, on each result otherwise. Ids, stores, layers, provenance,
 per-stream scores, languages and timings are left to `verbose`. An answer to `explain`
 keeps, in either form, the explanation (the query's class, what each ranking stage did) and
@@ -23,6 +24,9 @@ from cograph_api.tokens import Counter
 Json = dict[str, Any]
 
 SHORT_COMMIT = 12
+# The confidence levels as JSON names them (retrieval's search/confidence.py grades them);
+# "unspecified" (an answer with no results) is left out of the compact form.
+CONFIDENCES = ("low", "medium", "high")
 
 
 def dumps(body: Any) -> str:
@@ -69,6 +73,8 @@ def compact_result(row: Json, *, hoisted: bool) -> Json:
     if row.get("truncated"):
         item["truncated"] = True
     item["score"] = _short(row.get("score"))
+    if row.get("confidence") in CONFIDENCES:
+        item["confidence"] = row["confidence"]
     if row.get("stages"):
         item["streams"] = [
             {"stream": p.get("stream"), "rank": p.get("rank"), "score": _short(p.get("score"))}
@@ -105,6 +111,10 @@ def compact_search(answer: Json) -> Json:
     out["omitted"] = answer.get("omitted", 0)
     if answer.get("first_result_tokens"):
         out["first_result_tokens"] = answer["first_result_tokens"]
+    if answer.get("confidence") in CONFIDENCES:
+        out["confidence"] = answer["confidence"]
+    if answer.get("no_good_answer"):
+        out["no_good_answer"] = True
     streams = answer.get("streams") or {}
     degraded: Json = {k: v for k, v in streams.items() if v == "unavailable"}
     if degraded:

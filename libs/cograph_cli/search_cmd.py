@@ -194,15 +194,22 @@ def render(reply: pb.SearchResponse) -> str:
         explanation = reply.explanation
         ran = ", ".join(run.name for run in explanation.stages if run.applied)
         lines.append(f"{explanation.query_class} question; stages that changed the order: {ran}")
+    if reply.no_good_answer:
+        # Said before the list: every result below is a weak likeness at best.
+        lines.append("no good answer: no result is above low confidence")
+    elif reply.confidence:
+        level = enum_name(pb.Confidence.DESCRIPTOR, reply.confidence)
+        lines.append(f"confidence {level} (the first result's)")
     for position, result in enumerate(reply.results, start=1):
         layer = enum_name(pb.Layer.DESCRIPTOR, result.layer)
         found = " ".join(
             f"{enum_name(pb.Stream.DESCRIPTOR, p.stream)}#{p.rank}" for p in result.provenance
         )
         rerank = f" rerank {result.rerank_score:.3f}" if result.HasField("rerank_score") else ""
+        level = enum_name(pb.Confidence.DESCRIPTOR, result.confidence)
         lines.append(
             f"{position:>3}. [{layer}] {result.qualified_name or result.path} ({result.kind}) "
-            f"score {result.score:.4f}{rerank} [{found}]"
+            f"score {result.score:.4f}{rerank} {level} [{found}]"
         )
         commit = f" @ {result.commit[:10]}" if result.commit else ""
         lines.append(f"     {_where(result)}{commit}")

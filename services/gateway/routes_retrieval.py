@@ -30,7 +30,9 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
 
     @router.post("/search", tags=["search"], responses=errors(404, 501, 504))
     async def search(body: models.SearchRequest) -> dict[str, Any]:
-        """Hybrid search: symbol, lexical and semantic streams fused with RRF, cited."""
+        """Hybrid search: symbol, lexical and semantic streams fused with RRF, cited. Each
+        result has a confidence (high, medium, low, from its streams' evidence); the answer
+        has its first result's and no_good_answer when no result is above low."""
         return await api.search(body)
 
     @router.post("/graph", tags=["search"], responses=errors(404, 501, 504))

@@ -241,10 +241,15 @@ async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -
         assert compact.json()["repo"] == SLUG and len(compact.json()["commit"]) == 12
         assert not {"provenance", "id", "store", "layer", "vector_score", "repo"} & set(top)
         assert "timings_ms" not in compact.json()
+        # The query names it: high, and no_good_answer left out of the compact form.
+        assert top["confidence"] == "high" and compact.json()["confidence"] == "high"
+        assert "no_good_answer" not in compact.json()
         verbose = await rest.post(
             "/api/search", json={"query": "add_item", "repo": SLUG, "verbose": True}
         )
         assert "provenance" in verbose.json()["results"][0]
+        assert verbose.json()["no_good_answer"] is False
+        assert verbose.json()["results"][0]["confidence"] == "high"
         assert len(compact.text) < len(verbose.text) / 2
         budget = await rest.post(
             "/api/search", json={"query": "cart items", "repo": SLUG, "max_tokens": 60}
@@ -274,6 +279,12 @@ async def test_search_is_compact_by_default_and_keeps_its_budget(stack: Stack) -
             client, "cograph_search", {"query": "checkout", "repo": SLUG, "max_tokens": 80}
         )
         assert not failed and found["tokens"] <= 80 and "omitted" in found, found
+        # Validated against the tool's output schema like every call here.
+        failed, nonsense = await call(
+            client, "cograph_search", {"query": "zzqqxx nothing here", "repo": SLUG}
+        )
+        assert not failed and nonsense["no_good_answer"] is True, nonsense
+        assert nonsense["confidence"] == "low" and nonsense["results"]
         sent = await client.call_tool(
             "cograph_search", {"query": "checkout", "repo": SLUG, "max_tokens": 80}
         )

@@ -143,6 +143,9 @@ async def test_console_searches_commons_and_code(
                 result = page.locator("#code-results article.result").first
                 await result.wait_for()
                 assert "config.py" in await result.inner_text()
+                # The query names it: the first result wears the high-confidence badge.
+                assert await result.locator(".where .confidence.high").count() == 1
+                assert await page.locator("#code-streams .no-good-answer").count() == 0
                 assert await page.locator("#code-results h2.layer").count() >= 1
                 assert await page.locator("#code-results table.provenance").count() >= 1
                 assert await page.locator("#code-results mark").count() >= 1

@@ -43,11 +43,13 @@ async def test_json_output_is_the_rest_body(search_env: SearchEnv) -> None:
     assert compact["query"] == "ParseConfig.load", compact
     assert compact.get("repo") == DEMO, compact
     assert compact["results"] and all(
-        {"location", "kind", "snippet", "score"} <= set(item) <= {
-            "location", "qualified_name", "kind", "snippet", "truncated", "score"
+        {"location", "kind", "snippet", "score", "confidence"} <= set(item) <= {
+            "location", "qualified_name", "kind", "snippet", "truncated", "score", "confidence"
         }
         for item in compact["results"]
     )  # fmt: skip
+    # A dotted suffix names the method: high, and so is the answer.
+    assert compact["confidence"] == "high" and "no_good_answer" not in compact
     code, out, err = await _cograph(search_env, *args, "--verbose")
     assert code == 0, err
     body = json.loads(out)
@@ -60,8 +62,9 @@ async def test_json_output_is_the_rest_body(search_env: SearchEnv) -> None:
     assert set(first) >= {
         "id", "layer", "store", "repo", "path", "qualified_name", "kind", "start_line",
         "end_line", "commit", "snippet", "truncated", "score", "provenance", "vector_score",
-        "bm25_score", "symbol_score", "rerank_score",
+        "bm25_score", "symbol_score", "rerank_score", "confidence",
     }  # fmt: skip
+    assert body["no_good_answer"] is False
     assert first["layer"] in ("code", "ast_summary") and first["store"] == "code"
     assert first["rerank_score"] is None
     assert {p["stream"] for p in first["provenance"]} <= {"vector", "lexical", "symbol"}
@@ -89,6 +92,7 @@ async def test_explain_says_how_each_result_was_ranked(search_env: SearchEnv) ->
     assert code == 0, err
     assert "identifier question; stages that changed the order:" in out
     assert "pin" in out.splitlines()[1]  # the exact name was pinned
+    assert out.splitlines()[2] == "confidence high (the first result's)"
     assert "ranked: fusion #" in out
     code, out, err = await _cograph(
         search_env, "ParseConfig", "--repo", DEMO, "--explain", "--skip-stage", "pin", "--json"

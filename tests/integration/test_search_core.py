@@ -146,3 +146,16 @@ async def test_a_bare_method_name_finds_its_definition(search_env: SearchEnv) ->
     assert top.qualified_name == "pkg.config.ParseConfig.load" and top.kind == "method"
     symbol = stream_names(top)[pb.STREAM_SYMBOL]
     assert symbol.rank == 1 and 0 < symbol.score < 0.3
+
+
+async def test_nonsense_says_no_good_answer_and_a_named_symbol_is_high(
+    search_env: SearchEnv,
+) -> None:
+    nonsense = await search_env.search("zzqqxx nothing here")
+    # The vector stream always has nearest neighbours: results come back, and say so.
+    assert nonsense.results
+    assert nonsense.confidence == pb.CONFIDENCE_LOW and nonsense.no_good_answer
+    assert {r.confidence for r in nonsense.results} == {pb.CONFIDENCE_LOW}
+    named = await search_env.search("ParseConfig", repo=DEMO)
+    assert named.confidence == pb.CONFIDENCE_HIGH and not named.no_good_answer
+    assert named.results[0].confidence == pb.CONFIDENCE_HIGH

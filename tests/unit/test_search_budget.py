@@ -182,7 +182,7 @@ def _sent(reply: pb.SearchResponse, verbose: bool) -> int:
 def test_the_answer_as_sent_never_exceeds_max_tokens(verbose: bool, repos: tuple[str, ...]) -> None:
     hits = [_code(i, repos[i % len(repos)]) for i in range(1, 16)]
     seen = set()
-    for budget in (80, 110, 150, 250, 400, 700, 1200, 5000):
+    for budget in (100, 130, 170, 250, 400, 700, 1200, 5000):
         reply = fit_answer(_outcome(list(hits)), budget, verbose)
         sent = _sent(reply, verbose)
         assert sent <= reply.tokens <= budget

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
+from cograph_api.search_forms import answer_form
 from cograph_cli import search_cmd
 
 
@@ -76,3 +77,18 @@ def test_json_uses_contract_names() -> None:
     assert graph["edges"] == [{"from": "code:1", "to": "code:2", "kind": "implements"}]
     text = search_cmd.render(reply)
     assert "vector unavailable" in text and "-implements->" in text
+
+
+def test_output_says_how_far_results_can_be_trusted() -> None:
+    weak = pb.SearchResult(id="code:1", confidence=pb.CONFIDENCE_LOW, qualified_name="m.f")
+    reply = pb.SearchResponse(
+        query="zzqqxx", results=[weak], confidence=pb.CONFIDENCE_LOW, no_good_answer=True
+    )
+    text = search_cmd.render(reply)
+    assert "no good answer" in text and " low [" in text
+    assert search_cmd.response_json(reply)["no_good_answer"] is True
+    strong = pb.SearchResult(id="code:2", confidence=pb.CONFIDENCE_HIGH, qualified_name="m.g")
+    good = pb.SearchResponse(query="g", results=[strong], confidence=pb.CONFIDENCE_HIGH)
+    text = search_cmd.render(good)
+    assert "confidence high" in text and "no good answer" not in text
+    assert answer_form(search_cmd.response_json(good), False)["confidence"] == "high"

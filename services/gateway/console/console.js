@@ -160,6 +160,12 @@ function renderExplanation(explanation) {
   view.append(el("h2", { class: "layer" }, `ranking: ${explanation.query_class} question`), list);
 }
 
+function confidenceBadge(level) {
+  // high / medium / low from the streams' evidence (README, "Confidence").
+  if (!["high", "medium", "low"].includes(level)) return null;
+  return el("span", { class: `confidence ${level}`, title: "confidence" }, level);
+}
+
 function codeResult(result, terms) {
   const lines = result.start_line ? `:${result.start_line}-${result.end_line}` : "";
   const where = `${result.repo ? result.repo + "/" : ""}${result.path}${lines}`;
@@ -167,7 +173,7 @@ function codeResult(result, terms) {
     typeof result.score === "number" ? `fused ${result.score.toFixed(4)}` : null]
     .filter(Boolean).join(" · ");
   return el("article", { class: "result" },
-    el("div", { class: "where" }, where),
+    el("div", { class: "where" }, confidenceBadge(result.confidence), where),
     el("div", { class: "meta" }, meta),
     el("pre", {}, highlighted(result.snippet || "", terms)),
     result.truncated ? el("div", { class: "truncated" }, "snippet truncated") : null,
@@ -225,6 +231,10 @@ async function runCodeSearch(event) {
       .filter(([name]) => name !== "reasons")
       .map(([name, state]) => el("span", { class: state === "unavailable" ? "unavailable" : "" },
         reasons[name] ? `${name}: ${state} (${reasons[name]})` : `${name}: ${state}`)));
+    if (data.no_good_answer) {
+      streams.append(el("span", { class: "no-good-answer" },
+        "no good answer: no result is above low confidence"));
+    }
     renderExplanation(data.explanation);
     const terms = queryTerms(query);
     const byLayer = new Map();

@@ -27,6 +27,7 @@ import numpy.typing as npt
 from cograph_api.access_rules import Viewer
 from retrieval import catalog
 from retrieval.layers import Layer, Store, layers_of_unit, stores_for, units_for
+from retrieval.search.confidence import Confidence, Evidence, grade, verdict
 from retrieval.search.fusion import (
     STREAM_NAMES,
     Fused,
@@ -104,6 +105,8 @@ class SearchHit:
     rerank_text: str = ""  # what a reranker reads (not returned)
     # With `explain`: each ranking stage's effect on this result (pipeline.effects).
     stages: list[StageEffect] = field(default_factory=list)
+    # From its streams' evidence (search/confidence.py); a reranker does not change it.
+    confidence: Confidence = "low"
 
 
 @dataclass
@@ -116,6 +119,10 @@ class SearchOutcome:
     # Why each unavailable stream is (embedder_unavailable, embedding_model_mismatch, ...).
     reasons: dict[StreamName, str] = field(default_factory=dict)
     explanation: Explanation | None = None  # with `explain`
+    # The first result's confidence (None: no results), and whether no result is above
+    # low (search/confidence.py). Judged before max_tokens leaves results out.
+    confidence: Confidence | None = None
+    no_good_answer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,8 +246,19 @@ class SearchEngine:
             seeds = [int(hit.id.split(":", 1)[1]) for hit in results if hit.store == "code"]
             graph = await expand(snapshot.leader, seeds, query.repo, viewer)
             timings["graph"] = _ms(phase)
+        judged = verdict([hit.confidence for hit in results])
         timings["total"] = _ms(started)
-        return SearchOutcome(query.text, results, states, graph, timings, reasons, explanation)
+        return SearchOutcome(
+            query.text,
+            results,
+            states,
+            graph,
+            timings,
+            reasons,
+            explanation,
+            confidence=judged.confidence,
+            no_good_answer=judged.no_good_answer,
+        )
 
     async def _check_scope(
         self, query: SearchQuery, viewer: Viewer, conn: asyncpg.Connection
@@ -559,4 +577,5 @@ def _hit(row: _Row, record: asyncpg.Record, query: SearchQuery) -> SearchHit:
         symbol_score=fused.raw("symbol"),
         name=name,
         rerank_text=rerank_text,
+        confidence=grade(Evidence.of(fused.provenance, exact=fused.exact > 0)),
     )

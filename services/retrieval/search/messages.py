@@ -10,6 +10,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from retrieval.layers import Layer, Store
+from retrieval.search.confidence import Confidence
 from retrieval.search.engine import SearchHit, SearchOutcome, StreamState
 from retrieval.search.graph import GraphNode, GraphResult
 from retrieval.search.query import SearchQuery, build_query
@@ -41,6 +42,9 @@ STATE_TO_PB = cast(
     dict[StreamState, pb.StreamStatus.ValueType], _by_name(pb.StreamStatus, "STREAM_STATUS_")
 )
 EDGE_TO_PB = cast(dict[str, pb.EdgeKind.ValueType], _by_name(pb.EdgeKind, "EDGE_KIND_"))
+CONFIDENCE_TO_PB = cast(
+    dict[Confidence, pb.Confidence.ValueType], _by_name(pb.Confidence, "CONFIDENCE_")
+)
 
 
 def _time(request: pb.SearchRequest, name: str) -> datetime | None:
@@ -105,6 +109,7 @@ def hit_to_pb(hit: SearchHit) -> pb.SearchResult:
         ],
         collection=hit.collection,
         language=hit.language,
+        confidence=CONFIDENCE_TO_PB[hit.confidence],
     )
     # Optional fields stay unset ("absent"), which is not the same as a score of 0.
     if hit.vector_score is not None:
@@ -158,7 +163,10 @@ def outcome_to_pb(outcome: SearchOutcome) -> pb.SearchResponse:
             reasons={str(name): reason for name, reason in outcome.reasons.items()},
         ),
         timings_ms=outcome.timings_ms,
+        no_good_answer=outcome.no_good_answer,
     )
+    if outcome.confidence is not None:
+        response.confidence = CONFIDENCE_TO_PB[outcome.confidence]
     if outcome.graph is not None:
         response.graph.CopyFrom(graph_to_pb(outcome.graph))
     if outcome.explanation is not None:

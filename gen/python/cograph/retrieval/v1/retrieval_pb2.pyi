@@ -199,6 +199,36 @@ STREAM_SYMBOL: Stream.ValueType  # 3
 """pg_trgm similarity on qualified names (code store only)."""
 Global___Stream: _TypeAlias = Stream  # noqa: Y015
 
+class _Confidence:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ConfidenceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Confidence.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CONFIDENCE_UNSPECIFIED: _Confidence.ValueType  # 0
+    """Not set: an answer with no results."""
+    CONFIDENCE_LOW: _Confidence.ValueType  # 1
+    """Nothing but a weak semantic likeness: likely not what was asked for."""
+    CONFIDENCE_MEDIUM: _Confidence.ValueType  # 2
+    """Some evidence: a close semantic match, or found by two streams."""
+    CONFIDENCE_HIGH: _Confidence.ValueType  # 3
+    """Strong evidence: the query names it, or the streams agree on it near the top."""
+
+class Confidence(_Confidence, metaclass=_ConfidenceEnumTypeWrapper):
+    """How far a result (or an answer's best result) can be trusted, from the evidence the
+    streams gave for it (README, "Confidence").
+    """
+
+CONFIDENCE_UNSPECIFIED: Confidence.ValueType  # 0
+"""Not set: an answer with no results."""
+CONFIDENCE_LOW: Confidence.ValueType  # 1
+"""Nothing but a weak semantic likeness: likely not what was asked for."""
+CONFIDENCE_MEDIUM: Confidence.ValueType  # 2
+"""Some evidence: a close semantic match, or found by two streams."""
+CONFIDENCE_HIGH: Confidence.ValueType  # 3
+"""Strong evidence: the query names it, or the streams agree on it near the top."""
+Global___Confidence: _TypeAlias = Confidence  # noqa: Y015
+
 class _StreamStatus:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -1328,6 +1358,7 @@ class SearchResult(_message.Message):
     COLLECTION_FIELD_NUMBER: _builtins.int
     LANGUAGE_FIELD_NUMBER: _builtins.int
     STAGES_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The chunk id (store:row); the same chunk returned at two layers keeps its id."""
     layer: Global___Layer.ValueType
@@ -1374,6 +1405,8 @@ class SearchResult(_message.Message):
     """The collection name (collection chunks only)."""
     language: _builtins.str
     """The source language (python, go, markdown, ...)."""
+    confidence: Global___Confidence.ValueType
+    """How far this result can be trusted, from its streams' ranks and raw scores."""
     @_builtins.property
     def provenance(self) -> _containers.RepeatedCompositeFieldContainer[Global___Provenance]:
         """Each stream that found the result, with its rank and raw score."""
@@ -1406,10 +1439,11 @@ class SearchResult(_message.Message):
         collection: _builtins.str = ...,
         language: _builtins.str = ...,
         stages: _abc.Iterable[Global___StageEffect] | None = ...,
+        confidence: Global___Confidence.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "rerank_score", b"rerank_score", "symbol_score", b"symbol_score", "vector_score", b"vector_score"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "collection", b"collection", "commit", b"commit", "end_line", b"end_line", "id", b"id", "kind", b"kind", "language", b"language", "layer", b"layer", "path", b"path", "provenance", b"provenance", "qualified_name", b"qualified_name", "repo", b"repo", "rerank_score", b"rerank_score", "score", b"score", "snippet", b"snippet", "stages", b"stages", "start_line", b"start_line", "store", b"store", "symbol_score", b"symbol_score", "truncated", b"truncated", "vector_score", b"vector_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "collection", b"collection", "commit", b"commit", "confidence", b"confidence", "end_line", b"end_line", "id", b"id", "kind", b"kind", "language", b"language", "layer", b"layer", "path", b"path", "provenance", b"provenance", "qualified_name", b"qualified_name", "repo", b"repo", "rerank_score", b"rerank_score", "score", b"score", "snippet", b"snippet", "stages", b"stages", "start_line", b"start_line", "store", b"store", "symbol_score", b"symbol_score", "truncated", b"truncated", "vector_score", b"vector_score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__bm25_score: _TypeAlias = _typing.Literal["bm25_score"]  # noqa: Y015
     _WhichOneofArgType__bm25_score: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score"]  # noqa: Y015
@@ -1685,6 +1719,8 @@ class SearchResponse(_message.Message):
     OMITTED_FIELD_NUMBER: _builtins.int
     EXPLANATION_FIELD_NUMBER: _builtins.int
     FIRST_RESULT_TOKENS_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    NO_GOOD_ANSWER_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The query as searched (trimmed)."""
     tokens: _builtins.int
@@ -1696,6 +1732,14 @@ class SearchResponse(_message.Message):
     first_result_tokens: _builtins.int
     """When max_tokens left out every result: the smallest max_tokens whose answer holds the
     first one; unset otherwise.
+    """
+    confidence: Global___Confidence.ValueType
+    """The confidence of the first result (before max_tokens left any out); unspecified when
+    the search found nothing.
+    """
+    no_good_answer: _builtins.bool
+    """No result is above low confidence, or there is none: the index likely holds no good
+    answer to this query.
     """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchResult]:
@@ -1729,10 +1773,12 @@ class SearchResponse(_message.Message):
         omitted: _builtins.int = ...,
         explanation: Global___SearchExplanation | None = ...,
         first_result_tokens: _builtins.int | None = ...,
+        confidence: Global___Confidence.ValueType = ...,
+        no_good_answer: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "streams", b"streams"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "omitted", b"omitted", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "confidence", b"confidence", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "no_good_answer", b"no_good_answer", "omitted", b"omitted", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__first_result_tokens: _TypeAlias = _typing.Literal["first_result_tokens"]  # noqa: Y015
     _WhichOneofArgType__first_result_tokens: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens"]  # noqa: Y015
