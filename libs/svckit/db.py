@@ -118,6 +118,35 @@ class BoundedPool(asyncpg.Pool):
         await super().release(connection, timeout=timeout)
 
 
+class PooledConnection(asyncpg.Connection):
+    """A pooled connection that can say its last holder left no session state behind.
+
+    The pool resets every connection it takes back (RESET ALL, CLOSE ALL, UNLISTEN *,
+    advisory unlock: a round trip and a statement for the server). A holder that ran only
+    whole transactions -- BEGIN ... COMMIT, with SET LOCAL at most -- leaves nothing for it
+    to undo; a search does that on eight connections (search/snapshot.py), and the reset
+    was an eighth of the retrieval process's time under load (bench/RESULTS.md,
+    "Throughput")."""
+
+    __slots__ = ("_clean",)
+
+    def mark_clean(self) -> None:
+        """This holder's work ended outside any transaction and set nothing for the session:
+        the next release skips the reset (only that one)."""
+        self._clean = True
+
+
+async def _reset_unless_clean(conn: asyncpg.Connection) -> None:
+    """The pool's reset: none for a connection marked clean and outside a transaction,
+    asyncpg's own otherwise."""
+    clean = getattr(conn, "_clean", False)
+    if isinstance(conn, PooledConnection):
+        conn._clean = False
+    if clean and not conn.is_in_transaction():
+        return
+    await conn.reset()
+
+
 async def ensure_extensions(dsn: str) -> None:
     """Creates vector and pg_trgm if absent; fails clearly when that is not possible.
 
@@ -177,9 +206,9 @@ async def create_pool(
         connect=None,
         setup=None,
         init=_init_connection if vector else None,
-        reset=None,
+        reset=_reset_unless_clean,
         loop=None,
-        connection_class=asyncpg.Connection,
+        connection_class=PooledConnection,
         record_class=asyncpg.Record,
         timeout=limits.connect_s,
         command_timeout=limits.statement_s + _CLIENT_MARGIN_S,

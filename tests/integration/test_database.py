@@ -36,6 +36,35 @@ async def test_pool_round_trips_vectors(fresh_db_url: str) -> None:
         await pool.close()
 
 
+async def _probe(pool: asyncpg.Pool) -> str:
+    async with pool.acquire() as conn:
+        return str(await conn.fetchval("SELECT current_setting('cograph.probe', true)"))
+
+
+async def test_only_a_connection_marked_clean_skips_the_pools_reset(fresh_db_url: str) -> None:
+    """The reset (RESET ALL and the rest) runs on every release but the one after
+    mark_clean outside a transaction; a session setting shows which ran."""
+    pool = await create_pool(fresh_db_url, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("SET cograph.probe = 'left'")
+        assert await _probe(pool) == ""  # not marked: reset
+        async with pool.acquire() as conn:
+            await conn.execute("SET cograph.probe = 'left'")
+            conn.mark_clean()
+        assert await _probe(pool) == "left"  # marked: the reset was skipped
+        assert await _probe(pool) == ""  # once: the probe's own release was not marked
+        # Marked inside a transaction: the reset runs (and rolls it back) all the same.
+        async with pool.acquire() as conn:
+            await conn.execute("BEGIN; SET cograph.probe = 'in a transaction'")
+            conn.mark_clean()
+        async with pool.acquire() as conn:
+            assert not conn.is_in_transaction()
+            assert await conn.fetchval("SELECT current_setting('cograph.probe', true)") == ""
+    finally:
+        await pool.close()
+
+
 async def test_extensions_are_present(fresh_db_url: str) -> None:
     await ensure_extensions(fresh_db_url)  # idempotent
     conn = await asyncpg.connect(fresh_db_url)

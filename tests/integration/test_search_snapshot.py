@@ -27,6 +27,7 @@ from retrieval.layers import stores_for, units_for
 from retrieval.search.engine import SearchEngine
 from retrieval.search.query import build_query
 from retrieval.search.search_settings import SearchSettings
+from retrieval.search.snapshot import Snapshots
 from retrieval.search.streams import plan_streams
 from svckit.config import Env
 from tests.integration.support.git_repos import JAN, MAR, commit_all, git, write
@@ -148,3 +149,32 @@ async def test_a_publication_during_a_search_leaves_its_answer_whole(
         after = await SearchEngine(retrieval_app.pool, None, settings, 2.0).search(query, viewer)
         assert len(after.results) == 10
         assert {hit.commit for hit in after.results} == {second}
+
+
+async def test_a_stream_connection_ends_its_transaction_however_its_block_ends(
+    retrieval_pool: asyncpg.Pool,
+) -> None:
+    """BEGIN, the snapshot import and the settings go in one round trip, and the block's end
+    commits or rolls back: a failed statement leaves no transaction open, the settings do
+    not outlive the block, and the pool's connections come back reusable."""
+    snapshots = Snapshots(retrieval_pool, max_open=1)
+    async with snapshots.open() as snapshot:
+        with pytest.raises(asyncpg.DivisionByZeroError):
+            async with snapshot.connection("SET LOCAL work_mem = '3MB'") as conn:
+                await conn.fetchval("SELECT 1 / 0")
+        async with snapshot.connection("SET LOCAL work_mem = '3MB'") as conn:
+            assert conn.is_in_transaction()
+            row = await conn.fetchrow(
+                "SELECT current_setting('transaction_isolation') AS isolation, "
+                "current_setting('transaction_read_only') AS read_only, "
+                "current_setting('work_mem') AS work_mem"
+            )
+            assert dict(row) == {
+                "isolation": "repeatable read",
+                "read_only": "on",
+                "work_mem": "3MB",
+            }
+    for _ in range(3):  # every connection the pool holds, the leader's included
+        async with retrieval_pool.acquire() as conn:
+            assert not conn.is_in_transaction()
+            assert await conn.fetchval("SELECT current_setting('work_mem')") != "3MB"

@@ -17,6 +17,7 @@ more; `max_open` snapshots at a time (fewer than the pool's connections) keeps o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -76,20 +77,38 @@ class Snapshot:
 
     @asynccontextmanager
     async def connection(self, settings: str = "") -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection reading this snapshot, for the block's statements, with the
-        transaction's `settings` applied in the same round trip as the snapshot import (a
-        stream is one statement: each round trip saved is a share of its time). `settings`
-        is the service's own SQL (search_sql builds it from numbers), never request text:
-        it is sent as a simple query, without parameters."""
-        statements = f"SET TRANSACTION SNAPSHOT '{self._id}'"
+        """A pooled connection reading this snapshot, for the block's statements.
+
+        BEGIN, the snapshot import and the transaction's `settings` go in one round trip,
+        and a block that ends well leaves the connection clean, so its release costs no
+        reset (svckit.db.PooledConnection): a stream is one statement, and each round trip
+        saved is a share of its time. `settings` is the service's own SQL (search_sql
+        builds it from numbers), never request text: it is sent as a simple query, without
+        parameters."""
+        statements = (
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+            f"SET TRANSACTION SNAPSHOT '{self._id}'"
+        )
         if settings:
             statements += f"; {settings}"
-        async with (
-            self._pool.acquire() as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
+        async with self._pool.acquire() as conn:
             await conn.execute(statements)
-            yield conn
+            try:
+                yield conn
+            except BaseException:
+                await _roll_back(conn)
+                raise
+            await conn.execute("COMMIT")
+            conn.mark_clean()
+
+
+async def _roll_back(conn: asyncpg.Connection) -> None:
+    """Ends a failed block's transaction. When that fails too (the connection is broken,
+    or still cancelling the statement that was given up on), the block's own error is the
+    one worth raising: the pool's release then resets or drops the connection."""
+    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+        if not conn.is_closed() and conn.is_in_transaction():
+            await conn.execute("ROLLBACK")
 
 
 class Snapshots:
@@ -102,10 +121,9 @@ class Snapshots:
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Snapshot]:
         """A snapshot of the database as of now, kept until the block ends."""
-        async with (
-            self._slots,
-            self._pool.acquire() as leader,
-            leader.transaction(isolation="repeatable_read", readonly=True),
-        ):
-            snapshot_id = await leader.fetchval("SELECT pg_export_snapshot()")
-            yield Snapshot(self._pool, leader, str(snapshot_id))
+        async with self._slots, self._pool.acquire() as leader:
+            async with leader.transaction(isolation="repeatable_read", readonly=True):
+                snapshot_id = await leader.fetchval("SELECT pg_export_snapshot()")
+                yield Snapshot(self._pool, leader, str(snapshot_id))
+            # Committed, and nothing but the transaction's own statements ran on it.
+            leader.mark_clean()
