@@ -87,3 +87,13 @@ def test_a_cycle_of_re_exports_ends_unresolved() -> None:
     }
     resolved = {(r.src, r.dst_name): r.dst for r in resolve_parsed(_parse(files))}
     assert resolved[("c.f", "thing.go")] is None
+
+
+def test_a_cycle_of_bases_ends_unresolved() -> None:
+    files = {
+        "m.py": (
+            "class A(B):\n    pass\n\n\nclass B(A):\n    pass\n\n\ndef f(a: A):\n    a.missing()\n"
+        ),
+    }
+    resolved = {(r.src, r.dst_name): r.dst for r in resolve_parsed(_parse(files))}
+    assert resolved[("m.f", "a.missing")] is None
