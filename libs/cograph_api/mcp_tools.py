@@ -256,6 +256,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                 "items": _out(
                     {
                         "path": _STR,
+                        "line": _INT,
                         "start_line": _INT,
                         "end_line": _INT,
                         "symbol": _STR,
@@ -369,10 +370,12 @@ DESCRIPTIONS: dict[str, str] = {
         "identifiers, error messages and config keys."
     ),
     "cograph_references": (
-        "Every place that refers to a symbol: its definitions (all overloads, the "
-        "implementation first) and the code that calls, imports, inherits or implements "
-        "it, each as path, start_line-end_line of the enclosing symbol, that symbol and the "
-        "edge kind; paged (truncated, next_cursor)."
+        "Every place that uses a symbol: its definitions (all overloads, the implementation "
+        "first) and each use that calls (decorators included), imports, inherits or "
+        "implements it, as path, line of the use, the enclosing symbol with its "
+        "start_line-end_line, and the edge kind; paged (truncated, next_cursor). A method "
+        "called on a receiver counts when the code states the receiver's type (a "
+        "constructor, an annotation, an import); use cograph_grep for the rest."
     ),
     "cograph_index": (
         "Index a repository again from its source (e.g. when cograph_status says it is "

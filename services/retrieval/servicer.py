@@ -561,6 +561,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                     symbol=r.symbol,
                     kind=EDGE_TO_PB[r.kind],
                     target=r.target,
+                    line=r.line,
                 )
                 for r in page.references
             ],

@@ -109,8 +109,8 @@ async def test_rest_read_files_grep_references(stack: Stack) -> None:
         refs = await rest.post("/api/references", json={"repo": SLUG, "symbol": "add_item"})
         assert refs.status_code == 200, refs.text
         assert [d["qualified_name"] for d in refs.json()["definitions"]] == ["shop.cart.add_item"]
-        assert [(r["symbol"], r["kind"]) for r in refs.json()["references"]] == [
-            ("shop.cart.checkout", "calls")
+        assert [(r["symbol"], r["kind"], r["line"]) for r in refs.json()["references"]] == [
+            ("shop.cart.checkout", "calls", 12)
         ]
 
 
@@ -206,6 +206,7 @@ async def test_mcp_tools_declare_output_schemas_and_answer(stack: Stack) -> None
             client, "cograph_references", {"repo": SLUG, "symbol": "add_item", "limit": 1}
         )
         assert not failed and refs["references"][0]["symbol"] == "shop.cart.checkout"
+        assert refs["references"][0]["line"] == 12
         failed, error = await call(
             client, "cograph_grep", {"repo": SLUG, "pattern": "(", "regex": True}
         )

@@ -355,6 +355,82 @@ async def test_references_refuse_and_hide(search_env: SearchEnv) -> None:
         ), bad
 
 
+FLASKLIKE_REPO = "example.com/team/flasklike"
+
+
+async def test_references_find_every_decorator_use_with_its_line(search_env: SearchEnv) -> None:
+    """`@app.route` on an app made in another module, `@admin.route` on a blueprint, a
+    plain `app.route(...)` call and a parameter annotated with the class all land on the
+    one `route` the base class defines, each with the line of the use; a receiver whose
+    type nothing states, and another class's `route`, do not. Rows an earlier release
+    wrote, with no lines, answer the enclosing node's first line."""
+    from tests.flasklike import FILES, ROUTE_USES
+    from tests.integration.support.git_repos import JAN, commit_all, git, write
+    from tests.integration.support.retrieval import wait_job
+
+    root = search_env.data_dir.parent / "flasklike"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for path, text in FILES.items():
+        write(root, path, text)
+    commit_all(root, "flasklike", JAN)
+    request = pb.IndexRepositoryRequest(source=str(root), slug=FLASKLIKE_REPO, public=True)
+    job = (await search_env.stub.IndexRepository(request, metadata=ADMIN, timeout=10)).job
+    await wait_job(search_env.stub, job.id)
+
+    stub = search_env.stub
+    seen: list[tuple[str, int, str]] = []
+    cursor = ""
+    while True:  # pages of 3 split one edge's lines (mount's two calls) across pages
+        page = await stub.References(
+            pb.ReferencesRequest(
+                repo=FLASKLIKE_REPO, symbol="Scaffold.route", limit=3, cursor=cursor
+            ),
+            metadata=ALICE,
+            timeout=10,
+        )
+        assert [d.qualified_name for d in page.definitions] == ["flasky.scaffold.Scaffold.route"]
+        assert {r.kind for r in page.references} <= {pb.EDGE_KIND_CALLS}
+        seen.extend((r.path, r.line, r.symbol) for r in page.references)
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
+    assert seen == sorted(ROUTE_USES)
+
+    # By the bare name too: both `route` methods, each use once, no decoy counted twice.
+    bare = await stub.References(
+        pb.ReferencesRequest(repo=FLASKLIKE_REPO, symbol="route"), metadata=ALICE
+    )
+    assert len(bare.definitions) == 2
+    by_target: dict[str, list[int]] = {}
+    for r in bare.references:
+        by_target.setdefault(r.target, []).append(r.line)
+    router = next(d.id for d in bare.definitions if d.qualified_name.endswith("Router.route"))
+    assert by_target.pop(router) == [30]  # router.route("/elsewhere"); unknown.route is none
+    assert sorted(line for lines in by_target.values() for line in lines) == sorted(
+        line for _, line, _ in ROUTE_USES
+    )
+
+    # An edge an earlier release wrote has no lines: its reference is the enclosing node's.
+    async with search_env.pool.acquire() as conn:
+        await conn.execute(
+            """
+            UPDATE code_edges e SET lines = NULL FROM code_nodes n
+            WHERE n.id = e.src_node_id AND n.qualified_name = 'shop.views.mount'
+              AND e.kind = 'calls'
+            """
+        )
+    again = await stub.References(
+        pb.ReferencesRequest(repo=FLASKLIKE_REPO, symbol="Scaffold.route"), metadata=ALICE
+    )
+    mount = [
+        (r.line, r.start_line, r.end_line)
+        for r in again.references
+        if r.symbol == "shop.views.mount"
+    ]
+    assert mount == [(18, 18, 20)]
+
+
 async def test_forged_cursors_are_invalid_argument_never_an_internal_error(
     search_env: SearchEnv,
 ) -> None:

@@ -121,7 +121,9 @@ def test_edges(parsed: ParsedFile) -> None:
         ("billing.retry.parse_config.inner", "os.path.join"),
         ("billing.retry.parse_config", "Config"),
         ("billing.retry.parse_config", "inner"),
-        # the decorator @delay.setter is a reference, not a call; @property neither
+        # a decorator runs the named callable with the function: a use of it
+        ("billing.retry.Backoff.delay", "property"),
+        ("billing.retry.Backoff.delay#2", "delay.setter"),
     }
     assert Edge("billing.retry", "billing.retry.Backoff", "contains") in edges
     assert Edge("billing.retry.Backoff", "billing.retry.Backoff.compute", "contains") in edges

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,7 @@ from cograph_text.paths import is_test_path
 from retrieval import term_statistics
 from retrieval.indexing import generations
 from retrieval.indexing.pipeline import Vectors, WorkUnit
-from retrieval.indexing.records import FilePayload
+from retrieval.indexing.records import FilePayload, NodeRecord
 from retrieval.search.lexemes import lexical_text
 
 # Full-text inputs are capped: tsvector positions stop at 16383 anyway and a 1 MB limit
@@ -28,16 +29,16 @@ _INSERT_NODE = f"""
 INSERT INTO code_nodes (id, repository_id, path, language, qualified_name, name, kind,
     start_line, end_line, signature, body, docstring, parent_id, parent_qualified_name,
     content_hash, created_at, last_changed_at, tsv, embedding, summary, summary_tsv,
-    summary_embedding, generation, is_test)
+    summary_embedding, generation, is_test, bindings)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
     {_CODE_TSV.replace("$A", "$18").replace("$B", "$19").replace("$C", "$20").replace("$D", "$21")},
     $22, $23, CASE WHEN $23::text IS NULL THEN NULL ELSE to_tsvector('simple', $24) END, $25,
-    $26, $27)
+    $26, $27, $28::jsonb)
 """
 
 _INSERT_EDGE = """
-INSERT INTO code_edges (repository_id, src_node_id, dst_node_id, dst_name, kind)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO code_edges (repository_id, src_node_id, dst_node_id, dst_name, kind, lines, receiver)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 """
 
 _INSERT_REPO_DOC = """
@@ -59,6 +60,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
 
 def _vector(unit: WorkUnit, index: int | None) -> Vectors | None:
     return None if index is None else unit.vectors[index]
+
+
+def _bindings(node: NodeRecord, payload: FilePayload) -> str | None:
+    """The file's module-level typed names as JSON, on its module node only."""
+    if node.kind != "module" or not payload.bindings:
+        return None
+    return json.dumps(payload.bindings, sort_keys=True)
 
 
 def _doc_rows(owner_id: int, unit: WorkUnit) -> list[tuple[Any, ...]]:
@@ -268,6 +276,7 @@ async def write_files(
                         generation,
                         # Test code weighs less in search (ranking's test-code weight).
                         is_test_path(node.path),
+                        _bindings(node, payload),
                     )
                 )
             for edge in payload.edges:
@@ -275,7 +284,17 @@ async def write_files(
                 if src is None:
                     continue
                 dst = local.get(edge.dst_name) if edge.kind == "contains" else None
-                edge_rows.append((repository_id, src, dst, edge.dst_name, edge.kind))
+                edge_rows.append(
+                    (
+                        repository_id,
+                        src,
+                        dst,
+                        edge.dst_name,
+                        edge.kind,
+                        list(edge.lines) or None,
+                        edge.receiver,
+                    )
+                )
             doc_rows.extend((*row, generation) for row in _doc_rows(repository_id, unit))
         if node_rows:
             await conn.executemany(_INSERT_NODE, node_rows)
@@ -339,7 +358,8 @@ async def load_link_graph(conn: asyncpg.Connection, repository_id: int) -> LinkG
         """
         SELECT id, path, qualified_name, name, kind, language, start_line, end_line,
                signature, parent_qualified_name,
-               CASE WHEN language = 'python' THEN left(body, 400) ELSE '' END AS head
+               CASE WHEN language = 'python' THEN left(body, 400) ELSE '' END AS head,
+               bindings::text AS bindings
         FROM code_nodes WHERE repository_id = $1 AND kind <> 'chunk'
         ORDER BY path, id
         """,
@@ -347,7 +367,8 @@ async def load_link_graph(conn: asyncpg.Connection, repository_id: int) -> LinkG
     )
     edges = await conn.fetch(
         """
-        SELECT e.id, n.path, n.qualified_name AS src, e.dst_name, e.kind, e.dst_node_id
+        SELECT e.id, n.path, n.qualified_name AS src, e.dst_name, e.kind, e.dst_node_id,
+               e.receiver
         FROM code_edges e JOIN code_nodes n ON n.id = e.src_node_id
         WHERE e.repository_id = $1
         ORDER BY n.path, e.id

@@ -7,6 +7,7 @@ definition can make a previously ambiguous or missing name resolvable.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +21,10 @@ def compute_links(
     """(edge ids, new target ids) for the edges whose resolved target changed."""
     nodes_by_file: dict[str, list[CodeNode]] = defaultdict(list)
     node_ids: dict[tuple[str, str], int] = {}
+    bindings: dict[str, dict[str, str]] = {}
     for row in nodes:
+        if row.get("bindings"):  # module nodes; NULL where an earlier release wrote the row
+            bindings[row["path"]] = json.loads(row["bindings"])
         nodes_by_file[row["path"]].append(
             CodeNode(
                 row["qualified_name"],
@@ -39,9 +43,11 @@ def compute_links(
     edges_by_file: dict[str, list[Edge]] = defaultdict(list)
     meta_by_file: dict[str, list[tuple[int, int | None]]] = defaultdict(list)
     for row in edges:
-        edges_by_file[row["path"]].append(Edge(row["src"], row["dst_name"], row["kind"]))
+        edges_by_file[row["path"]].append(
+            Edge(row["src"], row["dst_name"], row["kind"], receiver=row.get("receiver"))
+        )
         meta_by_file[row["path"]].append((row["id"], row["dst_node_id"]))
-    resolved = resolve_edges(nodes_by_file, edges_by_file)
+    resolved = resolve_edges(nodes_by_file, edges_by_file, bindings=bindings)
     meta = [item for path in edges_by_file for item in meta_by_file[path]]
     changed_ids: list[int] = []
     targets: list[int | None] = []

@@ -161,14 +161,18 @@ class FilePreparer:
             source.size,
             times.newest,
             content=text,
+            bindings=dict(parsed.bindings),
         )
         prepared = Prepared(payload)
-        calls: dict[str, list[str]] = {}
+        calls: dict[str, dict[str, None]] = {}  # ordered sets
         members: dict[str, list[str]] = {}
         for edge in parsed.edges:
-            payload.edges.append(EdgeRecord(edge.src, edge.dst_name, edge.kind))
+            payload.edges.append(
+                EdgeRecord(edge.src, edge.dst_name, edge.kind, edge.lines, edge.receiver)
+            )
             if edge.kind == "calls":
-                calls.setdefault(edge.src, []).append(edge.dst_name)
+                # A name called through receivers of two types is two edges, one call.
+                calls.setdefault(edge.src, {})[edge.dst_name] = None
             elif edge.kind == "contains":
                 members.setdefault(edge.src, []).append(edge.dst_name.rsplit(".", 1)[-1])
         for node in parsed.nodes:

@@ -35,6 +35,8 @@ class EdgeRecord:
     src: str  # qualified name of a node in the same file
     dst_name: str
     kind: str
+    lines: tuple[int, ...] = ()  # the uses' lines (parsing.Edge); none for `contains`
+    receiver: str | None = None  # the receiver's stated type (parsing.Edge)
 
 
 @dataclass(slots=True)
@@ -59,5 +61,7 @@ class FilePayload:
     nodes: list[NodeRecord] = field(default_factory=list)
     edges: list[EdgeRecord] = field(default_factory=list)
     docs: list[DocRecord] = field(default_factory=list)
+    # Module-level typed names (parsing.ParsedFile.bindings), stored on the module's node.
+    bindings: dict[str, str] = field(default_factory=dict)
     # The file's text as indexed (UTF-8, invalid bytes replaced): what read and grep answer.
     content: str = ""

@@ -1,10 +1,14 @@
 """Find references: a symbol's definitions (every overload, the implementation first) and
-every stored edge that points at one of them, paged by an opaque cursor.
+every stored use that points at one of them, paged by an opaque cursor.
 
-A reference is the code node holding it (the enclosing function, class or module) with
-the edge's kind (calls, imports, inherits, implements); edges keep no line of their own,
-so `start_line`..`end_line` are the enclosing node's. `contains` edges are structure, not
-references, and are left out. Every statement applies the search access rule.
+A reference is one use: its `line`, the code node holding it (the enclosing function,
+class or module: its name and `start_line`..`end_line`) and the edge's kind (calls,
+imports, inherits, implements). An edge holds every use of one name in one node, so it
+answers one reference per line it stored; an edge an earlier release wrote stored no
+lines and answers once, at the enclosing node's first line. `contains` edges are
+structure, not references, and are left out. Only resolved edges count: a call through a
+receiver whose type nothing states is not taken for a use of every method of that name
+(grep finds those). Every statement applies the search access rule.
 """
 
 from __future__ import annotations
@@ -120,6 +124,7 @@ class ReferenceRow:
     symbol: str
     kind: str
     target: str
+    line: int  # the use's; the enclosing node's first line when the edge stored none
 
 
 @dataclass(frozen=True)
@@ -130,20 +135,23 @@ class ReferencesPage:
 
 
 _REFERENCES_SQL = f"""
-SELECT e.id, e.kind, e.dst_node_id, s.path, s.start_line, s.end_line, s.qualified_name
+SELECT e.id, e.kind, e.dst_node_id, s.path, s.start_line, s.end_line, s.qualified_name,
+       u.line
 FROM code_edges e
 JOIN code_nodes s ON s.id = e.src_node_id
 JOIN repositories r ON r.id = s.repository_id
+CROSS JOIN LATERAL unnest(coalesce(e.lines, ARRAY[s.start_line])) AS u(line)
 WHERE e.dst_node_id = ANY($3::bigint[]) AND e.kind <> 'contains'
   AND r.slug = $4 AND {repository_readable("r", "$1", "$2")}
   AND s.generation <= r.published_generation
-  AND ($5::text IS NULL OR (s.path, s.start_line, e.id) > ($5::text, $6::int, $7::bigint))
-ORDER BY s.path, s.start_line, e.id
+  AND ($5::text IS NULL OR (s.path, u.line, e.id) > ($5::text, $6::int, $7::bigint))
+ORDER BY s.path, u.line, e.id
 LIMIT $8
 """
 
 
-# The last reference a page returned: (path, start_line, edge id), the statement's order.
+# The last reference a page returned: (path, line, edge id), the statement's order; an
+# edge's lines are distinct, so the three name one use.
 _POSITION = (PATH_FIELD, LINE, ROW_ID)
 
 
@@ -192,6 +200,7 @@ async def references(
             r["qualified_name"],
             r["kind"],
             node_id(int(r["dst_node_id"])),
+            int(r["line"]),
         )
         for r in rows[:size]
     ]
@@ -199,6 +208,6 @@ async def references(
     if len(rows) > size:
         last = rows[size - 1]
         next_cursor = cursors.encode(
-            "refs", scope, [last["path"], int(last["start_line"]), int(last["id"])]
+            "refs", scope, [last["path"], int(last["line"]), int(last["id"])]
         )
     return ReferencesPage([d.node for d in definitions], page, next_cursor)

@@ -9,7 +9,8 @@ definitions, several ``init`` functions) gets ``#2``, ``#3``... in source order
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 NodeKind = Literal[
@@ -50,11 +51,20 @@ class Edge:
     For ``contains`` the target is the child's qualified name; for the other kinds it is
     the raw name (``self.retry``, ``http.Get``, ``billing.retry.Backoff``) with ``::`` and
     ``->`` turned into ``.`` and generic arguments dropped.
+
+    One edge stands for every use of one name inside one node: ``lines`` are the 1-based
+    lines of those uses in source order (empty for ``contains``). ``receiver`` is set on a
+    ``recv.member`` call whose receiver the file itself types: the type as the file writes
+    it (``Flask`` for ``app = Flask(...)`` or ``app: Flask``), or, for a name imported from
+    another module, its import path (``pkg.app.app``) whose binding the resolver looks up
+    in that module. Neither takes part in equality: an edge is its relation.
     """
 
     src: str
     dst_name: str
     kind: EdgeKind
+    lines: tuple[int, ...] = field(default=(), compare=False)
+    receiver: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +77,9 @@ class ParsedFile:
     nodes: tuple[CodeNode, ...]
     edges: tuple[Edge, ...]
     has_errors: bool = False  # the grammar could not parse part of the file
+    # Module-level names whose type the file states (``app = Flask(...)``, ``app: Flask``):
+    # name -> the type as written. Other files that import the name find its type here.
+    bindings: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def module_node(self) -> CodeNode:

@@ -1,9 +1,12 @@
 """Pure edge resolution: a raw target name to the qualified name of a repository node.
 
 Order, first hit wins: the member of the enclosing type (``self.x``, ``this.x``, Go's
-receiver), a node in the same file, a node in a file the source file imports (for Go
-and Java also its own package), then a name that is unique in the repository. Anything
-else (outside the repository, or ambiguous) stays unresolved.
+receiver) or of one of its bases, the member of a typed receiver's class or of one of its
+bases (``app.route`` where the file binds ``app = Flask(...)``, annotates ``app: Flask`` or
+imports an ``app`` that its own module binds so), a node in the same file, a node in a file
+the source file imports (for Go and Java also its own package), then a name that is unique
+in the repository. Anything else (outside the repository, or ambiguous) stays unresolved:
+a receiver whose type no file states is never guessed from the member's name alone.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ _RECEIVERS: Mapping[str, frozenset[str]] = {
 _IMPLICIT_THIS = frozenset(("java", "cpp", "ruby"))
 _GO_RECEIVER = re.compile(r"^func\s*\(\s*([A-Za-z_]\w*)")
 _DUP = re.compile(r"#\d+$")
+# How far a member is looked for up a class's bases, and how many modules a receiver's
+# binding is followed through (`from .app import app` re-exported by a package): deeper
+# chains are rare and each step is a lookup per edge.
+_BASE_DEPTH = 8
+_BINDING_HOPS = 3
 
 _Hit = tuple[str, CodeNode]  # (path, node)
 
@@ -102,10 +110,81 @@ def _one(hits: Sequence[_Hit]) -> _Hit | None:
 
 
 class _Resolver:
-    def __init__(self, repo: _Repository, imports: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self,
+        repo: _Repository,
+        imports: Mapping[str, Sequence[str]],
+        import_map: ImportMap,
+        bindings: Mapping[str, Mapping[str, str]],
+        edges_by_file: Mapping[str, Sequence[Edge]],
+    ) -> None:
         self.repo = repo
         self.imports = imports
+        self.import_map = import_map
+        self.bindings = bindings
         self._unique: dict[tuple[tuple[str, ...], frozenset[str]], _Hit | None] = {}
+        self._types: dict[tuple[str, str], _Hit | None] = {}
+        # (path, class qualified name) -> its resolved bases, filled before calls resolve
+        self.bases: dict[tuple[str, str], list[_Hit]] = defaultdict(list)
+        # path -> imported name -> the import paths naming it (a package's re-exports)
+        self.imported: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for path, edges in edges_by_file.items():
+            for edge in edges:
+                if edge.kind == "imports":
+                    self.imported[path][edge.dst_name.rpartition(".")[2]].append(edge.dst_name)
+
+    def member(self, owner: _Hit, name: str, kinds: frozenset[str]) -> _Hit | None:
+        """``name`` defined in the type ``owner`` or, nearest first, in one of its bases."""
+        seen: set[tuple[str, str]] = set()
+        level = [owner]
+        for _ in range(_BASE_DEPTH):
+            following: list[_Hit] = []
+            for path, node in level:
+                key = (path, node.qualified_name)
+                if key in seen:
+                    continue
+                seen.add(key)
+                qname = f"{_plain(node.qualified_name)}.{name}"
+                hits = [h for h in self.repo.by_qname.get(qname, []) if h[1].kind in kinds]
+                hit = _one([h for h in hits if h[0] == path]) or _one(hits)
+                if hit is not None:
+                    return hit
+                following.extend(self.bases.get(key, ()))
+            if not following:
+                break
+            level = following
+        return None
+
+    def receiver_type(self, path: str, receiver: str, hops: int = 0) -> _Hit | None:
+        """The class a receiver's type names, seen from ``path``: a type the file can see,
+        a name imported from a module that binds it to one or that imports it in turn
+        (a package re-exporting it; at most _BINDING_HOPS modules), else the one type of
+        that name in the repository (what a call of the bare name resolves to)."""
+        key = (path, receiver)
+        if key in self._types:
+            return self._types[key]
+        self._types[key] = None  # a cycle of re-exports ends here
+        index = self.repo.files.get(path)
+        hit = None
+        if index is not None:
+            hit = self.resolve(path, Edge(index.module or "", receiver, "inherits"))
+        name = receiver.rpartition(".")[2]
+        if hit is None and hops < _BINDING_HOPS and "." in receiver:
+            for other in self.import_map.targets(path, receiver):
+                if self.import_map.module(other) == receiver:
+                    continue  # the name is a module, not a value in one
+                bound = self.bindings.get(other, {}).get(name)
+                onward = [bound] if bound else self.imported.get(other, {}).get(name, [])
+                for again in onward:
+                    hit = self.receiver_type(other, again, hops + 1)
+                    if hit is not None:
+                        break
+                if hit is not None:
+                    break
+        if hit is None and "." in receiver:
+            hit = self.unique((name,), TYPE_KINDS)
+        self._types[key] = hit
+        return hit
 
     def owner_of(self, index: _FileIndex, src: str) -> str | None:
         """The type whose members ``self.x`` names, as a qualified-name prefix."""
@@ -143,7 +222,18 @@ class _Resolver:
                 hit = _one(local) or _one(hits)
                 if hit is not None:
                     return hit
-            parts = parts[-1:]  # inherited or dynamic: fall back to the member's bare name
+                owner_type = _one(
+                    [h for h in self.repo.by_qname.get(owner, []) if h[1].kind in TYPE_KINDS]
+                )
+                inherited = self.member(owner_type, parts[1], kinds) if owner_type else None
+                if inherited is not None:
+                    return inherited
+            parts = parts[-1:]  # dynamic: fall back to the member's bare name
+        elif edge.receiver and edge.kind == "calls" and len(parts) == 2:
+            typed = self.receiver_type(path, edge.receiver)
+            hit = self.member(typed, parts[1], kinds) if typed is not None else None
+            if hit is not None:
+                return hit
         name = parts[-1]
 
         # 1. the same file
@@ -202,25 +292,40 @@ def resolve_edges(
     nodes_by_file: Mapping[str, Sequence[CodeNode]],
     edges_by_file: Mapping[str, Sequence[Edge]],
     imports: Mapping[str, Sequence[str]] | None = None,
+    bindings: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[ResolvedEdge]:
     """Resolve every edge of every file against the nodes of the whole repository.
 
     ``imports`` maps a file path to the repository files it imports; when omitted it is
     derived from the ``imports`` edges (see ``resolve_imports``). Import edges resolve
     to the imported symbol when the repository defines it, else to the imported file's
-    module node; ``dst_path`` is the first such file.
+    module node; ``dst_path`` is the first such file. ``bindings`` maps a file path to
+    its module-level typed names (``ParsedFile.bindings``): what a receiver imported from
+    that file is.
     """
     import_map = ImportMap(nodes_by_file)
     if imports is None:
         imports = resolve_imports(nodes_by_file, edges_by_file, import_map)
     repo = _Repository(nodes_by_file)
-    resolver = _Resolver(repo, imports)
+    resolver = _Resolver(repo, imports, import_map, bindings or {}, edges_by_file)
+    # Bases first: a member call may land on what a class inherits.
+    inherited: dict[tuple[str, int], _Hit | None] = {}
+    for path, edges in edges_by_file.items():
+        for i, edge in enumerate(edges):
+            if edge.kind == "inherits":
+                hit = inherited[(path, i)] = resolver.resolve(path, edge)
+                if hit is not None:
+                    resolver.bases[(path, edge.src)].append(hit)
     out: list[ResolvedEdge] = []
     for path, edges in edges_by_file.items():
-        for edge in edges:
+        for i, edge in enumerate(edges):
             dst: str | None = None
             dst_path: str | None = None
-            if edge.kind == "contains":
+            if edge.kind == "inherits":
+                found = inherited[(path, i)]
+                if found is not None:
+                    dst_path, dst = found[0], found[1].qualified_name
+            elif edge.kind == "contains":
                 dst, dst_path = edge.dst_name, path
             elif edge.kind == "imports":
                 targets = import_map.targets(path, edge.dst_name)
@@ -240,5 +345,7 @@ def resolve_parsed(files: Iterable[ParsedFile]) -> list[ResolvedEdge]:
     """``resolve_edges`` over a batch of parsed files."""
     materialised = list(files)
     return resolve_edges(
-        {f.path: f.nodes for f in materialised}, {f.path: f.edges for f in materialised}
+        {f.path: f.nodes for f in materialised},
+        {f.path: f.edges for f in materialised},
+        bindings={f.path: f.bindings for f in materialised},
     )

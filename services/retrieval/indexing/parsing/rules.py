@@ -38,6 +38,7 @@ class Definition:
     end_column: int
     sig_start: int
     sig_end: int  # where the body starts; equal to end_byte when there is no body
+    sig_row: int  # the signature's first row, 0-based: where bases and interfaces are named
     # Segments between the enclosing prefix and the name (Go receiver type, C++ ``A::f``);
     # the node's parent is the definition they name when that exists in the file.
     qualifier: tuple[str, ...] = ()
@@ -64,14 +65,17 @@ def definition_span(
         end_column=outer.end_point.column,
         sig_start=sig_from.start_byte,
         sig_end=body.start_byte if body is not None else outer.end_byte,
+        sig_row=sig_from.start_point.row,
     )
 
 
 class LanguageRules:
     """Defaults shared by every language; subclasses override what differs.
 
-    ``query`` captures ``@def`` (definitions and namespaces), ``@call``, ``@import`` and
-    ``@comment``; the extractor runs it once per file so that the tree is walked in C.
+    ``query`` captures ``@def`` (definitions and namespaces), ``@call`` (calls, and uses
+    that run a callable without a call: decorators), ``@bind`` (where a name gets a type:
+    ``x = Foo()``, ``x: Foo``), ``@import`` and ``@comment``; the extractor runs it once per
+    file so that the tree is walked in C.
     """
 
     language: str = ""
@@ -95,6 +99,31 @@ class LanguageRules:
 
     def describe(self, node: Node, scope: Scope, source: bytes) -> Definition | None:
         raise NotImplementedError
+
+    def definition_start(self, node: Node) -> int:
+        """Where the source that belongs to a ``@def`` begins: uses from here on (its
+        decorators) are the definition's own, not its container's."""
+        return node.start_byte
+
+    def use_line(self, node: Node) -> int:
+        """The 1-based line of a ``@call`` use: where the callee's name ends, which is the
+        member's own line in a call chained over several lines."""
+        return node.end_point.row + 1
+
+    def call_receiver(self, node: Node, source: bytes) -> str | None:
+        """The variable a ``recv.member`` use calls through, when it is a plain name."""
+        return None
+
+    def binding(self, node: Node, source: bytes) -> tuple[str, str] | None:
+        """(name, type as written) for a ``@bind`` capture; the type is empty when the
+        source states none (the name still hides an outer one of the same name)."""
+        return None
+
+    def imported_names(
+        self, node: Node, source: bytes, module: str, path: str
+    ) -> list[tuple[str, str]]:
+        """(local name, import path) for each name an ``@import`` brings into the file."""
+        return []
 
     def call_target(self, node: Node, source: bytes) -> str | None:
         raise NotImplementedError

@@ -80,6 +80,11 @@ class JavaRules(LanguageRules):
                 found.bases.extend(_type_names(child, source))
         return found
 
+    def use_line(self, node: Node) -> int:
+        # The capture is the whole invocation, arguments included: the name is the use.
+        name = node.child_by_field_name("name") or node.child_by_field_name("type")
+        return (name or node).start_point.row + 1
+
     def call_target(self, node: Node, source: bytes) -> str | None:
         if node.type == "object_creation_expression":
             type_node = node.child_by_field_name("type")

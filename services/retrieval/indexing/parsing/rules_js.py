@@ -16,6 +16,8 @@ _JS_QUERY = """
 (variable_declarator name: (identifier) value: [(arrow_function) (function_expression)]) @def
 (call_expression function: (_) @call)
 (new_expression constructor: (_) @call)
+(decorator (identifier) @call)
+(decorator (member_expression) @call)
 (import_statement) @import
 (export_statement source: (_)) @import
 (call_expression
@@ -89,6 +91,19 @@ class JavaScriptRules(LanguageRules):
             outer = _exported(node)
             return definition_span(outer, outer, body, "enum", name)
         return None
+
+    def definition_start(self, node: Node) -> int:
+        # Decorators belong to what they decorate: an exported class's sit in the export
+        # statement, a TypeScript method's just before it in the class body.
+        parent = node.parent
+        if parent is not None and parent.type == "export_statement":
+            return parent.start_byte
+        start = node.start_byte
+        before = node.prev_named_sibling
+        while before is not None and before.type == "decorator":
+            start = before.start_byte
+            before = before.prev_named_sibling
+        return start
 
     def _bound_function(self, node: Node, scope: Scope, source: bytes) -> Definition | None:
         name_node = node.child_by_field_name("name") or node.child_by_field_name("property")

@@ -83,6 +83,11 @@ class RubyRules(LanguageRules):
                     found.interfaces.append(target)
         return found
 
+    def use_line(self, node: Node) -> int:
+        # The capture is the whole call, block included: the method's name is the use.
+        method = node.child_by_field_name("method")
+        return (method or node).start_point.row + 1
+
     def call_target(self, node: Node, source: bytes) -> str | None:
         method = node.child_by_field_name("method")
         if method is None:

@@ -2408,7 +2408,7 @@ Global___ReferencesRequest: _TypeAlias = ReferencesRequest  # noqa: Y015
 
 @_typing.final
 class Reference(_message.Message):
-    """One place that refers to a definition: the code node holding the reference."""
+    """One use of a definition: its line and the code node holding it."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2418,6 +2418,7 @@ class Reference(_message.Message):
     SYMBOL_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     TARGET_FIELD_NUMBER: _builtins.int
+    LINE_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     """The file's path."""
     start_line: _builtins.int
@@ -2430,6 +2431,11 @@ class Reference(_message.Message):
     """The edge's kind: calls, imports, inherits or implements."""
     target: _builtins.str
     """The id of the definition referred to (as GraphNode.id)."""
+    line: _builtins.int
+    """The line of the use, 1-based (a decorator's, a call's, an import's). For a file
+    indexed before uses kept their lines, the referring node's first line until the file
+    is indexed again.
+    """
     def __init__(
         self,
         *,
@@ -2439,10 +2445,11 @@ class Reference(_message.Message):
         symbol: _builtins.str = ...,
         kind: Global___EdgeKind.ValueType = ...,
         target: _builtins.str = ...,
+        line: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "kind", b"kind", "path", b"path", "start_line", b"start_line", "symbol", b"symbol", "target", b"target"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "kind", b"kind", "line", b"line", "path", b"path", "start_line", b"start_line", "symbol", b"symbol", "target", b"target"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2468,7 +2475,7 @@ class ReferencesResponse(_message.Message):
 
     @_builtins.property
     def references(self) -> _containers.RepeatedCompositeFieldContainer[Global___Reference]:
-        """References to any of the definitions, ordered by path and line."""
+        """Uses of any of the definitions, ordered by path, line and edge."""
 
     def __init__(
         self,
