@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cograph_api.tokens import Counter
+from cograph_api.tokens import Counter, numbers_apart
 
 Json = dict[str, Any]
 
@@ -143,6 +143,14 @@ def answer_tokens(answer: Json, verbose: bool, count: Counter) -> int:
     the count, so the count is written into the body and raised until the body holds no
     more than it says (at most one token over the exact figure, never under)."""
     body = dict(answer)
+    if numbers_apart(count):
+        # Counted once with a 0; the figure's own tokens then follow from its digits alone.
+        body["tokens"] = 0
+        rest = count(dumps(answer_form(body, verbose))) - count("0")
+        tokens = rest
+        while (total := rest + count(str(tokens))) > tokens:
+            tokens = total
+        return tokens
     tokens = 0
     while True:  # rises to a fixed point: a count grows by a token or two per digit
         body["tokens"] = tokens

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,30 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text) // _CHARS_PER_TOKEN)
 
 
+class EncodingCounter:
+    """Tokens of a text in a tiktoken encoding.
+
+    `numbers_apart`: the encoding's pre-tokenizer cuts every run of digits into pieces of
+    its own (at most three digits each, whatever stands around them), and byte-pair merges
+    never cross pieces, so a number in a JSON text adds exactly its own count to the
+    text's: search_forms.answer_tokens counts an answer once instead of until its `tokens`
+    figure stops changing (tests/unit/test_tokens.py checks it on answers)."""
+
+    numbers_apart = True
+
+    def __init__(self, encoding: Any) -> None:
+        self._encoding = encoding
+
+    def __call__(self, text: str) -> int:
+        # Special-token text in a snippet is counted as ordinary text, never refused.
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+
+def numbers_apart(count: Counter) -> bool:
+    """Whether `count` counts a number in a text apart from its neighbours (above)."""
+    return bool(getattr(count, "numbers_apart", False))
+
+
 @functools.cache
 def default_counter() -> Counter:
     """cl100k_base, or the estimate when the encoding cannot be loaded."""
@@ -40,9 +65,4 @@ def default_counter() -> Counter:
     except Exception as err:  # any failure (no package, bad file): estimate instead
         log.warning("token counter: %s unavailable (%s); estimating", ENCODING, err)
         return estimate_tokens
-
-    def count(text: str) -> int:
-        # Special-token text in a snippet is counted as ordinary text, never refused.
-        return len(encoding.encode(text, disallowed_special=()))
-
-    return count
+    return EncodingCounter(encoding)

@@ -10,7 +10,7 @@ import pytest
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph_api.proto_json import to_json
 from cograph_api.search_forms import answer_form, compact_search, dumps
-from cograph_api.tokens import Counter, default_counter, estimate_tokens
+from cograph_api.tokens import Counter, default_counter, estimate_tokens, numbers_apart
 from retrieval.search.budget import apply_budget, fit_answer
 from retrieval.search.engine import SearchHit, SearchOutcome
 from retrieval.search.graph import GraphEdge, GraphNode, GraphResult
@@ -290,3 +290,35 @@ def _fits_envelope_only(hits: list[SearchHit], budget: int, verbose: bool) -> bo
         return not fit_answer(_outcome(list(hits)), budget, verbose).results
     except InvalidArgument:
         return False
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_an_answer_counted_once_has_the_figure_of_counting_it_to_a_fixed_point(
+    verbose: bool,
+) -> None:
+    """cl100k cuts digits into pieces of their own, so `tokens` adds exactly its own count
+    to the answer's (tokens.EncodingCounter.numbers_apart): the one count answers what
+    counting the whole answer until the figure stops changing answers, across the digit
+    boundaries of the figure."""
+    count = default_counter()
+    assert numbers_apart(count)
+
+    def plain(text: str) -> int:  # the same counts, without the property
+        return count(text)
+
+    figures = set()
+    for n in range(1, 60):
+        hits = [_code(1 + i % 9) for i in range(n % 7)]
+        hits = [replace(h, snippet=h.snippet + " 1" * (n * 7)) for h in hits]
+        outcome = _outcome(hits)
+        once = fit_answer(outcome, None, verbose)
+        assert once.tokens == fit_answer(outcome, None, verbose, plain).tokens
+        assert once.tokens == _sent(once, verbose)  # exact
+        figures.add(len(str(once.tokens)))
+        body = to_json(once)
+        body["tokens"] = 0
+        rest = count(dumps(answer_form(body, verbose))) - count("0")
+        for figure in (7, 99, 100, 999, 1000, 123456):
+            body["tokens"] = figure
+            assert count(dumps(answer_form(body, verbose))) == rest + count(str(figure))
+    assert len(figures) >= 2  # the figures crossed a digit boundary
