@@ -18,6 +18,7 @@ from cograph_api import limits
 from cograph_api.access_rules import Viewer
 from cograph_api.push_hooks import SYNC_KEYS_MAX, WEBHOOK_PRINCIPAL, is_repository_key
 from retrieval import catalog, grants, permissions
+from retrieval.indexing import index_store
 from retrieval.indexing.freshness import (
     Freshness,
     HeadCheck,
@@ -37,7 +38,6 @@ from retrieval.indexing.indexer import (
 from retrieval.indexing.jobs import Job, JobManager
 from retrieval.indexing.push_sync import PushSync
 from retrieval.indexing.redaction import scrub, strip_secrets, view
-from retrieval.indexing import index_store
 from retrieval.indexing.refs import (
     RemoteRef,
     check_ref,

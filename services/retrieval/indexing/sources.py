@@ -285,7 +285,14 @@ def _clone_or_update(
     tag = branch.startswith(TAG_PREFIX)
     if dest.exists():
         if tag:
-            _fetch_tag(dest, branch, timeout, allow_file, remote_config, auth)
+            _fetch_tag(
+                dest,
+                branch,
+                timeout=timeout,
+                allow_file=allow_file,
+                remote_config=remote_config,
+                auth=auth,
+            )
             return
         git(
             dest,
@@ -319,7 +326,14 @@ def _clone_or_update(
             env=auth.env,
         )
         if tag:
-            _fetch_tag(dest, branch, timeout, allow_file, remote_config, auth)
+            _fetch_tag(
+                dest,
+                branch,
+                timeout=timeout,
+                allow_file=allow_file,
+                remote_config=remote_config,
+                auth=auth,
+            )
     except GitError:
         shutil.rmtree(dest, ignore_errors=True)  # a half-made clone is never reused
         raise
@@ -328,6 +342,7 @@ def _clone_or_update(
 def _fetch_tag(
     dest: Path,
     tag: str,
+    *,
     timeout: float,
     allow_file: bool,
     remote_config: Sequence[str],
