@@ -34,10 +34,14 @@ class Viewer:
 
 
 def repository_readable(alias: str, principal_param: str, admin_param: str) -> str:
-    """Boolean SQL: the repository row `alias` is readable by the bound principal."""
+    """Boolean SQL: the repository row `alias` is readable by the bound principal.
+
+    A row that indexes a named ref of a repository (`parent_id` set, retrieval migration
+    0016) is read under its repository's grants, and its `public` is kept equal to the
+    repository's, so a ref is readable exactly when its repository is."""
     return (
         f"({admin_param}::boolean OR {alias}.public OR EXISTS ("
-        f"SELECT 1 FROM grants g WHERE g.repository_id = {alias}.id "
+        f"SELECT 1 FROM grants g WHERE g.repository_id = coalesce({alias}.parent_id, {alias}.id) "
         f"AND g.principal_id = {principal_param}::text))"
     )
 

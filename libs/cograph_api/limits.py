@@ -20,6 +20,12 @@ NAME_MAX_CHARS: Final = 200
 # A git source (URL or server path) and a collection's server directory.
 SOURCE_MAX_CHARS: Final = 4096
 BRANCH_MAX_CHARS: Final = 255
+# A named ref (branch or tag) of a repository: a branch name's rules and length.
+REF_MAX_CHARS: Final = BRANCH_MAX_CHARS
+# Indexed refs per repository besides its default branch: each is a whole index.
+REFS_PER_REPOSITORY_MAX: Final = 20
+# The source's branches and tags a ref listing returns (the rest: remote_truncated).
+REMOTE_REFS_MAX: Final = 1000
 # Principals granted read access in one indexing request.
 GRANTS_MAX: Final = 1000
 # Opaque ids in paths: notes, jobs, keys.

@@ -28,6 +28,10 @@ Repo = Annotated[
     models.Slug,
     Field(description="Repository slug host/owner/name, e.g. github.com/acme/billing."),
 ]
+Ref = Annotated[
+    models.RefName,
+    Field(description="A branch or tag name, e.g. release/2.0 or v1.2."),
+]
 Collection = Annotated[models.Name, Field(description="A markdown collection's name.")]
 PostId = Annotated[
     str,
@@ -81,6 +85,11 @@ class SearchArgs(BaseModel):
     )
     repo: Repo | None = Field(
         None, description="Only this repository (host/owner/name). Required for include_graph."
+    )
+    ref: Ref | None = Field(
+        None,
+        description="Search this indexed branch or tag of repo (see cograph_list_refs) "
+        "instead of its default branch; needs repo.",
     )
     collection: Collection | None = Field(
         None, description="Search this markdown collection instead of code."
@@ -204,6 +213,9 @@ class ReadArgs(BaseModel):
         description="The file's path as indexed (as search results give it)."
     )
     repo: Repo | None = Field(None, description="The repository; or give collection.")
+    ref: Ref | None = Field(
+        None, description="Read this indexed branch or tag of repo instead of its default."
+    )
     collection: Collection | None = Field(None, description="The collection; or give repo.")
     start_line: models.StrictInt | None = Field(None, ge=1, description="First line.")
     end_line: models.StrictInt | None = Field(
@@ -217,6 +229,7 @@ class ReadArgs(BaseModel):
 class FilesArgs(BaseModel):
     model_config = _STRICT
     repo: Repo
+    ref: Ref | None = Field(None, description="An indexed branch or tag of repo.")
     prefix: Annotated[str, Field(max_length=L.PATH_MAX_CHARS)] = Field(
         "", description="Only paths starting with this (e.g. src/ or src/app)."
     )
@@ -236,6 +249,7 @@ class GrepArgs(BaseModel):
         description="Repository slug host/owner/name; omit to search every repository you "
         "may read (each match then names its repo).",
     )
+    ref: Ref | None = Field(None, description="An indexed branch or tag of repo; needs repo.")
     pattern: Annotated[str, Field(min_length=1, max_length=L.GREP_PATTERN_MAX_CHARS)] = Field(
         description="Text to find; a POSIX regular expression (PostgreSQL dialect) when regex "
         "is true. No (?i): use case_insensitive."
@@ -264,6 +278,7 @@ class GrepArgs(BaseModel):
 class ReferencesArgs(BaseModel):
     model_config = _STRICT
     repo: Repo
+    ref: Ref | None = Field(None, description="An indexed branch or tag of repo.")
     symbol: models.Symbol = Field(
         description="A qualified name (pkg.mod.Class.method), a dotted suffix (Class.method) "
         "or a bare name."
@@ -292,6 +307,11 @@ class IndexArgs(BaseModel):
         None,
         description="The branch to index; default: the stored one, or the source's default branch.",
     )
+    ref: Ref | None = Field(
+        None,
+        description="Index this branch or tag of repo as its own snapshot, beside its default "
+        "branch (searched with ref; needs a write grant). Not with source or branch.",
+    )
 
 
 class JobArgs(BaseModel):
@@ -305,6 +325,15 @@ class OutlineArgs(BaseModel):
     model_config = _STRICT
     repo: Repo
     path: IndexedPath
+    ref: Ref | None = Field(None, description="An indexed branch or tag of repo.")
+
+
+class ListRefsArgs(BaseModel):
+    model_config = _STRICT
+    repo: Repo
+    remote: models.StrictBool = Field(
+        False, description="Also list the branches and tags the source has now."
+    )
 
 
 class RemoveArgs(BaseModel):
@@ -328,6 +357,7 @@ ARGS: dict[str, type[BaseModel]] = {
     "cograph_index": IndexArgs,
     "cograph_job": JobArgs,
     "cograph_outline": OutlineArgs,
+    "cograph_list_refs": ListRefsArgs,
     "cograph_remove": RemoveArgs,
     "commons_search": CommonsSearchArgs,
     "commons_get": CommonsGetArgs,

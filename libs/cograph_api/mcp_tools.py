@@ -35,6 +35,7 @@ from cograph_api.mcp_args import (
     GrepArgs,
     IndexArgs,
     JobArgs,
+    ListRefsArgs,
     OutlineArgs,
     ReadArgs,
     ReferencesArgs,
@@ -60,7 +61,9 @@ INSTRUCTIONS = (
     "cograph_references for every place that uses a symbol, cograph_graph for callers and "
     "callees, cograph_status to see what is indexed and whether it is stale, cograph_index "
     "to re-index a stale repository you may write to (and cograph_job to follow it), "
-    "cograph_outline for a file's symbols before reading it. Before a hard task, commons_search "
+    "cograph_outline for a file's symbols before reading it, cograph_list_refs for the "
+    "branches and tags indexed besides a repository's default one (pass ref to search or "
+    "read one). Before a hard task, commons_search "
     "for notes other agents left; after solving something non-obvious, commons_post a note. "
     "A result with error semantic_search_unavailable means: skip it and carry on with "
     "cograph_grep, cograph_references and cograph_read."
@@ -292,6 +295,17 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["repo", "path", "symbols"],
     ),
+    "cograph_list_refs": _out(
+        {
+            "slug": _STR,
+            "default_branch": _STR,
+            "refs": {"type": "array", "items": {"type": "object"}},
+            "remote_refs": {"type": "array", "items": {"type": "object"}},
+            "remote_detail": _STR,
+            "remote_truncated": _BOOL,
+        },
+        ["slug"],
+    ),
     "cograph_remove": _out({"removed": _STR, "kind": _STR}),
     "commons_search": _out(
         {"query": _STR, "results": {"type": "array", "items": {"type": "object"}}}
@@ -382,7 +396,8 @@ DESCRIPTIONS: dict[str, str] = {
         "stale), or, with source (a git URL), add it as repo where the key may create "
         "repositories. Re-indexing needs a write grant; returns the job (follow it with "
         "cograph_job). Repositories indexed from a server path can only be re-indexed by "
-        "an admin."
+        "an admin. With ref (a branch or tag the source has), index that ref of repo beside "
+        "its default branch; search it by passing ref to cograph_search."
     ),
     "cograph_job": (
         "An indexing job's state (queued, running, succeeded, failed), its error and its "
@@ -394,6 +409,12 @@ DESCRIPTIONS: dict[str, str] = {
         "the like with kind, signature and start_line-end_line, nested (a class's methods "
         f"under it), in line order; at most {L.OUTLINE_MAX_SYMBOLS} (truncated past that). "
         "Read a symbol's lines with cograph_read."
+    ),
+    "cograph_list_refs": (
+        "A repository's indexed refs: the branches and tags indexed besides its default "
+        "branch, each with its commit, its latest job's state and when the sync last checked "
+        "it; search or read one by passing its name as ref. With remote, also the branches "
+        "and tags the source has now (index one with cograph_index repo+ref)."
     ),
     "cograph_remove": (
         "Remove a repository (repo) or a collection (collection) and everything indexed "
@@ -428,6 +449,7 @@ READ_ONLY = {
     "cograph_references",
     "cograph_job",
     "cograph_outline",
+    "cograph_list_refs",
     "commons_search",
     "commons_get",
 }
@@ -536,6 +558,15 @@ async def _references(api: CographApi, raw: dict[str, Any]) -> Json:
 
 async def _index(api: CographApi, raw: dict[str, Any]) -> Json:
     args = IndexArgs.model_validate(raw)
+    if args.ref is not None:
+        if args.source is not None or args.branch is not None:
+            raise ApiError(
+                400,
+                "invalid_argument",
+                "ref indexes a branch or tag of repo as it is "
+                "stored: give neither source nor branch with it",
+            )
+        return await api.index_ref(args.repo, models.IndexRefRequest(ref=args.ref))
     if args.source is not None:
         # A new repository, or a new source for one the key may write: the service
         # decides (create policy, write grant, source host policy), as for REST.
@@ -559,7 +590,12 @@ async def _job(api: CographApi, raw: dict[str, Any]) -> Json:
 
 async def _outline(api: CographApi, raw: dict[str, Any]) -> Json:
     args = OutlineArgs.model_validate(raw)
-    return await api.outline(args.repo, models.clean_text(args.path, "path"))
+    return await api.outline(args.repo, models.clean_text(args.path, "path"), args.ref or "")
+
+
+async def _list_refs(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = ListRefsArgs.model_validate(raw)
+    return await api.list_refs(args.repo, args.remote)
 
 
 async def _remove(api: CographApi, raw: dict[str, Any]) -> Json:
@@ -596,6 +632,7 @@ HANDLERS: dict[str, Handler] = {
     "cograph_index": _index,
     "cograph_job": _job,
     "cograph_outline": _outline,
+    "cograph_list_refs": _list_refs,
     "cograph_remove": _remove,
     "commons_comment": _commons_comment,
 }

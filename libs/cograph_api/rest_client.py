@@ -132,16 +132,31 @@ class RestClient:
         result: Json = await self._request("GET", "/api/collections")
         return result
 
+    async def list_refs(self, slug: str, remote: bool = False) -> Json:
+        params = {"remote": "true"} if remote else None
+        result: Json = await self._request(
+            "GET", f"/api/repositories/{quote(slug)}/refs", params=params
+        )
+        return result
+
+    async def index_ref(self, slug: str, request: models.IndexRefRequest) -> Json:
+        result: Json = await self._request(
+            "POST", f"/api/repositories/{quote(slug)}/refs", json=request.model_dump(mode="json")
+        )
+        return result
+
+    async def delete_ref(self, slug: str, ref: str) -> None:
+        await self._request("DELETE", f"/api/repositories/{quote(slug)}/refs", params={"ref": ref})
+
     async def delete_repository(self, slug: str) -> None:
         await self._request("DELETE", f"/api/repositories/{quote(slug)}")
 
     async def delete_collection(self, name: str) -> None:
         await self._request("DELETE", f"/api/collections/{quote(name, safe='')}")
 
-    async def outline(self, repo: str, path: str) -> Json:
-        result: Json = await self._request(
-            "GET", "/api/outline", params={"repo": repo, "path": path}
-        )
+    async def outline(self, repo: str, path: str, ref: str = "") -> Json:
+        params = {"repo": repo, "path": path, **({"ref": ref} if ref else {})}
+        result: Json = await self._request("GET", "/api/outline", params=params)
         return result
 
     async def search_posts(self, query: str) -> Json:

@@ -56,6 +56,8 @@ RouteQuery = Annotated[str, _len(L.ROUTE_QUERY_MAX_CHARS), _CLEAN]
 CommonsQuery = Annotated[str, _len(L.COMMONS_QUERY_MAX_CHARS), _CLEAN]
 Name = Annotated[str, _len(L.NAME_MAX_CHARS), _CLEAN]
 Slug = Annotated[str, _len(L.SLUG_MAX_CHARS), _CLEAN]
+# A branch or tag name; the service checks it against git's rules (no leading '-', no '..').
+RefName = Annotated[str, _len(L.REF_MAX_CHARS), _CLEAN]
 Symbol = Annotated[str, _len(L.SYMBOL_MAX_CHARS), _CLEAN]
 PostTitle = Annotated[str, _len(L.POST_TITLE_MAX_CHARS), _CLEAN]
 PostBody = Annotated[str, _len(L.POST_BODY_MAX_CHARS), _CLEAN]
@@ -81,6 +83,11 @@ class SearchRequest(Body):
         description="What to look for: a symbol, a signature fragment or a question."
     )
     repo: Slug | None = Field(None, description="Scope to one repository (host/owner/name).")
+    ref: RefName | None = Field(
+        None,
+        description="Search this indexed ref (branch or tag) of repo instead of its default "
+        "branch; needs repo. Without it, only default branches are searched.",
+    )
     collection: Name | None = Field(None, description="Search one markdown collection instead.")
     layers: list[Layer] | None = Field(
         None,
@@ -150,6 +157,9 @@ class ReadRequest(Body):
     """Lines of one indexed file (or collection document) at the indexed commit."""
 
     repo: Slug | None = Field(None, description="The repository (host/owner/name).")
+    ref: RefName | None = Field(
+        None, description="Read this indexed ref (branch or tag) of repo instead of its default."
+    )
     collection: Name | None = Field(None, description="Or the collection.")
     path: FilePath = Field(description="The path as indexed, relative, '/'-separated.")
     start_line: StrictInt | None = Field(None, ge=1, description="First line, 1-based.")
@@ -173,6 +183,9 @@ class GrepRequest(Body):
 
     repo: Slug | None = Field(
         None, description="The repository; every readable one when omitted (each match names it)."
+    )
+    ref: RefName | None = Field(
+        None, description="Grep this indexed ref (branch or tag) of repo; needs repo."
     )
     pattern: Annotated[str, _len(L.GREP_PATTERN_MAX_CHARS), _CLEAN] = Field(
         description="The text to find, or a POSIX regular expression (PostgreSQL's dialect) "
@@ -206,6 +219,7 @@ class ReferencesRequest(Body):
     """A symbol's definitions and the places that refer to them, paged."""
 
     repo: Slug
+    ref: RefName | None = Field(None, description="An indexed ref (branch or tag) of repo.")
     symbol: Symbol
     cursor: Cursor | None = Field(None, description="next_cursor of the previous page.")
     limit: StrictInt | None = Field(
@@ -220,6 +234,7 @@ class FilesRequest(Body):
     """A repository's indexed files under a prefix, by path, paged."""
 
     repo: Slug
+    ref: RefName | None = None
     prefix: Annotated[str, _len(L.PATH_MAX_CHARS, 0), _CLEAN] = ""
     cursor: Cursor | None = None
     limit: StrictInt | None = Field(None, ge=L.FILES_LIMIT_MIN, le=L.FILES_LIMIT_MAX)
@@ -241,6 +256,14 @@ class IndexRepositoryRequest(Body):
     branch: Annotated[str, _len(L.BRANCH_MAX_CHARS, 0), _CLEAN] | None = None
     public: StrictBool = False
     grant_principal_ids: list[Name] = Field(default_factory=list, max_length=L.GRANTS_MAX)
+
+
+class IndexRefRequest(Body):
+    """Index a branch or tag of an indexed repository, as its own searchable snapshot."""
+
+    ref: RefName = Field(
+        description="A branch or tag name the repository's source has (not refs/..., not a commit)."
+    )
 
 
 class DocumentIn(Body):

@@ -4,7 +4,8 @@
 default) keeps what an agent acts on: per result its location (`path:start-end`),
 qualified name, kind, snippet (and whether it was cut), one score (4 significant digits)
 and its confidence; on the answer its confidence and, only when true, `no_good_answer`;
-the repository (or collection) and the short commit once on the answer when every
+the repository (with its indexed ref, when not the default branch; or the collection) and
+the short commit once on the answer when every
 result comes from the same one, on each result otherwise. Ids, stores, layers, provenance,
 per-stream scores, languages and timings are left to `verbose`. An answer to `explain`
 keeps, in either form, the explanation (the query's class, what each ranking stage did) and
@@ -33,20 +34,27 @@ def dumps(body: Any) -> str:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def _source(row: Json) -> tuple[str, str, str]:
-    return (row.get("repo") or "", row.get("collection") or "", str(row.get("commit") or ""))
+def _source(row: Json) -> tuple[str, str, str, str]:
+    return (
+        row.get("repo") or "",
+        row.get("ref") or "",
+        row.get("collection") or "",
+        str(row.get("commit") or ""),
+    )
 
 
-def single_source(rows: list[Json]) -> tuple[str, str, str] | None:
-    """The (repo, collection, commit) every row shares, or None when they differ."""
+def single_source(rows: list[Json]) -> tuple[str, str, str, str] | None:
+    """The (repo, ref, collection, commit) every row shares, or None when they differ."""
     sources = {_source(row) for row in rows}
     return next(iter(sources)) if len(sources) == 1 else None
 
 
-def _source_fields(repo: str, collection: str, commit: str) -> Json:
+def _source_fields(repo: str, ref: str, collection: str, commit: str) -> Json:
     out: Json = {}
     if repo:
         out["repo"] = repo
+    if ref:
+        out["ref"] = ref
     if collection:
         out["collection"] = collection
     if commit:

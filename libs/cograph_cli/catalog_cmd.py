@@ -1,4 +1,4 @@
-"""`cograph repos list|show|delete` and `cograph collections list|show|delete`: what is
+"""`cograph repos list|show|delete|refs` and `cograph collections list|show|delete`: what is
 indexed, as the operator sees it.
 
 Like `cograph index`, these talk to retrieval directly (cograph_cli.identity: RETRIEVAL_ADDR,
@@ -39,6 +39,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     delete = repo_actions.add_parser("delete", help="remove a repository and its index")
     delete.add_argument("slug")
     delete.set_defaults(handler=_handler(_delete_repository))
+    refs = repo_actions.add_parser(
+        "refs", help="a repository's indexed branches and tags; add or remove one"
+    )
+    refs.add_argument("slug")
+    change = refs.add_mutually_exclusive_group()
+    change.add_argument("--add", metavar="REF", help="index this branch or tag of the source")
+    change.add_argument("--remove", metavar="REF", help="remove this indexed ref and its index")
+    refs.add_argument(
+        "--remote", action="store_true", help="also list the source's branches and tags"
+    )
+    refs.set_defaults(handler=_handler(_refs))
 
     collections = subparsers.add_parser("collections", help="list, show or delete collections")
     actions = collections.add_subparsers(dest="action", required=True)
@@ -69,6 +80,22 @@ async def _delete_repository(stub: Any, args: argparse.Namespace) -> Json:
     request = pb.DeleteRepositoryRequest(slug=args.slug)
     await stub.DeleteRepository(request, **_call_options())
     return {"deleted": args.slug}
+
+
+async def _refs(stub: Any, args: argparse.Namespace) -> Json:
+    if args.add:
+        reply = await stub.IndexRef(
+            pb.IndexRefRequest(slug=args.slug, ref=args.add), **_call_options()
+        )
+        return {"job": to_json(reply.job)}
+    if args.remove:
+        request = pb.DeleteRefRequest(slug=args.slug, ref=args.remove)
+        await stub.DeleteRef(request, **_call_options())
+        return {"deleted": f"{args.slug} {args.remove}"}
+    listed = await stub.ListRefs(
+        pb.ListRefsRequest(slug=args.slug, remote=args.remote), **_call_options()
+    )
+    return dict(to_json(listed))
 
 
 async def _list_collections(stub: Any, _args: argparse.Namespace) -> Json:
@@ -133,6 +160,11 @@ def _render(body: Json) -> str:
         if not rows:
             return "(no repositories)"
         return "\n".join(_repository_line(r) for r in rows)
+    if "default_branch" in body or "refs" in body:
+        return _refs_text(body)
+    if "job" in body:
+        job = body["job"]
+        return f"queued {job.get('target', '')}: job {job.get('id', '')} ({job.get('state', '')})"
     if "collections" in body:
         rows = body["collections"]
         if not rows:
@@ -149,6 +181,27 @@ def _repository_line(repo: Json) -> str:
         f"{repo['slug']}  {repo.get('branch') or '-'}@{commit}  {repo.get('file_count', 0)} "
         f"files  {freshness}{detail}"
     )
+
+
+def _refs_text(body: Json) -> str:
+    lines = [f"{body.get('slug', '')}  default branch {body.get('default_branch') or '-'}"]
+    for ref in body.get("refs") or []:
+        commit = str(ref.get("commit") or "")[:12] or "-"
+        lines.append(
+            f"  {ref['name']}  {ref.get('kind', '')}@{commit}  {ref.get('file_count', 0)} files  "
+            f"{ref.get('state') or '-'}"
+        )
+    if not body.get("refs"):
+        lines.append("  (no other refs indexed)")
+    remote = body.get("remote_refs") or []
+    if remote or body.get("remote_detail"):
+        lines.append("source:")
+        lines.extend(
+            f"  {r['name']}  {r.get('kind', '')}@{str(r.get('commit'))[:12]}" for r in remote
+        )
+        if body.get("remote_detail"):
+            lines.append(f"  ({body['remote_detail']})")
+    return "\n".join(lines)
 
 
 def _collection_line(collection: Json) -> str:

@@ -58,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     search.add_argument("query", help="a symbol, a signature fragment or a question")
     search.add_argument("--repo", default="", help="scope to one repository (host/owner/name)")
+    search.add_argument(
+        "--ref",
+        default="",
+        help="search this indexed branch or tag of --repo instead of its default",
+    )
     search.add_argument("--collection", default="", help="search one markdown collection")
     search.add_argument(
         "--layer",
@@ -121,6 +126,7 @@ def build_request(args: argparse.Namespace) -> pb.SearchRequest:
     request = pb.SearchRequest(
         query=args.query,
         repo=args.repo,
+        ref=args.ref,
         collection=args.collection,
         layers=[pb.Layer.Value(f"LAYER_{name.upper()}") for name in args.layer],
         include_graph=args.graph,

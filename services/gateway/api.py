@@ -180,6 +180,28 @@ class GatewayApi:
         )
         return dict(to_json(reply.repository))
 
+    @limited(Work.READ)
+    async def list_refs(self, slug: str, remote: bool = False) -> Json:
+        reply = await self._call(
+            self._backends.retrieval().ListRefs,
+            retrieval_pb2.ListRefsRequest(slug=slug, remote=remote),
+        )
+        return dict(to_json(reply))
+
+    @limited(Work.INDEX)
+    async def index_ref(self, slug: str, request: models.IndexRefRequest) -> Json:
+        reply = await self._call(
+            self._backends.retrieval().IndexRef,
+            retrieval_pb2.IndexRefRequest(slug=slug, ref=request.ref),
+        )
+        return {"job": to_json(reply.job)}
+
+    @limited(Work.INDEX)
+    async def delete_ref(self, slug: str, ref: str) -> None:
+        await self._call(
+            self._backends.retrieval().DeleteRef, retrieval_pb2.DeleteRefRequest(slug=slug, ref=ref)
+        )
+
     @limited(Work.INDEX)
     async def delete_repository(self, slug: str) -> None:
         await self._call(
@@ -210,9 +232,10 @@ class GatewayApi:
         return {"queued": list(reply.queued), "up_to_date": list(reply.up_to_date)}
 
     @limited(Work.READ)
-    async def outline(self, repo: str, path: str) -> Json:
+    async def outline(self, repo: str, path: str, ref: str = "") -> Json:
         reply = await self._call(
-            self._backends.retrieval().Outline, retrieval_pb2.OutlineRequest(repo=repo, path=path)
+            self._backends.retrieval().Outline,
+            retrieval_pb2.OutlineRequest(repo=repo, path=path, ref=ref),
         )
         return dict(to_json(reply))
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Path, Query, Response
 
 from cograph_api import limits
 from cograph_api import rest_models as models
+from cograph_api.rest_errors import ApiError
 from gateway.api import GatewayApi
 from gateway.responses import errors
 
@@ -20,6 +21,14 @@ SlugParam = Annotated[
     ),
 ]
 JobId = Annotated[str, Path(min_length=1, max_length=limits.ID_MAX_CHARS)]
+RefQuery = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=limits.REF_MAX_CHARS,
+        description="An indexed ref (branch or tag) of the repository.",
+    ),
+]
 CollectionParam = Annotated[
     str, Path(min_length=1, max_length=limits.NAME_MAX_CHARS, description="The collection's name.")
 ]
@@ -51,6 +60,7 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
     async def list_files(
         repo: Annotated[str, Query(min_length=1, max_length=limits.SLUG_MAX_CHARS)],
         prefix: Annotated[str, Query(max_length=limits.PATH_MAX_CHARS)] = "",
+        ref: RefQuery | None = None,
         cursor: Annotated[str, Query(max_length=limits.CURSOR_MAX_CHARS)] = "",
         limit: Annotated[
             int | None, Query(ge=limits.FILES_LIMIT_MIN, le=limits.FILES_LIMIT_MAX)
@@ -60,6 +70,7 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         1000 a page by default (`limit`, at most 5000); `next_cursor` fetches the next."""
         request = models.FilesRequest(
             repo=models.clean_text(repo, "repo"),
+            ref=models.clean_text(ref, "ref") if ref is not None else None,
             prefix=models.clean_text(prefix, "prefix"),
             cursor=models.clean_text(cursor, "cursor") or None,
             limit=limit,
@@ -70,12 +81,17 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
     async def outline(
         repo: Annotated[str, Query(min_length=1, max_length=limits.SLUG_MAX_CHARS)],
         path: Annotated[str, Query(min_length=1, max_length=limits.PATH_MAX_CHARS)],
+        ref: RefQuery | None = None,
     ) -> dict[str, Any]:
         """A file's symbols as indexed (kind, signature, lines), nested by containment, in
         line order: what the file holds before reading it. At most 2,000 symbols
         (`truncated` past that); 404 for a file outside the index or a repository the key
         cannot read."""
-        return await api.outline(models.clean_text(repo, "repo"), models.clean_text(path, "path"))
+        return await api.outline(
+            models.clean_text(repo, "repo"),
+            models.clean_text(path, "path"),
+            models.clean_text(ref, "ref") if ref is not None else "",
+        )
 
     @router.post("/grep", tags=["read"], responses=errors(404, 504))
     async def grep(body: models.GrepRequest) -> dict[str, Any]:
@@ -109,6 +125,60 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
     async def list_repositories() -> dict[str, Any]:
         """The repositories the caller may read."""
         return await api.list_repositories()
+
+    # The refs routes come before /repositories/{slug:path}, which would take `.../refs`
+    # as part of a slug.
+    @router.get("/repositories/{slug:path}/refs", tags=["repositories"], responses=errors(404))
+    async def list_refs(
+        slug: SlugParam,
+        remote: Annotated[
+            bool, Query(description="Also list the branches and tags the source has now.")
+        ] = False,
+    ) -> dict[str, Any]:
+        """The repository's indexed refs (branches and tags besides its default branch,
+        each searchable with `ref`) with their commit, job state and sync times; with
+        `remote`, the source's branches and tags too (git ls-remote, time-bounded). A
+        repository whose slug itself ends in `/refs` is described here when no repository
+        has refs under the shorter slug."""
+        slug = models.clean_text(slug, "slug")
+        try:
+            return await api.list_refs(slug, remote)
+        except ApiError as err:
+            if err.status not in (400, 404):
+                raise
+            try:
+                return await api.get_repository(f"{slug}/refs")
+            except ApiError:
+                raise err from None
+
+    @router.post(
+        "/repositories/{slug:path}/refs",
+        status_code=202,
+        tags=["repositories"],
+        responses=errors(403, 404, 409, 507),
+    )
+    async def index_ref(slug: SlugParam, body: models.IndexRefRequest) -> dict[str, Any]:
+        """Starts (or joins) a job indexing a branch or tag of the repository as its own
+        snapshot, searched with `ref`; needs a write grant. 400 for a name that is not a
+        branch or tag name or that the source does not have; at most 20 refs a repository."""
+        return await api.index_ref(models.clean_text(slug, "slug"), body)
+
+    @router.delete(
+        "/repositories/{slug:path}/refs",
+        status_code=204,
+        tags=["repositories"],
+        responses=errors(403, 404, 409),
+    )
+    async def delete_ref(slug: SlugParam, ref: RefQuery | None = None) -> Response:
+        """Removes the indexed ref `ref` of the repository and everything indexed from it
+        (write grant; 409 while it is being indexed). Without `ref`, this is the removal of
+        a repository whose slug ends in `/refs`."""
+        slug = models.clean_text(slug, "slug")
+        if ref is None:
+            await api.delete_repository(f"{slug}/refs")
+        else:
+            await api.delete_ref(slug, models.clean_text(ref, "ref"))
+        return Response(status_code=204)
 
     @router.get("/repositories/{slug:path}", tags=["repositories"], responses=errors(404))
     async def get_repository(slug: SlugParam) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncpg
 
 from cograph_api.access_rules import Access, Viewer, collection_readable, repository_readable
+from retrieval.indexing.refs import split_ref_slug
 
 _ACCESS_SQL = {
     "repository": """
@@ -25,7 +26,11 @@ _ACCESS_SQL = {
 
 
 async def access_of(conn: asyncpg.Connection, kind: str, name: str, viewer: Viewer) -> Access:
-    """What `viewer` may do with the repository (slug) or collection (name) `name`."""
+    """What `viewer` may do with the repository (slug) or collection (name) `name`. An
+    indexed ref's slug (`<slug>@<ref>`, indexing/refs.py) answers for its repository:
+    a ref is read and written under its repository's access, even before its first run."""
+    if kind == "repository":
+        name = split_ref_slug(name)[0]
     row = await conn.fetchrow(_ACCESS_SQL[kind], name, viewer.principal_id)
     if row is None:
         return Access.of(viewer, exists=False, public=False, role=None)
@@ -63,7 +68,8 @@ async def list_repositories(conn: asyncpg.Connection, viewer: Viewer) -> list[as
     return list(
         await conn.fetch(
             f"SELECT {_REPOSITORY_COLUMNS} FROM repositories r "
-            f"WHERE {repository_readable('r', '$1', '$2')} ORDER BY r.slug",
+            f"WHERE r.parent_id IS NULL AND {repository_readable('r', '$1', '$2')} "
+            "ORDER BY r.slug",
             viewer.principal_id,
             viewer.admin,
         )
@@ -75,7 +81,7 @@ async def get_repository(
 ) -> asyncpg.Record | None:
     row: asyncpg.Record | None = await conn.fetchrow(
         f"SELECT {_REPOSITORY_COLUMNS} FROM repositories r "
-        f"WHERE r.slug = $3 AND {repository_readable('r', '$1', '$2')}",
+        f"WHERE r.slug = $3 AND r.parent_id IS NULL AND {repository_readable('r', '$1', '$2')}",
         viewer.principal_id,
         viewer.admin,
         slug,
@@ -84,10 +90,46 @@ async def get_repository(
 
 
 async def delete_repository(conn: asyncpg.Connection, repository_id: int) -> None:
-    # Edges first: cascading them row by row from code_nodes is the slow path.
+    """The repository (or one indexed ref's row) and everything indexed from it; a
+    repository's refs go with it (ON DELETE CASCADE on parent_id)."""
+    # Edges first, the refs' too: cascading them row by row from code_nodes is the slow path.
     async with conn.transaction():
-        await conn.execute("DELETE FROM code_edges WHERE repository_id = $1", repository_id)
+        await conn.execute(
+            "DELETE FROM code_edges WHERE repository_id IN "
+            "(SELECT id FROM repositories WHERE id = $1 OR parent_id = $1)",
+            repository_id,
+        )
         await conn.execute("DELETE FROM repositories WHERE id = $1", repository_id)
+
+
+async def ref_slugs(conn: asyncpg.Connection, repository_id: int) -> list[str]:
+    """The slugs of a repository's indexed refs' rows, by ref name."""
+    rows = await conn.fetch(
+        "SELECT slug FROM repositories WHERE parent_id = $1 ORDER BY ref", repository_id
+    )
+    return [row["slug"] for row in rows]
+
+
+async def indexed_refs(conn: asyncpg.Connection, repository_id: int) -> list[asyncpg.Record]:
+    """A repository's indexed refs with their latest index job (its id and state), by
+    name. The caller has checked that the viewer may read the repository."""
+    return list(
+        await conn.fetch(
+            """
+            SELECT r.ref, r.slug, r.branch, r.commit_sha, r.indexed_at, r.file_count,
+                   r.last_checked_at, r.last_synced_at, j.id AS job_id, j.state AS job_state
+            FROM repositories r
+            LEFT JOIN LATERAL (
+                SELECT id, state FROM index_jobs
+                WHERE kind = 'repository' AND target = r.slug
+                ORDER BY created_at DESC LIMIT 1
+            ) j ON true
+            WHERE r.parent_id = $1
+            ORDER BY r.ref
+            """,
+            repository_id,
+        )
+    )
 
 
 async def collection_id_by_name(conn: asyncpg.Connection, name: str) -> int | None:

@@ -116,4 +116,11 @@ async def set_visibility(conn: asyncpg.Connection, target: Target, public: bool)
         target_id,
         public,
     )
+    if target.kind == "repository":
+        # A repository's indexed refs are exactly as visible as it is (access_rules).
+        await conn.execute(
+            "UPDATE repositories SET public = $2 WHERE parent_id = $1 AND public <> $2",
+            target_id,
+            public,
+        )
     return changed is not None

@@ -18,7 +18,14 @@ from cograph_api import limits
 from cograph_api.access_rules import Viewer
 from cograph_api.push_hooks import SYNC_KEYS_MAX, WEBHOOK_PRINCIPAL, is_repository_key
 from retrieval import catalog, grants, permissions
-from retrieval.indexing.freshness import Freshness, HeadCheck, HeadProbe, IndexedSource
+from retrieval.indexing import index_store
+from retrieval.indexing.freshness import (
+    Freshness,
+    HeadCheck,
+    HeadLookupError,
+    HeadProbe,
+    IndexedSource,
+)
 from retrieval.indexing.indexer import (
     CollectionRequest,
     Indexer,
@@ -31,6 +38,17 @@ from retrieval.indexing.indexer import (
 from retrieval.indexing.jobs import Job, JobManager
 from retrieval.indexing.push_sync import PushSync
 from retrieval.indexing.redaction import scrub, strip_secrets, view
+from retrieval.indexing.refs import (
+    RemoteRef,
+    check_ref,
+    kind_of,
+    parse_ls_remote,
+    ref_slug,
+    resolve,
+    scoped_slug,
+    split_ref_slug,
+    stored_branch,
+)
 from retrieval.indexing.source_policy import (
     MAX_BRANCH_CHARS,
     MAX_SLUG_CHARS,
@@ -335,6 +353,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         create: permissions.CreatePolicy = (
             "any" if self._settings.create_sources == "any" else "admin"
         )
+        if kind == "repository" and split_ref_slug(name)[1]:
+            # A ref is written under its repository's write access, and never creates one.
+            create = "admin"
         creating = permissions.authorize_index(found, viewer, kind, name, create)
         active = await self._jobs.active_job(kind, name)
         if creating and active is not None and viewer.principal_id not in active.requested_by:
@@ -435,8 +456,11 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             repository_id = await catalog.repository_id_by_slug(conn, slug)
             if repository_id is None:
                 raise NotFound(f"no repository {request.slug}")
-            if await self._jobs.active_job("repository", slug) is not None:
-                raise FailedPrecondition(f"{slug} is being indexed; delete it when the job ends")
+            for target in [slug, *await catalog.ref_slugs(conn, repository_id)]:
+                if await self._jobs.active_job("repository", target) is not None:
+                    raise FailedPrecondition(
+                        f"{target} is being indexed; delete it when the job ends"
+                    )
         # Once accepted, the deletion finishes even if the caller stops waiting (a cancelled
         # request would otherwise roll it back halfway through a large repository).
         await asyncio.shield(self._delete_repository(repository_id, slug))
@@ -446,6 +470,121 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         async with self._maintenance_pool.acquire() as conn:
             await catalog.delete_repository(conn, repository_id)
         await self._indexer.forget_repository(slug)
+
+    # ---- named refs (indexing/refs.py) ----
+
+    async def _readable_repository(self, raw_slug: str, viewer: Viewer) -> Mapping[str, Any]:
+        """The repository `raw_slug` names, if the viewer may read it; NotFound otherwise
+        (unknown and unreadable alike)."""
+        slug = check_slug(raw_slug)
+        async with self._pool.acquire() as conn:
+            row = await catalog.get_repository(conn, slug, viewer)
+        if row is None:
+            raise NotFound(f"no repository {slug}")
+        return row
+
+    async def ListRefs(
+        self, request: retrieval_pb2.ListRefsRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.ListRefsResponse:
+        viewer = Viewer.current()
+        row = await self._readable_repository(request.slug, viewer)
+        async with self._pool.acquire() as conn:
+            indexed = await catalog.indexed_refs(conn, row["id"])
+        reply = retrieval_pb2.ListRefsResponse(
+            slug=row["slug"],
+            default_branch=row["branch"],
+            refs=[
+                retrieval_pb2.IndexedRef(
+                    name=r["ref"],
+                    kind=kind_of(r["branch"]),
+                    commit=r["commit_sha"],
+                    indexed_at=_timestamp(r["indexed_at"]),
+                    state=r["job_state"] or "",
+                    last_checked_at=_timestamp(r["last_checked_at"]),
+                    last_synced_at=_timestamp(r["last_synced_at"]),
+                    file_count=r["file_count"],
+                    job_id=r["job_id"] or "",
+                )
+                for r in indexed
+            ],
+        )
+        if request.remote:
+            remote, detail = await self._remote_refs(row, viewer)
+            reply.remote_refs.extend(
+                retrieval_pb2.RemoteRef(name=r.name, kind=r.kind, commit=r.commit)
+                for r in remote[: limits.REMOTE_REFS_MAX]
+            )
+            reply.remote_truncated = len(remote) > limits.REMOTE_REFS_MAX
+            reply.remote_detail = scrub(detail, row["source"], admin=viewer.admin)
+        return reply
+
+    async def _remote_refs(
+        self, row: Mapping[str, Any], viewer: Viewer
+    ) -> tuple[list[RemoteRef], str]:
+        """The source's branches and tags, or none and why (a plain directory has none; a
+        source that cannot be reached says so), looked up under the viewer's authority
+        over hosts, as its own index run would be."""
+        if row["source_kind"] == "dir":
+            return [], "a plain directory has no branches or tags"
+        try:
+            out = await self._heads.list_refs(row["source"], admin=viewer.admin)
+        except HeadLookupError as err:
+            return [], f"cannot list the source's refs: {err}"
+        return parse_ls_remote(out), ""
+
+    async def IndexRef(
+        self, request: retrieval_pb2.IndexRefRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.IndexRefResponse:
+        viewer = Viewer.current()
+        self._require_space("indexing")
+        ref = check_ref(request.ref)  # syntax first, whoever asks: nothing reaches git yet
+        row = await self._readable_repository(request.slug, viewer)
+        slug, target = row["slug"], ref_slug(row["slug"], ref)
+        await self._authorize_index("repository", target, viewer)
+        remote, detail = await self._remote_refs(row, viewer)
+        if detail:
+            raise FailedPrecondition(scrub(detail, row["source"], admin=viewer.admin))
+        found = resolve(remote, ref)
+        if found is None:
+            raise InvalidArgument(f"ref {ref!r}: the source of {slug} has no such branch or tag")
+        branch = stored_branch(found.name, found.kind)
+        async with self._pool.acquire() as conn, conn.transaction():
+            # The repository's row is locked so that two additions cannot both pass the cap.
+            await conn.execute("SELECT 1 FROM repositories WHERE id = $1 FOR UPDATE", row["id"])
+            existing = await catalog.ref_slugs(conn, row["id"])
+            if target not in existing and len(existing) >= limits.REFS_PER_REPOSITORY_MAX:
+                raise FailedPrecondition(
+                    f"{slug} has {len(existing)} indexed refs, the most a repository may have "
+                    f"({limits.REFS_PER_REPOSITORY_MAX}); remove one first"
+                )
+            # Listed (and searchable as empty) from now on, so its job's state shows.
+            await index_store.upsert_ref(conn, slug, ref, row["source"], row["source_kind"])
+        job_request = RepositoryRequest(
+            source=strip_secrets(row["source"]),
+            slug=target,
+            branch=branch,
+            public_hosts_only=not viewer.admin and not parse_source(row["source"]).is_local,
+        )
+        job = await self._jobs.submit("repository", target, request_to_json(job_request), viewer)
+        return retrieval_pb2.IndexRefResponse(job=job_to_proto(job, viewer))
+
+    async def DeleteRef(
+        self, request: retrieval_pb2.DeleteRefRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.DeleteRefResponse:
+        viewer = Viewer.current()
+        ref = check_ref(request.ref)
+        row = await self._readable_repository(request.slug, viewer)
+        target = ref_slug(row["slug"], ref)
+        await self._authorize_index("repository", target, viewer)
+        async with self._pool.acquire() as conn:
+            ref_id = await catalog.repository_id_by_slug(conn, target)
+        if ref_id is None:
+            raise NotFound(f"{row['slug']} has no indexed ref {ref!r}")
+        if await self._jobs.active_job("repository", target) is not None:
+            raise FailedPrecondition(f"{target} is being indexed; remove it when the job ends")
+        # Finished even if the caller stops waiting, like a repository's delete.
+        await asyncio.shield(self._delete_repository(ref_id, target))
+        return retrieval_pb2.DeleteRefResponse(deleted=True)
 
     async def ListCollections(
         self, request: retrieval_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext
@@ -535,7 +674,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def References(
         self, request: retrieval_pb2.ReferencesRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.ReferencesResponse:
-        repo = _required_repo(request.repo)
+        repo = scoped_slug(_required_repo(request.repo), request.ref)
         symbol = request.symbol.strip()
         if not symbol or len(symbol) > limits.SYMBOL_MAX_CHARS or _CONTROL.search(symbol):
             raise InvalidArgument(
@@ -576,6 +715,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     ) -> retrieval_pb2.ReadFileResponse:
         repo = _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower()
         collection = _scope_name(request.collection, limits.NAME_MAX_CHARS, "collection")
+        if request.ref and collection:
+            raise InvalidArgument("ref is a repository's branch or tag: give repo, not collection")
+        repo = scoped_slug(repo, request.ref)
         async with self._pool.acquire() as conn:
             found = await read_file(
                 conn,
@@ -587,8 +729,10 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 end_line=request.end_line if request.HasField("end_line") else None,
             )
         lines = found.lines
+        found_repo, found_ref = split_ref_slug(found.repo)
         reply = retrieval_pb2.ReadFileResponse(
-            repo=found.repo,
+            repo=found_repo,
+            ref=found_ref,
             collection=found.collection,
             path=found.path,
             commit=found.commit,
@@ -608,10 +752,11 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         repo = _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower()
         if not repo:
             raise InvalidArgument("repo is required")
+        repo = scoped_slug(repo, request.ref)
         async with self._pool.acquire() as conn:
             found = await file_outline(conn, Viewer.current(), repo=repo, path=request.path)
         return retrieval_pb2.OutlineResponse(
-            repo=found.repo,
+            repo=split_ref_slug(found.repo)[0],
             path=found.path,
             commit=found.commit,
             language=found.language,
@@ -622,7 +767,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def ListFiles(
         self, request: retrieval_pb2.ListFilesRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.ListFilesResponse:
-        repo = _required_repo(request.repo)
+        repo = scoped_slug(_required_repo(request.repo), request.ref)
         async with self._pool.acquire() as conn:
             page = await list_files(
                 conn,
@@ -646,7 +791,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self, request: retrieval_pb2.GrepRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.GrepResponse:
         # No repository: every one the caller may read.
-        repo = _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower()
+        repo = scoped_slug(
+            _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower(), request.ref
+        )
         async with self._pool.acquire() as conn:
             found = await grep(
                 conn,
@@ -665,7 +812,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                     path=m.path,
                     line=m.line,
                     text=m.text,
-                    repo=m.repo,
+                    repo=split_ref_slug(m.repo)[0],
                     before=m.before,
                     after=m.after,
                 )
@@ -673,7 +820,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             ],
             truncated=found.truncated,
             commit=found.commit,
-            commits=found.commits,
+            commits={split_ref_slug(slug)[0]: sha for slug, sha in found.commits.items()},
         )
 
     async def GrantAccess(

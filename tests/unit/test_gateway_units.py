@@ -163,6 +163,7 @@ ARG_MODELS: dict[str, type[BaseModel]] = {
     "cograph_index": mcp_tools.IndexArgs,
     "cograph_job": mcp_tools.JobArgs,
     "cograph_outline": mcp_tools.OutlineArgs,
+    "cograph_list_refs": mcp_tools.ListRefsArgs,
     "cograph_remove": mcp_tools.RemoveArgs,
 }
 

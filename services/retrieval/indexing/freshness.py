@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from retrieval.indexing.credentials import GitAuth, GitCredentials
 from retrieval.indexing.git import GitError, GitTimeout, run_git_async
 from retrieval.indexing.redaction import strip_secrets
+from retrieval.indexing.refs import TAG_PREFIX
 from retrieval.indexing.source_policy import HostPolicy, check_branch, parse_source
 from svckit.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 
@@ -62,8 +63,11 @@ class HeadLookupError(RuntimeError):
 
 
 def _ref(branch: str) -> str:
-    # A detached checkout is indexed as branch "HEAD".
-    return "HEAD" if branch in ("", "HEAD") else f"refs/heads/{branch}"
+    # A detached checkout is indexed as branch "HEAD"; an indexed tag (indexing/refs.py) is
+    # stored by its full name.
+    if branch in ("", "HEAD"):
+        return "HEAD"
+    return branch if branch.startswith(TAG_PREFIX) else f"refs/heads/{branch}"
 
 
 async def ls_remote(
@@ -75,7 +79,8 @@ async def ls_remote(
     *,
     admin: bool = False,
 ) -> str:
-    """The commit `branch` points at in `source` (a path or URL).
+    """The commit `branch` points at in `source` (a path or URL); for a tag
+    (`refs/tags/<name>`), the commit it names (an annotated tag peeled).
 
     The stored source and branch are checked again before git sees them (a row written
     before validation existed must not reach the command line), a remote source against
@@ -86,8 +91,35 @@ async def ls_remote(
     release stored in the source is stripped before use.
     """
     try:
-        checked = parse_source(strip_secrets(source))
         ref = _ref(check_branch(branch) if branch != "HEAD" else branch)
+    except InvalidArgument as err:
+        raise HeadLookupError(err.message) from None
+    patterns = [ref, f"{ref}^{{}}"] if ref.startswith(TAG_PREFIX) else [ref]
+    out = await remote_refs(source, patterns, timeout_s, hosts, credentials, admin=admin)
+    found = dict(
+        (name, sha) for sha, _, name in (line.partition("\t") for line in out.splitlines())
+    )
+    head = found.get(f"{ref}^{{}}") or found.get(ref)
+    if head:
+        return head
+    raise HeadLookupError(f"the source has no {ref}")
+
+
+async def remote_refs(
+    source: str,
+    patterns: Sequence[str],
+    timeout_s: float,
+    hosts: HostPolicy | None = None,
+    credentials: GitCredentials | None = None,
+    *,
+    admin: bool = False,
+    options: Sequence[str] = (),
+) -> str:
+    """`git ls-remote [options] -- <source> [patterns]`'s output, checked and guarded as
+    ls_remote's lookup is (`options` and `patterns` are this service's, never a
+    caller's text unchecked: patterns are validated ref names)."""
+    try:
+        checked = parse_source(strip_secrets(source))
     except InvalidArgument as err:
         raise HeadLookupError(err.message) from None
     config: tuple[str, ...] = ()
@@ -104,7 +136,7 @@ async def ls_remote(
             raise HeadLookupError(f"not looked up: {err.message}") from None
     try:
         out = await run_git_async(
-            ["ls-remote", "--", checked.text, ref],
+            ["ls-remote", *options, "--", checked.text, *patterns],
             timeout_s=timeout_s,
             allow_file=checked.is_local,
             max_output=_MAX_LS_REMOTE_BYTES,
@@ -115,11 +147,7 @@ async def ls_remote(
         raise HeadLookupError(f"the source did not answer within {timeout_s:g}s") from None
     except GitError as err:
         raise HeadLookupError(str(err)) from None
-    for line in out.decode(errors="replace").splitlines():
-        sha, _, name = line.partition("\t")
-        if name == ref:
-            return sha
-    raise HeadLookupError(f"the source has no {ref}")
+    return out.decode(errors="replace")
 
 
 def compare(indexed: IndexedSource, head: str) -> HeadCheck:
@@ -169,6 +197,22 @@ class HeadProbe:
             cached = await self._lookup(key)
         _, value, ok = cached
         return compare(indexed, value) if ok else HeadCheck(Freshness.UNKNOWN, detail=value)
+
+    async def list_refs(self, source: str, *, admin: bool | None = None) -> str:
+        """The source's branches and tags as `git ls-remote --heads --tags` prints them,
+        within the lookup timeout and bounded parallelism (never remembered: a caller asks
+        for it to see what the source has now). `admin`: the authority the host policy
+        checks with; the probe's own when None. HeadLookupError says why it failed."""
+        async with self._gate:
+            return await remote_refs(
+                source,
+                (),
+                self._timeout_s,
+                self._hosts,
+                self._credentials,
+                admin=self._admin if admin is None else admin,
+                options=("--heads", "--tags"),
+            )
 
     async def check_all(self, sources: Sequence[IndexedSource]) -> list[HeadCheck]:
         return list(await asyncio.gather(*(self.check(s) for s in sources)))

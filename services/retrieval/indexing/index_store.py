@@ -14,7 +14,9 @@ from retrieval import term_statistics
 from retrieval.indexing import generations
 from retrieval.indexing.pipeline import Vectors, WorkUnit
 from retrieval.indexing.records import FilePayload, NodeRecord
+from retrieval.indexing.refs import ref_slug
 from retrieval.search.lexemes import lexical_text
+from svckit.errors import FailedPrecondition
 
 # Full-text inputs are capped: tsvector positions stop at 16383 anyway and a 1 MB limit
 # applies; the head of a body carries most of its vocabulary.
@@ -113,6 +115,33 @@ async def upsert_repository(
     )
     assert row is not None
     return row["id"], row["created"]
+
+
+async def upsert_ref(
+    conn: asyncpg.Connection, slug: str, ref: str, source: str, source_kind: str
+) -> int:
+    """The id of the row indexing `ref` of repository `slug` (indexing/refs.py), made on its
+    first run: a child of the repository's row, as public as it is, never granted to
+    anyone itself (access follows the repository). FailedPrecondition when the repository
+    is gone (deleted while the ref's job waited)."""
+    row = await conn.fetchrow(
+        """
+        INSERT INTO repositories (slug, source, source_kind, public, parent_id, ref)
+        SELECT $1, $2, $3, p.public, p.id, $4 FROM repositories p
+        WHERE p.slug = $5 AND p.parent_id IS NULL
+        ON CONFLICT (slug) DO UPDATE SET source = EXCLUDED.source,
+            source_kind = EXCLUDED.source_kind
+        RETURNING id
+        """,
+        ref_slug(slug, ref),
+        source,
+        source_kind,
+        ref,
+        slug,
+    )
+    if row is None:
+        raise FailedPrecondition(f"no repository {slug}: its ref {ref!r} cannot be indexed")
+    return int(row["id"])
 
 
 async def add_grants(

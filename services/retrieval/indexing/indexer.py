@@ -36,6 +36,7 @@ from retrieval.indexing.parsing import detect_language
 from retrieval.indexing.pipeline import EmbedPipeline, Emit, PipelineStats, TextEmbedder, WorkUnit
 from retrieval.indexing.prepare import FilePreparer, prepare_document, text_language
 from retrieval.indexing.redaction import strip_secrets
+from retrieval.indexing.refs import split_ref_slug
 from retrieval.indexing.router_corpus import README_CHARS, collection_corpus, repository_corpus
 from retrieval.indexing.snapshots import Snapshot, Unreadable, open_snapshot, read_listed
 from retrieval.indexing.source_policy import (
@@ -329,12 +330,18 @@ class Indexer:
         progress.files_seen = len(listing.files)
         progress.files_by_language.update(file_language(f.path) for f in listing.files)
 
+        parent, ref = split_ref_slug(request.slug)
         async with self._pool.acquire() as conn, conn.transaction():
-            repository_id, created = await store.upsert_repository(
-                conn, request.slug, source, checkout.kind, request.public
-            )
-            if request.creator and not created:  # taken meanwhile: not the creator's
-                raise not_writable("repository", request.slug)
+            if ref:
+                # An indexed ref: a child row of the repository (indexing/refs.py), which
+                # has its access; the request carries no grants and creates no repository.
+                repository_id = await store.upsert_ref(conn, parent, ref, source, checkout.kind)
+            else:
+                repository_id, created = await store.upsert_repository(
+                    conn, request.slug, source, checkout.kind, request.public
+                )
+                if request.creator and not created:  # taken meanwhile: not the creator's
+                    raise not_writable("repository", request.slug)
             await store.add_grants(conn, request.grants, repository_id=repository_id)
             if request.creator:
                 await store.add_grants(
@@ -380,12 +387,18 @@ class Indexer:
             readme = await asyncio.to_thread(_readme, snapshot, listing.files)
             names = await store.module_level_names(conn, repository_id)
             paths = await store.file_paths(conn, repository_id)
-            terms = repository_corpus(
-                request.slug,
-                checkout.branch,
-                readme,
-                [(r["qualified_name"], r["path"], r["is_module"]) for r in names],
-                paths,
+            # The router routes to repositories, never to one of their refs: a ref's row
+            # keeps no terms, so questions are not routed to it twice.
+            terms = (
+                set()
+                if ref
+                else repository_corpus(
+                    request.slug,
+                    checkout.branch,
+                    readme,
+                    [(r["qualified_name"], r["path"], r["is_module"]) for r in names],
+                    paths,
+                )
             )
             await store.finish_repository(
                 conn,

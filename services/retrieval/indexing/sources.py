@@ -10,6 +10,7 @@ files are counted per reason so that the caller can see why a file is missing.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ import pathspec
 
 from retrieval.indexing.credentials import GitAuth
 from retrieval.indexing.git import QUICK_TIMEOUT_S, GitError, run_git_text
+from retrieval.indexing.refs import TAG_PREFIX, split_ref_slug
 from retrieval.indexing.source_policy import (
     LocalPolicy,
     check_branch,
@@ -189,19 +191,47 @@ class Checkout:
 
 def clone_dir(data_dir: Path, slug: str) -> Path:
     """Where a URL source (or another branch of a local repository) is cloned; checked to
-    lie inside `<data_dir>/repos` (source_policy.clone_path)."""
+    lie inside `<data_dir>/repos` (source_policy.clone_path). An indexed ref
+    (`<slug>@<ref>`, indexing/refs.py) has a clone of its own under `<data_dir>/refs`, so
+    that its runs and the repository's never fetch into one clone at once."""
+    parent, ref = split_ref_slug(slug)
+    if ref:
+        return _ref_clone_path(data_dir, parent, ref)
     return clone_path(data_dir, slug)
 
 
+def _refs_root(data_dir: Path) -> Path:
+    return data_dir / "refs"
+
+
+def _ref_clone_path(data_dir: Path, slug: str, ref: str) -> Path:
+    # The ref's name is hashed: it may hold '/' and needs no directory of its own per part.
+    root = _refs_root(data_dir).resolve()
+    target = (root / check_slug(slug) / hashlib.sha256(ref.encode()).hexdigest()[:32]).resolve()
+    if not target.is_relative_to(root) or target == root:
+        raise InvalidArgument(f"slug {slug!r} does not name a directory inside the clones")
+    return target
+
+
 def remove_clone(data_dir: Path, slug: str) -> None:
-    """Deletes our clone of a repository, if any; never anything outside `<data_dir>/repos`."""
+    """Deletes our clone of a repository (and those of its indexed refs) or of one ref, if
+    any; never anything outside `<data_dir>/repos` and `<data_dir>/refs`."""
+    parent, ref = split_ref_slug(slug)
+    targets: list[tuple[Path, Path]] = []
     try:
-        target = clone_path(data_dir, slug)
+        if ref:
+            targets.append((_ref_clone_path(data_dir, parent, ref), _refs_root(data_dir)))
+        else:
+            targets.append((clone_path(data_dir, slug), repos_root(data_dir)))
+            targets.append(
+                (_refs_root(data_dir).resolve() / check_slug(slug), _refs_root(data_dir))
+            )
     except (InvalidArgument, FailedPrecondition):
         return
-    root = repos_root(data_dir).resolve()
-    if target.is_relative_to(root) and target != root and target.is_dir():
-        shutil.rmtree(target, ignore_errors=True)
+    for target, root_dir in targets:
+        root = root_dir.resolve()
+        if target.is_relative_to(root) and target != root and target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -252,7 +282,18 @@ def _clone_or_update(
             shutil.rmtree(dest)
     elif dest.exists():
         raise FailedPrecondition(f"{dest.name}: the clone directory exists but is no clone")
+    tag = branch.startswith(TAG_PREFIX)
     if dest.exists():
+        if tag:
+            _fetch_tag(
+                dest,
+                branch,
+                timeout=timeout,
+                allow_file=allow_file,
+                remote_config=remote_config,
+                auth=auth,
+            )
+            return
         git(
             dest,
             *("fetch", "--prune", "--no-tags", "--", "origin"),
@@ -267,7 +308,10 @@ def _clone_or_update(
     # No working tree: files are read from the commit's objects (snapshots.py), and a
     # checkout would run whatever filters the configuration in force defines.
     args = ["clone", "--no-tags", "--quiet", "--no-checkout"]
-    if branch:
+    if tag:
+        # Only the tag's history; its remote-tracking ref is written by _fetch_tag.
+        args += ["--single-branch", "--branch", branch[len(TAG_PREFIX) :]]
+    elif branch:
         args += ["--branch", branch]
     try:
         git(
@@ -281,9 +325,41 @@ def _clone_or_update(
             config=remote_config,
             env=auth.env,
         )
+        if tag:
+            _fetch_tag(
+                dest,
+                branch,
+                timeout=timeout,
+                allow_file=allow_file,
+                remote_config=remote_config,
+                auth=auth,
+            )
     except GitError:
         shutil.rmtree(dest, ignore_errors=True)  # a half-made clone is never reused
         raise
+
+
+def _fetch_tag(
+    dest: Path,
+    tag: str,
+    *,
+    timeout: float,
+    allow_file: bool,
+    remote_config: Sequence[str],
+    auth: GitAuth,
+) -> None:
+    """Fetches the tag `tag` (`refs/tags/<name>`, checked) into the remote-tracking ref
+    `refs/remotes/origin/refs/tags/<name>`, forced: a tag moved on the source moves here
+    too. Only that refspec is fetched, so the default one cannot prune it."""
+    git(
+        dest,
+        *("fetch", "--no-tags", "--force", "--", "origin", f"+{tag}:refs/remotes/origin/{tag}"),
+        timeout=timeout,
+        allow_file=allow_file,
+        ceiling=dest.parent,
+        config=remote_config,
+        env=auth.env,
+    )
 
 
 def materialize(
@@ -342,8 +418,9 @@ def materialize(
             raise FailedPrecondition(
                 f"{source} has no branch checked out (a detached HEAD); name one to index"
             ) from err
+    full = branch if branch.startswith(TAG_PREFIX) else f"refs/heads/{branch}"
     try:
-        git(path, "rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{commit}}")
+        git(path, "rev-parse", "-q", "--verify", f"{full}^{{commit}}")
     except GitError as err:
         raise FailedPrecondition(
             f"{source} has no commit on branch {branch!r}: only committed files are indexed"

@@ -9,6 +9,7 @@ from typing import Protocol, cast
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.retrieval.v1 import retrieval_pb2 as pb
+from retrieval.indexing.refs import split_ref_slug
 from retrieval.layers import Layer, Store
 from retrieval.search.confidence import Confidence
 from retrieval.search.engine import SearchHit, SearchOutcome, StreamState
@@ -73,6 +74,7 @@ def query_from_pb(request: pb.SearchRequest, settings: SearchSettings) -> Search
         settings,
         text=request.query,
         repo=request.repo,
+        ref=request.ref,
         collection=request.collection,
         layers=layers,
         top_k=request.top_k if request.HasField("top_k") else None,
@@ -89,11 +91,14 @@ def query_from_pb(request: pb.SearchRequest, settings: SearchSettings) -> Search
 
 
 def hit_to_pb(hit: SearchHit) -> pb.SearchResult:
+    # A hit of an indexed ref carries its row's slug, `<repo>@<ref>` (indexing/refs.py).
+    repo, ref = split_ref_slug(hit.repo)
     result = pb.SearchResult(
         id=hit.id,
         layer=LAYER_TO_PB[hit.layer],
         store=STORE_TO_PB[hit.store],
-        repo=hit.repo,
+        repo=repo,
+        ref=ref,
         path=hit.path,
         qualified_name=hit.qualified_name,
         kind=hit.kind,

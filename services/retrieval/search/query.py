@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cograph_api import limits
+from retrieval.indexing.refs import scoped_slug
 from retrieval.layers import Layer, resolve_layers
 from retrieval.search.fusion import STREAM_NAMES, StreamName
 from retrieval.search.pipeline import SKIPPABLE, STAGE_NAMES
@@ -47,6 +48,7 @@ def build_query(
     *,
     text: str,
     repo: str = "",
+    ref: str = "",
     collection: str = "",
     layers: Iterable[str] = (),
     top_k: int | None = None,
@@ -78,6 +80,11 @@ def build_query(
     ):
         if value is not None and len(value) > most:
             raise InvalidArgument(f"{field}: must be at most {most} characters")
+    if ref.strip():
+        # An indexed ref is searched as its own row (indexing/refs.py); it needs the repo.
+        if collection_name:
+            raise InvalidArgument("ref is a repository's branch or tag: give repo, not collection")
+        repo_slug = scoped_slug(repo_slug or "", ref.strip())
     names = list(layers)
     if len(names) > limits.LAYERS_MAX:
         raise InvalidArgument(f"layers: at most {limits.LAYERS_MAX} layers (got {len(names)})")

@@ -368,7 +368,12 @@ def _grep_sql(regex: bool, case_insensitive: bool = False) -> str:
     # $3 is the repository, or NULL for every readable one (a custom plan, GREP_PLANNING,
     # folds the test away). $4 filters files (the pattern, or its LIKE form), $5 lines
     # (the pattern as given).
-    readable = f"($3::text IS NULL OR r.slug = $3::text) AND {repository_readable('r', '$1', '$2')}"
+    # Without a repository, default branches only: a repository's indexed refs (migration
+    # 0016) would repeat its matches.
+    readable = (
+        "(($3::text IS NULL AND r.parent_id IS NULL) OR r.slug = $3::text) "
+        f"AND {repository_readable('r', '$1', '$2')}"
+    )
     glob = "($6::text IS NULL OR c.path LIKE $6)"
     if not regex:
         # A literal has no newline, so every file that holds it holds it on some line: the

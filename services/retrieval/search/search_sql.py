@@ -103,6 +103,8 @@ class Scope:
     """Who reads, where, and when: the filters every stream query carries."""
 
     viewer: Viewer
+    # A repository's slug, or an indexed ref's (`<slug>@<ref>`, indexing/refs.py); None:
+    # every readable repository's default branch.
     repo: str | None = None
     collection: str | None = None
     as_of: datetime | None = None
@@ -141,6 +143,10 @@ def _source(store: Store, scope: Scope, params: _Params) -> tuple[str, list[str]
         ]
         if scope.repo is not None:
             where.append(f"r.slug = {params.add(scope.repo)}")
+        else:
+            # Default branches only: a repository's indexed refs (migration 0016) are
+            # searched by naming the ref, and would repeat its results here.
+            where.append("r.parent_id IS NULL")
         table = "code_nodes" if store == "code" else "repo_docs"
         source = f"{table} t JOIN repositories r ON r.id = t.repository_id"
     return source, where + _time_filters(store, scope, params)
@@ -227,6 +233,8 @@ async def readable_owners(
             where = [repository_readable("o", principal, admin)]
             if scope.repo is not None:
                 where.append(f"o.slug = {params.add(scope.repo)}")
+            else:
+                where.append("o.parent_id IS NULL")  # default branches only, as in _source
         parts.append(
             f"(SELECT coalesce(array_agg(o.id), '{{}}') AS ids_{n}, "
             f"coalesce(sum(o.{count_column}), 0)::float8 AS scope_rows_{n}, "

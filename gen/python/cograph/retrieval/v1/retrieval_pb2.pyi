@@ -1137,6 +1137,7 @@ class SearchRequest(_message.Message):
     VERBOSE_FIELD_NUMBER: _builtins.int
     EXPLAIN_FIELD_NUMBER: _builtins.int
     SKIP_STAGES_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """What to look for: a symbol, a signature fragment or a question; not blank."""
     repo: _builtins.str
@@ -1167,6 +1168,10 @@ class SearchRequest(_message.Message):
     """Say why each result ranks where it does: the answer carries the query's class and what
     each ranking stage did (SearchResponse.explanation), and each result its streams' ranks
     and raw scores and each stage's effect on it (SearchResult.stages). Counted in tokens.
+    """
+    ref: _builtins.str
+    """Search this indexed ref (a branch or tag added with IndexRef) of repo instead of its
+    default branch; needs repo. Without it, searches see default branches only.
     """
     @_builtins.property
     def layers(self) -> _containers.RepeatedScalarFieldContainer[Global___Layer.ValueType]:
@@ -1215,10 +1220,11 @@ class SearchRequest(_message.Message):
         verbose: _builtins.bool = ...,
         explain: _builtins.bool = ...,
         skip_stages: _abc.Iterable[_builtins.str] | None = ...,
+        ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "max_tokens", b"max_tokens", "since", b"since", "snippet_chars", b"snippet_chars", "top_k", b"top_k", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "collection", b"collection", "explain", b"explain", "include_graph", b"include_graph", "layers", b"layers", "max_tokens", b"max_tokens", "query", b"query", "repo", b"repo", "since", b"since", "skip_rerank", b"skip_rerank", "skip_stages", b"skip_stages", "snippet_chars", b"snippet_chars", "streams", b"streams", "top_k", b"top_k", "until", b"until", "verbose", b"verbose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "collection", b"collection", "explain", b"explain", "include_graph", b"include_graph", "layers", b"layers", "max_tokens", b"max_tokens", "query", b"query", "ref", b"ref", "repo", b"repo", "since", b"since", "skip_rerank", b"skip_rerank", "skip_stages", b"skip_stages", "snippet_chars", b"snippet_chars", "streams", b"streams", "top_k", b"top_k", "until", b"until", "verbose", b"verbose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
     _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
@@ -1359,6 +1365,7 @@ class SearchResult(_message.Message):
     LANGUAGE_FIELD_NUMBER: _builtins.int
     STAGES_FIELD_NUMBER: _builtins.int
     CONFIDENCE_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The chunk id (store:row); the same chunk returned at two layers keeps its id."""
     layer: Global___Layer.ValueType
@@ -1407,6 +1414,8 @@ class SearchResult(_message.Message):
     """The source language (python, go, markdown, ...)."""
     confidence: Global___Confidence.ValueType
     """How far this result can be trusted, from its streams' ranks and raw scores."""
+    ref: _builtins.str
+    """The indexed ref the result comes from; empty for the default branch."""
     @_builtins.property
     def provenance(self) -> _containers.RepeatedCompositeFieldContainer[Global___Provenance]:
         """Each stream that found the result, with its rank and raw score."""
@@ -1440,10 +1449,11 @@ class SearchResult(_message.Message):
         language: _builtins.str = ...,
         stages: _abc.Iterable[Global___StageEffect] | None = ...,
         confidence: Global___Confidence.ValueType = ...,
+        ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "rerank_score", b"rerank_score", "symbol_score", b"symbol_score", "vector_score", b"vector_score"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "collection", b"collection", "commit", b"commit", "confidence", b"confidence", "end_line", b"end_line", "id", b"id", "kind", b"kind", "language", b"language", "layer", b"layer", "path", b"path", "provenance", b"provenance", "qualified_name", b"qualified_name", "repo", b"repo", "rerank_score", b"rerank_score", "score", b"score", "snippet", b"snippet", "stages", b"stages", "start_line", b"start_line", "store", b"store", "symbol_score", b"symbol_score", "truncated", b"truncated", "vector_score", b"vector_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "collection", b"collection", "commit", b"commit", "confidence", b"confidence", "end_line", b"end_line", "id", b"id", "kind", b"kind", "language", b"language", "layer", b"layer", "path", b"path", "provenance", b"provenance", "qualified_name", b"qualified_name", "ref", b"ref", "repo", b"repo", "rerank_score", b"rerank_score", "score", b"score", "snippet", b"snippet", "stages", b"stages", "start_line", b"start_line", "store", b"store", "symbol_score", b"symbol_score", "truncated", b"truncated", "vector_score", b"vector_score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__bm25_score: _TypeAlias = _typing.Literal["bm25_score"]  # noqa: Y015
     _WhichOneofArgType__bm25_score: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score"]  # noqa: Y015
@@ -2026,6 +2036,7 @@ class ReadFileRequest(_message.Message):
     PATH_FIELD_NUMBER: _builtins.int
     START_LINE_FIELD_NUMBER: _builtins.int
     END_LINE_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug; exactly one of repo and collection."""
     collection: _builtins.str
@@ -2036,6 +2047,8 @@ class ReadFileRequest(_message.Message):
     """First line to return, 1-based; 1 when unset."""
     end_line: _builtins.int
     """Last line to return, inclusive; the end of the file when unset (within the size cap)."""
+    ref: _builtins.str
+    """Read from this indexed ref of repo instead of its default branch."""
     def __init__(
         self,
         *,
@@ -2044,10 +2057,11 @@ class ReadFileRequest(_message.Message):
         path: _builtins.str = ...,
         start_line: _builtins.int | None = ...,
         end_line: _builtins.int | None = ...,
+        ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_start_line", b"_start_line", "end_line", b"end_line", "start_line", b"start_line"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_start_line", b"_start_line", "collection", b"collection", "end_line", b"end_line", "path", b"path", "repo", b"repo", "start_line", b"start_line"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_start_line", b"_start_line", "collection", b"collection", "end_line", b"end_line", "path", b"path", "ref", b"ref", "repo", b"repo", "start_line", b"start_line"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__end_line: _TypeAlias = _typing.Literal["end_line"]  # noqa: Y015
     _WhichOneofArgType__end_line: _TypeAlias = _typing.Literal["_end_line", b"_end_line"]  # noqa: Y015
@@ -2076,6 +2090,7 @@ class ReadFileResponse(_message.Message):
     CONTENT_FIELD_NUMBER: _builtins.int
     NEXT_START_LINE_FIELD_NUMBER: _builtins.int
     LANGUAGE_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug (empty for a collection)."""
     collection: _builtins.str
@@ -2096,6 +2111,8 @@ class ReadFileResponse(_message.Message):
     """Where to continue when the size cap cut the range short; unset when it was not cut."""
     language: _builtins.str
     """The file's language (python, markdown, ...)."""
+    ref: _builtins.str
+    """The indexed ref read; empty for the default branch."""
     def __init__(
         self,
         *,
@@ -2109,10 +2126,11 @@ class ReadFileResponse(_message.Message):
         content: _builtins.str = ...,
         next_start_line: _builtins.int | None = ...,
         language: _builtins.str = ...,
+        ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line", "next_start_line", b"next_start_line"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line", "collection", b"collection", "commit", b"commit", "content", b"content", "end_line", b"end_line", "language", b"language", "next_start_line", b"next_start_line", "path", b"path", "repo", b"repo", "start_line", b"start_line", "total_lines", b"total_lines"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line", "collection", b"collection", "commit", b"commit", "content", b"content", "end_line", b"end_line", "language", b"language", "next_start_line", b"next_start_line", "path", b"path", "ref", b"ref", "repo", b"repo", "start_line", b"start_line", "total_lines", b"total_lines"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__next_start_line: _TypeAlias = _typing.Literal["next_start_line"]  # noqa: Y015
     _WhichOneofArgType__next_start_line: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line"]  # noqa: Y015
@@ -2130,6 +2148,7 @@ class ListFilesRequest(_message.Message):
     PREFIX_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug."""
     prefix: _builtins.str
@@ -2138,6 +2157,8 @@ class ListFilesRequest(_message.Message):
     """The next_cursor of a previous page; the first page when empty."""
     limit: _builtins.int
     """Files per page, 1..5000; 1000 when unset."""
+    ref: _builtins.str
+    """List this indexed ref of repo instead of its default branch."""
     def __init__(
         self,
         *,
@@ -2145,10 +2166,11 @@ class ListFilesRequest(_message.Message):
         prefix: _builtins.str = ...,
         cursor: _builtins.str = ...,
         limit: _builtins.int | None = ...,
+        ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "prefix", b"prefix", "repo", b"repo"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "prefix", b"prefix", "ref", b"ref", "repo", b"repo"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
@@ -2231,6 +2253,7 @@ class GrepRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     CASE_INSENSITIVE_FIELD_NUMBER: _builtins.int
     CONTEXT_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug; every repository the caller may read when empty."""
     pattern: _builtins.str
@@ -2245,6 +2268,8 @@ class GrepRequest(_message.Message):
     """Whether letters match either case (literal and regular expression alike)."""
     context: _builtins.int
     """Lines of context before and after each match, 0..10; none when 0."""
+    ref: _builtins.str
+    """Grep this indexed ref of repo instead of its default branch; needs repo."""
     def __init__(
         self,
         *,
@@ -2255,10 +2280,11 @@ class GrepRequest(_message.Message):
         limit: _builtins.int | None = ...,
         case_insensitive: _builtins.bool = ...,
         context: _builtins.int = ...,
+        ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "case_insensitive", b"case_insensitive", "context", b"context", "limit", b"limit", "path_glob", b"path_glob", "pattern", b"pattern", "regex", b"regex", "repo", b"repo"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "case_insensitive", b"case_insensitive", "context", b"context", "limit", b"limit", "path_glob", b"path_glob", "pattern", b"pattern", "ref", b"ref", "regex", b"regex", "repo", b"repo"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
@@ -2380,6 +2406,7 @@ class ReferencesRequest(_message.Message):
     SYMBOL_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug."""
     symbol: _builtins.str
@@ -2388,6 +2415,8 @@ class ReferencesRequest(_message.Message):
     """The next_cursor of a previous page; the first page when empty."""
     limit: _builtins.int
     """References per page, 1..500; 100 when unset."""
+    ref: _builtins.str
+    """Look in this indexed ref of repo instead of its default branch."""
     def __init__(
         self,
         *,
@@ -2395,10 +2424,11 @@ class ReferencesRequest(_message.Message):
         symbol: _builtins.str = ...,
         cursor: _builtins.str = ...,
         limit: _builtins.int | None = ...,
+        ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "repo", b"repo", "symbol", b"symbol"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "ref", b"ref", "repo", b"repo", "symbol", b"symbol"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
@@ -2501,19 +2531,23 @@ class OutlineRequest(_message.Message):
 
     REPO_FIELD_NUMBER: _builtins.int
     PATH_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug."""
     path: _builtins.str
     """The file's path in the repository, as indexed."""
+    ref: _builtins.str
+    """Outline the file in this indexed ref of repo instead of its default branch."""
     def __init__(
         self,
         *,
         repo: _builtins.str = ...,
         path: _builtins.str = ...,
+        ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "repo", b"repo"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "ref", b"ref", "repo", b"repo"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2678,3 +2712,267 @@ class SyncSourceResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SyncSourceResponse: _TypeAlias = SyncSourceResponse  # noqa: Y015
+
+@_typing.final
+class ListRefsRequest(_message.Message):
+    """Which repository's refs to list."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SLUG_FIELD_NUMBER: _builtins.int
+    REMOTE_FIELD_NUMBER: _builtins.int
+    slug: _builtins.str
+    """host/owner/name."""
+    remote: _builtins.bool
+    """Also list the branches and tags the source has now (git ls-remote, bounded by
+    RETRIEVAL_HEAD_CHECK_TIMEOUT_S).
+    """
+    def __init__(
+        self,
+        *,
+        slug: _builtins.str = ...,
+        remote: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote", b"remote", "slug", b"slug"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRefsRequest: _TypeAlias = ListRefsRequest  # noqa: Y015
+
+@_typing.final
+class IndexedRef(_message.Message):
+    """One indexed ref of a repository."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    INDEXED_AT_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    LAST_CHECKED_AT_FIELD_NUMBER: _builtins.int
+    LAST_SYNCED_AT_FIELD_NUMBER: _builtins.int
+    FILE_COUNT_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The branch or tag name, as given when it was added."""
+    kind: _builtins.str
+    """branch or tag."""
+    commit: _builtins.str
+    """The commit indexed; empty until its first index run has finished."""
+    state: _builtins.str
+    """The state of its latest index job: queued, running, succeeded or failed."""
+    file_count: _builtins.int
+    """Files indexed at that commit."""
+    job_id: _builtins.str
+    """The latest index job's id (follow it with GetJob)."""
+    @_builtins.property
+    def indexed_at(self) -> _timestamp_pb2.Timestamp:
+        """When its last index run finished; unset until one has."""
+
+    @_builtins.property
+    def last_checked_at(self) -> _timestamp_pb2.Timestamp:
+        """When the sync last compared it with its source; unset when it never has."""
+
+    @_builtins.property
+    def last_synced_at(self) -> _timestamp_pb2.Timestamp:
+        """When an index run the sync queued for it last finished; unset when none has."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        commit: _builtins.str = ...,
+        indexed_at: _timestamp_pb2.Timestamp | None = ...,
+        state: _builtins.str = ...,
+        last_checked_at: _timestamp_pb2.Timestamp | None = ...,
+        last_synced_at: _timestamp_pb2.Timestamp | None = ...,
+        file_count: _builtins.int = ...,
+        job_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["indexed_at", b"indexed_at", "last_checked_at", b"last_checked_at", "last_synced_at", b"last_synced_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "file_count", b"file_count", "indexed_at", b"indexed_at", "job_id", b"job_id", "kind", b"kind", "last_checked_at", b"last_checked_at", "last_synced_at", b"last_synced_at", "name", b"name", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexedRef: _TypeAlias = IndexedRef  # noqa: Y015
+
+@_typing.final
+class RemoteRef(_message.Message):
+    """A branch or tag the source has."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The branch or tag name."""
+    kind: _builtins.str
+    """branch or tag."""
+    commit: _builtins.str
+    """The commit it points at (a tag's peeled commit)."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        commit: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "kind", b"kind", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoteRef: _TypeAlias = RemoteRef  # noqa: Y015
+
+@_typing.final
+class ListRefsResponse(_message.Message):
+    """A repository's refs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SLUG_FIELD_NUMBER: _builtins.int
+    DEFAULT_BRANCH_FIELD_NUMBER: _builtins.int
+    REFS_FIELD_NUMBER: _builtins.int
+    REMOTE_REFS_FIELD_NUMBER: _builtins.int
+    REMOTE_DETAIL_FIELD_NUMBER: _builtins.int
+    REMOTE_TRUNCATED_FIELD_NUMBER: _builtins.int
+    slug: _builtins.str
+    """The repository."""
+    default_branch: _builtins.str
+    """Its default branch (indexed as the repository itself)."""
+    remote_detail: _builtins.str
+    """With remote: why the source's refs could not be listed, in words (empty otherwise)."""
+    remote_truncated: _builtins.bool
+    """With remote: whether the source has more refs than remote_refs holds."""
+    @_builtins.property
+    def refs(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexedRef]:
+        """Its other indexed refs, by name."""
+
+    @_builtins.property
+    def remote_refs(self) -> _containers.RepeatedCompositeFieldContainer[Global___RemoteRef]:
+        """With remote: the source's branches and tags, by kind and name (at most
+        REMOTE_REFS_MAX; remote_truncated says when more were left out).
+        """
+
+    def __init__(
+        self,
+        *,
+        slug: _builtins.str = ...,
+        default_branch: _builtins.str = ...,
+        refs: _abc.Iterable[Global___IndexedRef] | None = ...,
+        remote_refs: _abc.Iterable[Global___RemoteRef] | None = ...,
+        remote_detail: _builtins.str = ...,
+        remote_truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_branch", b"default_branch", "refs", b"refs", "remote_detail", b"remote_detail", "remote_refs", b"remote_refs", "remote_truncated", b"remote_truncated", "slug", b"slug"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRefsResponse: _TypeAlias = ListRefsResponse  # noqa: Y015
+
+@_typing.final
+class IndexRefRequest(_message.Message):
+    """Which ref of which repository to index."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SLUG_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
+    slug: _builtins.str
+    """host/owner/name of an indexed git repository."""
+    ref: _builtins.str
+    """A branch or tag name the source has (not a full refs/... name, not a commit)."""
+    def __init__(
+        self,
+        *,
+        slug: _builtins.str = ...,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "slug", b"slug"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexRefRequest: _TypeAlias = IndexRefRequest  # noqa: Y015
+
+@_typing.final
+class IndexRefResponse(_message.Message):
+    """The job indexing the ref."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def job(self) -> Global___Job:
+        """The job; poll it with GetJob."""
+
+    def __init__(
+        self,
+        *,
+        job: Global___Job | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexRefResponse: _TypeAlias = IndexRefResponse  # noqa: Y015
+
+@_typing.final
+class DeleteRefRequest(_message.Message):
+    """Which ref of which repository to remove."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SLUG_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
+    slug: _builtins.str
+    """host/owner/name."""
+    ref: _builtins.str
+    """The indexed ref's name."""
+    def __init__(
+        self,
+        *,
+        slug: _builtins.str = ...,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "slug", b"slug"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRefRequest: _TypeAlias = DeleteRefRequest  # noqa: Y015
+
+@_typing.final
+class DeleteRefResponse(_message.Message):
+    """What a ref removal did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.bool
+    """Always true when the call succeeds."""
+    def __init__(
+        self,
+        *,
+        deleted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRefResponse: _TypeAlias = DeleteRefResponse  # noqa: Y015

@@ -130,6 +130,21 @@ class RetrievalServiceStub:
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceResponse.FromString,
                 _registered_method=True)
+        self.ListRefs = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/ListRefs',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListRefsRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListRefsResponse.FromString,
+                _registered_method=True)
+        self.IndexRef = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/IndexRef',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.IndexRefRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.IndexRefResponse.FromString,
+                _registered_method=True)
+        self.DeleteRef = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/DeleteRef',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer:
@@ -270,6 +285,29 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRefs(self, request, context):
+        """Lists a repository's indexed refs (branches and tags besides its default branch) and,
+        when asked, the branches and tags its source has (read access).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IndexRef(self, request, context):
+        """Starts (or joins) a background job that indexes one named ref of a repository, as its
+        own searchable snapshot (write access; the ref must exist on the source).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteRef(self, request, context):
+        """Removes one indexed ref of a repository and everything indexed from it (write access).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -367,6 +405,21 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.SyncSource,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceResponse.SerializeToString,
+            ),
+            'ListRefs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRefs,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListRefsRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListRefsResponse.SerializeToString,
+            ),
+            'IndexRef': grpc.unary_unary_rpc_method_handler(
+                    servicer.IndexRef,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.IndexRefRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.IndexRefResponse.SerializeToString,
+            ),
+            'DeleteRef': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRef,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -883,6 +936,87 @@ class RetrievalService:
             '/cograph.retrieval.v1.RetrievalService/SyncSource',
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceRequest.SerializeToString,
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.SyncSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRefs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/ListRefs',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListRefsRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ListRefsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IndexRef(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/IndexRef',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.IndexRefRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.IndexRefResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRef(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/DeleteRef',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefResponse.FromString,
             options,
             channel_credentials,
             insecure,

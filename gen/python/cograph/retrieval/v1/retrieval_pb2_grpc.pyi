@@ -73,6 +73,16 @@ class RetrievalServiceStub:
     """Queues the re-index of the indexed repositories a push names (the gateway's push
     webhooks only: no other caller may make this call).
     """
+    ListRefs: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ListRefsRequest, _retrieval_pb2.ListRefsResponse]
+    """Lists a repository's indexed refs (branches and tags besides its default branch) and,
+    when asked, the branches and tags its source has (read access).
+    """
+    IndexRef: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.IndexRefRequest, _retrieval_pb2.IndexRefResponse]
+    """Starts (or joins) a background job that indexes one named ref of a repository, as its
+    own searchable snapshot (write access; the ref must exist on the source).
+    """
+    DeleteRef: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteRefRequest, _retrieval_pb2.DeleteRefResponse]
+    """Removes one indexed ref of a repository and everything indexed from it (write access)."""
 
 @_typing.type_check_only
 class RetrievalServiceAsyncStub(RetrievalServiceStub):
@@ -119,6 +129,16 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     """Queues the re-index of the indexed repositories a push names (the gateway's push
     webhooks only: no other caller may make this call).
     """
+    ListRefs: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ListRefsRequest, _retrieval_pb2.ListRefsResponse]  # type: ignore[assignment]
+    """Lists a repository's indexed refs (branches and tags besides its default branch) and,
+    when asked, the branches and tags its source has (read access).
+    """
+    IndexRef: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.IndexRefRequest, _retrieval_pb2.IndexRefResponse]  # type: ignore[assignment]
+    """Starts (or joins) a background job that indexes one named ref of a repository, as its
+    own searchable snapshot (write access; the ref must exist on the source).
+    """
+    DeleteRef: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteRefRequest, _retrieval_pb2.DeleteRefResponse]  # type: ignore[assignment]
+    """Removes one indexed ref of a repository and everything indexed from it (write access)."""
 
 class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the code, repo_docs and md_collections stores: fills them and searches them."""
@@ -276,5 +296,33 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         """Queues the re-index of the indexed repositories a push names (the gateway's push
         webhooks only: no other caller may make this call).
         """
+
+    @_abc_1.abstractmethod
+    def ListRefs(
+        self,
+        request: _retrieval_pb2.ListRefsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.ListRefsResponse, _abc.Awaitable[_retrieval_pb2.ListRefsResponse]]:
+        """Lists a repository's indexed refs (branches and tags besides its default branch) and,
+        when asked, the branches and tags its source has (read access).
+        """
+
+    @_abc_1.abstractmethod
+    def IndexRef(
+        self,
+        request: _retrieval_pb2.IndexRefRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.IndexRefResponse, _abc.Awaitable[_retrieval_pb2.IndexRefResponse]]:
+        """Starts (or joins) a background job that indexes one named ref of a repository, as its
+        own searchable snapshot (write access; the ref must exist on the source).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteRef(
+        self,
+        request: _retrieval_pb2.DeleteRefRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.DeleteRefResponse, _abc.Awaitable[_retrieval_pb2.DeleteRefResponse]]:
+        """Removes one indexed ref of a repository and everything indexed from it (write access)."""
 
 def add_RetrievalServiceServicer_to_server(servicer: RetrievalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
