@@ -37,6 +37,7 @@ TOOLS = {
     "cograph_job",
     "cograph_outline",
     "cograph_remove",
+    "cograph_list_refs",
 }
 
 
