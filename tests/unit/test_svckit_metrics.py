@@ -200,7 +200,7 @@ def test_embedder_batches_busy_time_and_queues_by_lane() -> None:
     assert sample("cograph_embedder_batch_texts_count", {"lane": "query"}) == 1
     assert sample("cograph_embedder_batch_texts_sum", {"lane": "query"}) == 3
     assert sample("cograph_embedder_batch_texts_sum", {"lane": "bulk"}) == 5
-    assert sample("cograph_embedder_busy_seconds_total", {"lane": "query"}) > 0
+    assert (sample("cograph_embedder_busy_seconds_total", {"lane": "query"}) or 0) > 0
     assert sample("cograph_embedder_queue_texts", {"lane": "bulk"}) == 0
 
 
@@ -231,7 +231,7 @@ def test_search_streams_are_counted_by_state_and_timed_by_store() -> None:
 def test_index_progress_is_reported_as_it_grows_never_twice() -> None:
     metrics = ServiceMetrics()
     retrieval = RetrievalMetrics(metrics)
-    jobs = JobManager(SimpleNamespace(), observer=retrieval)  # type: ignore[arg-type]
+    jobs = JobManager(SimpleNamespace(), observer=retrieval)  # the pool is never used
     job = Job("j1", "repository", "github.com/acme/billing")
     job.progress.files_done, job.progress.embeddings_done = 10, 40
     jobs._report_progress(job)
