@@ -24,7 +24,7 @@ from gateway.body_limit import BodyLimitMiddleware
 from gateway.early_refusal import EarlyRefusal
 from gateway.errors import install_error_handlers
 from gateway.keys_store import MIGRATIONS, KeysStore
-from gateway.metrics import Metrics, MetricsMiddleware
+from gateway.metrics import LabelledApp, Metrics, MetricsMiddleware
 from gateway.quotas import Quotas
 from gateway.routes_access import access_router
 from gateway.routes_commons import commons_router
@@ -81,7 +81,11 @@ def build_app(
     metrics = metrics or Metrics()
     quotas = Quotas(settings.quotas) if settings.quotas is not None else None
     api = GatewayApi(backends, metrics, quotas)
-    mcp = mcp_http(build_mcp_server(api, principal_of)) if settings.mcp_enabled else None
+    mcp = (
+        mcp_http(build_mcp_server(api, principal_of, metrics.observe_tool_call))
+        if settings.mcp_enabled
+        else None
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -110,7 +114,7 @@ def build_app(
     app.include_router(hooks_router(api, settings, quotas))
     if mcp is not None:
         app.router.routes.append(
-            Route("/mcp", endpoint=mcp.asgi, methods=["GET", "POST", "DELETE"])
+            Route("/mcp", endpoint=LabelledApp(mcp.asgi, "/mcp"), methods=["GET", "POST", "DELETE"])
         )
     # Added last = outermost: metrics see every response, the body limit runs before
     # authentication reads anything, and authentication runs before any route.
