@@ -55,10 +55,11 @@ async def _run(dsn: str, as_json: bool) -> None:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
+    as_json = bool(getattr(args, "json", False))  # callers that build the Namespace omit it
     try:
         dsn = Env(os.environ).str("COGRAPH_DATABASE_URL")
     except ConfigError as err:
-        print_error(args.json, "configuration", str(err))
+        print_error(as_json, "configuration", str(err))
         return EXIT_USAGE
-    asyncio.run(_run(dsn, args.json))
+    asyncio.run(_run(dsn, as_json))
     return 0
