@@ -187,6 +187,15 @@ class Meta:
 
 HOST_PORT = "`host:port`"
 READY = "Set by `cograph up`: once serving, the process writes the port it bound to this file."
+METRICS_LISTEN = (
+    "Where {who} serves its Prometheus metrics (GET `/metrics`, on a listener of its own; "
+    'README "Metrics"). Port 0 picks a free one; `off` serves none. On Kubernetes, an '
+    "address a scraper can reach (`0.0.0.0:9464`)."
+)
+METRICS_FILE = (
+    "Set by `cograph up` (`$COGRAPH_DATA_DIR/run/<service>.metrics`): once listening, the "
+    "process writes its metrics address (`host:port`) to this file."
+)
 
 META: dict[str, Meta] = {
     # ---- read by several processes ----
@@ -282,6 +291,10 @@ META: dict[str, Meta] = {
     # ---- embedder ----
     "EMBEDDER_LISTEN": Meta("Where the embedder's gRPC server listens.", allowed=HOST_PORT),
     "EMBEDDER_READY_FILE": Meta(READY, allowed="a file path"),
+    "EMBEDDER_METRICS_LISTEN": Meta(
+        METRICS_LISTEN.format(who="the embedder"), allowed=f"{HOST_PORT} or `off`"
+    ),
+    "EMBEDDER_METRICS_FILE": Meta(METRICS_FILE, allowed="a file path"),
     "EMBEDDER_BACKEND": Meta(
         "`onnx-int8`: an int8 export of the packaged model, made locally on first start (every "
         "vector within cosine 0.98 of PyTorch's); `torch`: the model under PyTorch; `openai`: "
@@ -351,6 +364,10 @@ META: dict[str, Meta] = {
     # ---- retrieval: service ----
     "RETRIEVAL_LISTEN": Meta("Where retrieval's gRPC server listens.", allowed=HOST_PORT),
     "RETRIEVAL_READY_FILE": Meta(READY, allowed="a file path"),
+    "RETRIEVAL_METRICS_LISTEN": Meta(
+        METRICS_LISTEN.format(who="retrieval"), allowed=f"{HOST_PORT} or `off`"
+    ),
+    "RETRIEVAL_METRICS_FILE": Meta(METRICS_FILE, allowed="a file path"),
     "RETRIEVAL_DB_POOL_SIZE": Meta(
         "Retrieval's database connections; a search holds one per stream and store at once."
     ),
@@ -575,6 +592,10 @@ META: dict[str, Meta] = {
     # ---- router ----
     "ROUTER_LISTEN": Meta("Where the router's gRPC server listens.", allowed=HOST_PORT),
     "ROUTER_READY_FILE": Meta(READY, allowed="a file path"),
+    "ROUTER_METRICS_LISTEN": Meta(
+        METRICS_LISTEN.format(who="the router"), allowed=f"{HOST_PORT} or `off`"
+    ),
+    "ROUTER_METRICS_FILE": Meta(METRICS_FILE, allowed="a file path"),
     "ROUTER_DATABASE_URL": Meta(
         "The router's own database URL, for a role with SELECT only (deploy/README.md); its "
         "pool opens every transaction read-only either way.",
@@ -608,6 +629,10 @@ META: dict[str, Meta] = {
     # ---- commons ----
     "COMMONS_LISTEN": Meta("Where the commons' gRPC server listens.", allowed=HOST_PORT),
     "COMMONS_READY_FILE": Meta(READY, allowed="a file path"),
+    "COMMONS_METRICS_LISTEN": Meta(
+        METRICS_LISTEN.format(who="the commons"), allowed=f"{HOST_PORT} or `off`"
+    ),
+    "COMMONS_METRICS_FILE": Meta(METRICS_FILE, allowed="a file path"),
     "COMMONS_DB_POOL_MAX": Meta("The commons' database connections."),
     "COMMONS_EMBED_WRITE_TIMEOUT_S": Meta(
         "Deadline of a note's embedding (the detached task after a post, and the backfill), "
@@ -879,7 +904,8 @@ SECTIONS: tuple[Section, ...] = (
         "cograph up",
         "`cograph up`",
         "`libs/cograph_cli/up.py` and `supervisor.py`: the local supervisor. It also sets "
-        "`<SERVICE>_LISTEN`, `<SERVICE>_ADDR` and `<SERVICE>_READY_FILE` for its children.",
+        "`<SERVICE>_LISTEN`, `<SERVICE>_ADDR`, `<SERVICE>_READY_FILE`, `<SERVICE>_METRICS_FILE` "
+        "and (unless set) `<SERVICE>_METRICS_LISTEN` for its children.",
     ),
     Section(
         "cograph CLI",

@@ -12,6 +12,7 @@ can read "semantic_search_unavailable" and carry on.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -669,14 +670,31 @@ async def call_tool(
         return _result(err.body(), error=True)
 
 
+# Told of each tool call: the tool (`unknown` for a name no tool has, so that callers
+# cannot add labels), whether its result is an error, and its seconds (gateway metrics).
+ToolObserver = Callable[[str, bool, float], None]
+UNKNOWN_TOOL = "unknown"
+
+
 def build_mcp_server(
-    api: CographApi, principal_of: Callable[[Any], requestctx.Principal | None] | None = None
+    api: CographApi,
+    principal_of: Callable[[Any], requestctx.Principal | None] | None = None,
+    on_tool_call: ToolObserver | None = None,
 ) -> Server[Any]:
     """A low-level MCP server exposing the tools over `api`.
 
     Over HTTP, `principal_of` reads the caller the HTTP server authenticated from the ASGI
     scope of the request (the gateway's auth middleware); over stdio there is none.
     """
+
+    async def observed_call(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        if on_tool_call is None:
+            return await call_tool(api, name, arguments)
+        start = time.perf_counter()
+        result = await call_tool(api, name, arguments)
+        tool = name if name in HANDLERS else UNKNOWN_TOOL
+        on_tool_call(tool, bool(result.is_error), time.perf_counter() - start)
+        return result
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -691,11 +709,11 @@ def build_mcp_server(
         request = ctx.request
         scope = getattr(request, "scope", None)
         if scope is None or principal_of is None:
-            return await call_tool(api, params.name, params.arguments)
+            return await observed_call(params.name, params.arguments)
         token = requestctx.set_principal(principal_of(scope))
         rid = requestctx.set_request_id(requestctx.new_request_id())
         try:
-            return await call_tool(api, params.name, params.arguments)
+            return await observed_call(params.name, params.arguments)
         finally:
             requestctx.reset_request_id(rid)
             requestctx.reset_principal(token)

@@ -18,6 +18,12 @@ last line the service wrote).
 Each service's output goes through a pipe into `run/<service>.log`, rotated by size
 (svckit.logs.RotatingLog, COGRAPH_LOG_MAX_BYTES / COGRAPH_LOG_BACKUPS), as is `up.log`.
 
+Where each service serves its Prometheus metrics (`host:port`) is in `run/<service>.metrics`
+once it is ready: a gRPC service listens for them on a port of its own (on the same
+interface, a free port the first time, the same one after a restart) and writes that file
+itself before its ready file; the gateway serves /metrics on its own port, and the
+supervisor writes its file.
+
 Children get PR_SET_PDEATHSIG so that even if the supervisor is killed outright, no service
 outlives it; on a normal stop they get SIGTERM (graceful), then SIGKILL after a grace period.
 """
@@ -47,6 +53,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cograph_cli.services import ServiceSpec
 from svckit.config import Env
 from svckit.logs import LogSettings, RotatingLog
+from svckit.metrics import write_address_file
 from svckit.ports import EXIT_CONFIG, EXIT_ENVIRONMENT
 
 log = logging.getLogger(__name__)
@@ -175,7 +182,9 @@ class Child:
     log_path: Path
     ready_file: Path
     history: CrashHistory
+    metrics_file: Path  # run/<service>.metrics: `host:port` of its /metrics
     port: int = 0  # the bound port, from the ready file; kept across restarts
+    metrics_address: str = ""  # from metrics_file once ready; kept across restarts
     process: subprocess.Popen[bytes] | None = None
     # starting -> ready -> (crash) backoff -> starting ...; failed: given up; stopped.
     state: str = "starting"
@@ -225,6 +234,7 @@ class Supervisor:
     def start(self, spec: ServiceSpec, port: int, extra_env: Mapping[str, str]) -> Child:
         """Starts a service and supervises it until stop(); returns at once."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        metrics_file = self.run_dir / f"{spec.name}.metrics"
         env = {
             **self.base_env,
             **extra_env,
@@ -232,12 +242,17 @@ class Supervisor:
             f"{spec.env_prefix}_READY_FILE": str(self.run_dir / f"{spec.name}.port"),
             "PYTHONUNBUFFERED": "1",
         }
+        if spec.kind == "grpc":
+            env[f"{spec.env_prefix}_METRICS_FILE"] = str(metrics_file)
+            # The operator's choice stands; else the services' interface, a free port.
+            env.setdefault(f"{spec.env_prefix}_METRICS_LISTEN", f"{self.host}:0")
         child = Child(
             spec,
             env,
             self.run_dir / f"{spec.name}.log",
             self.run_dir / f"{spec.name}.port",
             CrashHistory(self.policy),
+            metrics_file,
         )
         self.children.append(child)
         self._spawn(child)
@@ -248,9 +263,13 @@ class Supervisor:
         # Called on the event loop's thread: PR_SET_PDEATHSIG fires when the *thread* that
         # forked exits, so forking from a short-lived executor thread would kill the child.
         child.ready_file.unlink(missing_ok=True)
+        child.metrics_file.unlink(missing_ok=True)
         if child.port:
             # Peers were told this address; a restart must come back on it.
             child.env[f"{child.spec.env_prefix}_LISTEN"] = f"{self.host}:{child.port}"
+        if child.metrics_address and child.spec.kind == "grpc":
+            # So does a scraper that read run/<service>.metrics.
+            child.env[f"{child.spec.env_prefix}_METRICS_LISTEN"] = child.metrics_address
         if child.log is None:
             child.log = RotatingLog(child.log_path, self.log_settings)
         child.process = subprocess.Popen(
@@ -350,6 +369,7 @@ class Supervisor:
                 return f"exited ({describe_exit(code)})"
             if child.state == "starting":
                 if await self._is_ready(child):
+                    self._note_metrics(child)
                     child.state = "ready"
                     child.settled.set()
                     if child.restarts:
@@ -384,6 +404,18 @@ class Supervisor:
 
     def failed(self) -> list[Child]:
         return [child for child in self.children if child.state == "failed"]
+
+    def _note_metrics(self, child: Child) -> None:
+        """Records where a ready child serves its metrics: a gRPC service wrote
+        run/<service>.metrics before its ready file; the gateway serves them on its port."""
+        if child.spec.kind == "http":
+            child.metrics_address = f"{self.host}:{child.port}"
+            write_address_file(child.metrics_file, child.metrics_address)
+            return
+        try:
+            child.metrics_address = child.metrics_file.read_text().strip()
+        except OSError:  # metrics turned off (<SERVICE>_METRICS_LISTEN=off)
+            child.metrics_address = ""
 
     async def _is_ready(self, child: Child) -> bool:
         # The ready file is removed before each start, so its presence means this very

@@ -370,8 +370,10 @@ def _print_endpoints(supervisor: Supervisor, host: str, root: Path, admin_key: s
         if child.state == "failed":
             print(f"  {child.spec.name:<10} FAILED (gave up)   log {child.log_path}", flush=True)
             continue
+        metrics = f"   metrics {child.metrics_address}" if child.metrics_address else ""
         print(
-            f"  {child.spec.name:<10} {scheme}://{host}:{child.port}   log {child.log_path}",
+            f"  {child.spec.name:<10} {scheme}://{host}:{child.port}   log {child.log_path}"
+            f"{metrics}",
             flush=True,
         )
     if admin_key:

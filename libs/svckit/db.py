@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -87,17 +88,26 @@ class BoundedPool(asyncpg.Pool):
     """
 
     acquire_timeout_s: float = DbTimeouts.acquire_s
+    # Told how long each acquisition waited and whether it timed out (svckit.metrics).
+    acquire_observer: Callable[[float, bool], None] | None = None
 
     # PoolAcquireContext (`async with pool.acquire()` and `await pool.acquire()` alike)
     # goes through _acquire, so this is the one place that sees every acquisition.
     async def _acquire(self, timeout: float | None) -> Any:
         budget = self.acquire_timeout_s if timeout is None else timeout
+        observer = self.acquire_observer
+        start = time.perf_counter()
         try:
-            return await super()._acquire(budget)
+            conn = await super()._acquire(budget)
         except TimeoutError:
+            if observer is not None:
+                observer(time.perf_counter() - start, True)
             raise DatabaseUnavailable(
                 f"the database gave no connection within {budget:g} s"
             ) from None
+        if observer is not None:
+            observer(time.perf_counter() - start, False)
+        return conn
 
     async def release(self, connection: Any, *, timeout: float | None = None) -> None:
         con = getattr(connection, "_con", None)

@@ -4,7 +4,8 @@ A service's composition root builds its servicers, then hands them to `GrpcHost`
 health (NOT_SERVING until the service says it is ready), reflection, tracing, the check of
 every call's internal token and request context, binds the port exclusively (0 picks a free
 one; a port in use raises svckit.ports.PortInUse) and shuts down gracefully on
-SIGTERM/SIGINT.
+SIGTERM/SIGINT. Given the service's metrics, it counts every RPC and serves them at
+GET /metrics on their own listener (svckit.metrics).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from svckit.interceptors import ContextInterceptor
 from svckit.internal_auth import TokenVerifier
+from svckit.metrics import MetricsEndpoint, MetricsSettings, ServiceMetrics
 from svckit.ports import check_port_free, split_host_port
 from svckit.telemetry import server_interceptors
 
@@ -46,13 +48,20 @@ class GrpcHost:
     port: int = 0
     # Required: a host that authenticates nobody cannot be built by forgetting an argument.
     verifier: TokenVerifier = field(kw_only=True)
+    # The service's series; None counts nothing. Served where `metrics_settings` says.
+    metrics: ServiceMetrics | None = field(default=None, kw_only=True)
+    metrics_settings: MetricsSettings = field(default_factory=MetricsSettings, kw_only=True)
+    _endpoint: MetricsEndpoint | None = field(default=None, init=False)
     _server: grpc.aio.Server | None = field(default=None, init=False)
     _health: HealthServicer | None = field(default=None, init=False)
 
     async def start(self) -> int:
         """Starts serving (health NOT_SERVING) and returns the bound port."""
+        counting = [self.metrics.interceptor()] if self.metrics is not None else []
         server = grpc.aio.server(
+            # Counting first (outermost): it sees the code of a refused call too.
             interceptors=[
+                *counting,
                 *server_interceptors(self.tracer_provider),
                 ContextInterceptor(self.verifier),
             ],
@@ -84,6 +93,17 @@ class GrpcHost:
             raise RuntimeError(f"could not bind {self.address}")
         await server.start()
         self._server, self._health = server, health_servicer
+        if self.metrics is not None and self.metrics_settings.listen is not None:
+            endpoint = MetricsEndpoint(
+                self.metrics, self.metrics_settings.listen, self.metrics_settings.address_file
+            )
+            try:
+                await endpoint.start()
+            except BaseException:
+                await server.stop(None)
+                self._server = None
+                raise
+            self._endpoint = endpoint
         await self._set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
         return self.port
 
@@ -117,6 +137,14 @@ class GrpcHost:
             await self._health.enter_graceful_shutdown()
         await self._server.stop(self.grace_s)
         self._server = None
+        if self._endpoint is not None:
+            await self._endpoint.stop()
+            self._endpoint = None
+
+    @property
+    def metrics_address(self) -> str:
+        """`host:port` of /metrics; empty when not served."""
+        return self._endpoint.address if self._endpoint is not None else ""
 
     async def wait(self) -> None:
         assert self._server is not None

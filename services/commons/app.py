@@ -9,6 +9,7 @@ from pathlib import Path
 import asyncpg
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import Gauge
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
@@ -24,6 +25,7 @@ from svckit.clients import dial
 from svckit.db import create_pool, ensure_extensions
 from svckit.disk import DiskWatch
 from svckit.internal_auth import TokenSigner, TokenVerifier
+from svckit.metrics import ServiceMetrics
 from svckit.migrations import migrate
 from svckit.server import GrpcHost
 
@@ -118,6 +120,7 @@ async def start_commons(
     )
     disk = DiskWatch(settings.disk) if settings.disk is not None else None
     servicer = CommonsServicer(board, disk)
+    metrics = _metrics(pool, store)
 
     def register(server: grpc.aio.Server) -> None:
         commons_pb2_grpc.add_CommonsServiceServicer_to_server(servicer, server)
@@ -128,6 +131,8 @@ async def start_commons(
         settings.address,
         tracer_provider,
         verifier=TokenVerifier(settings.internal_secret),
+        metrics=metrics,
+        metrics_settings=settings.metrics,
     )
     try:
         await host.start()
@@ -143,5 +148,24 @@ async def start_commons(
     backfill = BackfillWorker(note_embedder, settings.backfill_interval_s)
     backfill.start()
     await host.set_serving()
-    log.info("commons serving", extra={"port": host.port})
+    log.info("commons serving", extra={"port": host.port, "metrics": host.metrics_address})
     return CommonsApp(host, pool, board, note_embedder, backfill, owned, space)
+
+
+def _metrics(pool: asyncpg.Pool, store: CommonsStore) -> ServiceMetrics:
+    """The commons' series: its RPCs and pool (svckit.metrics), and the embedding backlog,
+    counted when scraped (an indexed count: posts_unembedded)."""
+    metrics = ServiceMetrics()
+    metrics.pools.watch(pool, "requests")
+    backlog = Gauge(
+        "cograph_commons_embedding_backlog",
+        "Notes without a vector yet, so not found by search until the backfill embeds them "
+        "(counted at each scrape).",
+        registry=metrics.registry,
+    )
+
+    async def count_backlog() -> None:
+        backlog.set(await store.embedding_backlog())
+
+    metrics.refreshers.append(count_backlog)
+    return metrics

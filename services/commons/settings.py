@@ -15,6 +15,7 @@ from svckit.config import (
     query_embed_timeout_s,
 )
 from svckit.disk import DiskSettings
+from svckit.metrics import MetricsSettings
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class CommonsSettings:
     embedding_space_check_s: float = 10.0
     # Free space kept on the data directory's disk (svckit.disk); None watches nothing.
     disk: DiskSettings | None = None
+    # Where /metrics is served (svckit.metrics); the default serves nothing.
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> CommonsSettings:
@@ -80,6 +83,7 @@ class CommonsSettings:
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
+            metrics=MetricsSettings.from_env(env, "commons"),
             embedding_space_check_s=env.float(
                 "EMBEDDING_SPACE_CHECK_S", 10.0, min=0.05, max=3600.0
             ),

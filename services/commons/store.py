@@ -574,6 +574,10 @@ class CommonsStore:
             )
         return [PendingEmbed(r["id"], r["title"], r["body"], r["created_at"]) for r in rows]
 
+    async def embedding_backlog(self) -> int:
+        """Notes still without a vector (the backfill's work; posts_unembedded indexes them)."""
+        return int(await self._pool.fetchval("SELECT count(*) FROM posts WHERE embedding IS NULL"))
+
     async def note_count_estimate(self) -> int:
         """The planner's row estimate (free), or an exact count before the first ANALYZE."""
         estimate = await self._pool.fetchval(

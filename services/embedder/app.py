@@ -15,10 +15,12 @@ from embedder.backends import Backend, load_backend
 from embedder.batcher import Batcher
 from embedder.cross_encoder import load_cross_encoder
 from embedder.limits import EmbedLimits
+from embedder.metrics import EmbedderMetrics
 from embedder.servicer import EmbedderServicer
 from embedder.settings import EmbedderSettings
 from svckit.config import ensure_writable_dir
 from svckit.internal_auth import TokenVerifier
+from svckit.metrics import ServiceMetrics
 from svckit.server import GrpcHost
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,8 @@ async def start_embedder(
         ensure_writable_dir(settings.cache_dir, "EMBEDDER_CACHE_DIR")
     loop = asyncio.get_running_loop()
     servicer_slot: list[EmbedderServicer] = []
+    metrics = ServiceMetrics()
+    embedder_metrics = EmbedderMetrics(metrics)
 
     def register(server: grpc.aio.Server) -> None:
         embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(_Deferred(servicer_slot), server)
@@ -62,6 +66,9 @@ async def start_embedder(
         settings.address,
         tracer_provider,
         verifier=TokenVerifier(settings.internal_secret),
+        # Served from the start: a scrape during the model's load sees its RPCs refused.
+        metrics=metrics,
+        metrics_settings=settings.metrics,
     )
     await host.start()
     backend = await loop.run_in_executor(
@@ -87,7 +94,9 @@ async def start_embedder(
         bulk_encode=bulk_encode,
         bulk_max_texts=settings.bulk_batch_texts,
         bulk_queue_texts=settings.bulk_queue_texts,
+        observer=embedder_metrics.observe_batch,
     )
+    embedder_metrics.watch_queues(batcher.queued_texts)
     batcher.start()
     limits = EmbedLimits(settings.max_batch_texts, settings.max_text_chars)
     reranker = await loop.run_in_executor(
@@ -106,7 +115,12 @@ async def start_embedder(
     await host.set_serving()
     log.info(
         "embedder serving",
-        extra={"port": host.port, "backend": backend.name, "model": backend.model_name},
+        extra={
+            "port": host.port,
+            "backend": backend.name,
+            "model": backend.model_name,
+            "metrics": host.metrics_address,
+        },
     )
     return EmbedderApp(host, batcher, backend)
 

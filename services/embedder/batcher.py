@@ -92,6 +92,11 @@ class BulkStats(BatchStats):
     queued_texts: int = 0  # texts accepted and not yet run (now)
 
 
+# Told of each model call: its lane ("query" or "bulk"), its texts and its seconds in the
+# model (embedder.metrics counts them).
+BatchObserver = Callable[[str, int, float], None]
+
+
 class Batcher:
     def __init__(
         self,
@@ -104,7 +109,9 @@ class Batcher:
         bulk_max_texts: int = 8,
         bulk_queue_texts: int = 256,
         bulk_executor: Executor | None = None,
+        observer: BatchObserver | None = None,
     ) -> None:
+        self._observer = observer
         self._encode = encode
         self._bulk_encode = bulk_encode or encode
         self._max_texts = max_texts
@@ -133,6 +140,16 @@ class Batcher:
     @property
     def bulk_queue_texts(self) -> int:
         return self._bulk_queue_texts
+
+    def queued_texts(self, lane: str) -> int:
+        """Texts waiting in a lane ("query" or "bulk"), not yet in the model."""
+        if lane == "bulk":
+            return self.bulk_stats.queued_texts
+        return sum(len(pending.texts) for pending in self._queue if not pending.future.done())
+
+    def _observe(self, lane: str, texts: int, started: float) -> None:
+        if self._observer is not None:
+            self._observer(lane, texts, time.perf_counter() - started)
 
     def start(self) -> None:
         if not self._workers:
@@ -247,14 +264,17 @@ class Batcher:
             if not batch:
                 continue
             texts = [text for pending in batch for text in pending.texts]
+            started = time.perf_counter()
             try:
                 vectors = await loop.run_in_executor(self._executor, self._encode, texts)
             except Exception as err:
+                self._observe("query", len(texts), started)
                 log.exception("embedding batch failed", extra={"texts": len(texts)})
                 for pending in batch:
                     if not pending.future.done():
                         pending.future.set_exception(err)
                 continue
+            self._observe("query", len(texts), started)
             self.stats.batches += 1
             self.stats.texts += len(texts)
             offset = 0
@@ -274,14 +294,17 @@ class Batcher:
             if not pieces:
                 continue
             texts = [t for pending, start, end in pieces for t in pending.texts[start:end]]
+            started = time.perf_counter()
             try:
                 vectors = await loop.run_in_executor(self._bulk_executor, self._bulk_encode, texts)
             except Exception as err:
+                self._observe("bulk", len(texts), started)
                 log.exception("bulk embedding batch failed", extra={"texts": len(texts)})
                 for pending, _, _ in pieces:
                     if not pending.future.done():
                         pending.future.set_exception(err)
                 continue
+            self._observe("bulk", len(texts), started)
             self.bulk_stats.batches += 1
             self.bulk_stats.texts += len(texts)
             offset = 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from embedder.backends import EndpointSettings
 from svckit.config import ConfigError, Env, data_dir, http_url, internal_secret
+from svckit.metrics import MetricsSettings
 
 BACKENDS = ("onnx-int8", "torch", "openai")
 
@@ -31,6 +32,8 @@ class EmbedderSettings:
     # Signs and verifies calls between services (svckit.internal_auth); never logged.
     internal_secret: bytes = field(repr=False)
     endpoint: EndpointSettings | None = None  # the openai backend's endpoint
+    # Where /metrics is served (svckit.metrics); the default serves nothing.
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> EmbedderSettings:
@@ -62,6 +65,7 @@ class EmbedderSettings:
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
+            metrics=MetricsSettings.from_env(env, "embedder"),
             endpoint=_endpoint(env),
         )
 

@@ -25,7 +25,7 @@ from gateway.body_limit import BodyLimitMiddleware
 from gateway.early_refusal import EarlyRefusal
 from gateway.errors import install_error_handlers
 from gateway.keys_store import MIGRATIONS, KeysStore
-from gateway.metrics import Metrics, MetricsMiddleware
+from gateway.metrics import LabelledApp, Metrics, MetricsMiddleware
 from gateway.quotas import Quotas
 from gateway.routes_access import access_router
 from gateway.routes_commons import commons_router
@@ -82,7 +82,11 @@ def build_app(
     metrics = metrics or Metrics()
     quotas = Quotas(settings.quotas) if settings.quotas is not None else None
     api = GatewayApi(backends, metrics, quotas)
-    mcp = mcp_http(build_mcp_server(api, principal_of)) if settings.mcp_enabled else None
+    mcp = (
+        mcp_http(build_mcp_server(api, principal_of, metrics.observe_tool_call))
+        if settings.mcp_enabled
+        else None
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -117,7 +121,9 @@ def build_app(
     # request refused before routing (a 401).
     templates: list[BaseRoute] = [route for router in routers for route in router.routes]
     if mcp is not None:
-        templates.append(Route("/mcp", endpoint=mcp.asgi, methods=["GET", "POST", "DELETE"]))
+        templates.append(
+            Route("/mcp", endpoint=LabelledApp(mcp.asgi, "/mcp"), methods=["GET", "POST", "DELETE"])
+        )
         app.router.routes.append(templates[-1])
     # Added last = outermost: the access log and metrics see every response, the body limit
     # runs before authentication reads anything, and authentication runs before any route.

@@ -11,6 +11,7 @@ import time
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
@@ -65,6 +66,21 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
 
+        self.mcp_tool_calls = Counter(
+            "cograph_gateway_mcp_tool_calls_total",
+            "MCP tool calls, by tool (unknown: a name no tool has) and outcome (ok, or error: "
+            "the result is an error, which MCP answers with HTTP 200).",
+            ("tool", "outcome"),
+            registry=self.registry,
+        )
+        self.mcp_tool_latency = Histogram(
+            "cograph_gateway_mcp_tool_duration_seconds",
+            "MCP tool call latency, by tool.",
+            ("tool",),
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+
         self.degraded_searches = Counter(
             "cograph_gateway_degraded_search_answers_total",
             "Search answers given without one of their streams (the embedder down or slow: "
@@ -106,6 +122,11 @@ class Metrics:
         self.semantic_search_unavailable.inc()
         self.search_health.lost_vector("notes")
 
+    def observe_tool_call(self, tool: str, error: bool, seconds: float) -> None:
+        """One MCP tool call (cograph_api.mcp_tools names the tool, bounded)."""
+        self.mcp_tool_calls.labels(tool, "error" if error else "ok").inc()
+        self.mcp_tool_latency.labels(tool).observe(seconds)
+
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         labels = (method, route, str(status))
         self.requests.labels(*labels).inc()
@@ -113,6 +134,25 @@ class Metrics:
 
     async def endpoint(self, _: Request) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@dataclass(frozen=True)
+class _RouteLabel:
+    path: str
+
+
+class LabelledApp:
+    """An ASGI app served by a plain Starlette Route (the MCP endpoint): Starlette records
+    no route in the scope for it, so this does, and its requests are labelled with its path
+    rather than `unmatched`."""
+
+    def __init__(self, app: ASGIApp, path: str) -> None:
+        self._app = app
+        self._label = _RouteLabel(path)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["route"] = self._label
+        await self._app(scope, receive, send)
 
 
 class MetricsMiddleware:

@@ -22,6 +22,7 @@ from retrieval.indexing.push_sync import PushSync
 from retrieval.indexing.source_policy import LocalPolicy
 from retrieval.indexing.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
 from retrieval.indexing.sync import Schedule, Syncer, recording_syncs
+from retrieval.metrics import RetrievalMetrics
 from retrieval.search.cursors import CursorCodec
 from retrieval.search.engine import SearchEngine
 from retrieval.search.rerank import CrossEncoderReranker, Reranker, build_reranker
@@ -33,6 +34,7 @@ from svckit.config import ensure_writable_dir
 from svckit.db import DbTimeouts, create_pool, ensure_extensions
 from svckit.disk import DiskWatch
 from svckit.internal_auth import TokenSigner, TokenVerifier
+from svckit.metrics import ServiceMetrics
 from svckit.migrations import migrate
 from svckit.server import GrpcHost
 
@@ -115,6 +117,10 @@ async def start_retrieval(
         max_size=2 + 2 * settings.index.max_concurrent_jobs,
         timeouts=DbTimeouts.from_env().for_indexing(),
     )
+    metrics = ServiceMetrics()
+    metrics.pools.watch(pool, "requests")
+    metrics.pools.watch(index_pool, "indexing")
+    retrieval_metrics = RetrievalMetrics(metrics)
     # Always dialled: the embedder's model is compared with the stored vectors' even when
     # tests hand in an embedder of their own.
     channel: grpc.aio.Channel | None = dial(
@@ -144,7 +150,9 @@ async def start_retrieval(
         heartbeat_s=index.job_heartbeat_s,
         max_attempts=index.job_max_attempts,
         poll_s=index.job_poll_s,
+        observer=retrieval_metrics,
     )
+    retrieval_metrics.watch_running(lambda: jobs.running)
     disk = DiskWatch(settings.disk) if settings.disk is not None else None
     indexer = Indexer(
         index_pool,
@@ -171,7 +179,12 @@ async def start_retrieval(
             )
         )
     engine = SearchEngine(
-        pool, query_embedder, settings.search, settings.embedder_timeout_s, reranker
+        pool,
+        query_embedder,
+        settings.search,
+        settings.embedder_timeout_s,
+        reranker,
+        on_search=retrieval_metrics.observe_search,
     )
     # Freshness lookups reach sources too: they obey the same host policy.
     heads = HeadProbe(
@@ -203,6 +216,8 @@ async def start_retrieval(
         settings.address,
         tracer_provider,
         verifier=TokenVerifier(settings.internal_secret),
+        metrics=metrics,
+        metrics_settings=settings.metrics,
     )
     await host.start()
     report = health_reporter(host)
@@ -245,6 +260,7 @@ async def start_retrieval(
         "retrieval serving",
         extra={
             "port": host.port,
+            "metrics": host.metrics_address,
             "summarizer": summarizer.name,
             "embedder": settings.embedder_addr,
             "reranker": reranker.name if reranker is not None else "none",

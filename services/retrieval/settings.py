@@ -25,6 +25,7 @@ from svckit.config import (
     query_embed_timeout_s,
 )
 from svckit.disk import DiskSettings
+from svckit.metrics import MetricsSettings
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,8 @@ class RetrievalSettings:
     disk: DiskSettings | None = None
     # Re-indexing what moved at its source (indexing/sync.py).
     sync: SyncSettings = field(default_factory=SyncSettings)
+    # Where /metrics is served (svckit.metrics); the default serves nothing.
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -247,6 +250,7 @@ class RetrievalSettings:
             summarizer=SummarizerSettings.from_env(env),
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
+            metrics=MetricsSettings.from_env(env, "retrieval"),
             search=SearchSettings.from_env(env),
             head_check_timeout_s=env.float(
                 "RETRIEVAL_HEAD_CHECK_TIMEOUT_S", 5.0, min=0.1, max=120.0

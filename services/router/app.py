@@ -9,6 +9,7 @@ from pathlib import Path
 import asyncpg
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import Counter
 
 from cograph.router.v1 import router_pb2, router_pb2_grpc
 from router.cache import CachedRouterStore
@@ -18,6 +19,7 @@ from router.settings import RouterSettings
 from router.store import RouterStore
 from svckit.db import DbTimeouts, create_pool
 from svckit.internal_auth import TokenVerifier
+from svckit.metrics import ServiceMetrics
 from svckit.server import GrpcHost
 
 log = logging.getLogger(__name__)
@@ -96,7 +98,24 @@ async def start_router(
     except BaseException:
         await pool.close()
         raise
-    store = RouterStore(pool) if settings.cache is None else CachedRouterStore(pool, settings.cache)
+    metrics = ServiceMetrics()
+    metrics.pools.watch(pool, "requests")
+    cache_lookups = Counter(
+        "cograph_router_cache_lookups_total",
+        "Routes per pool (repositories, collections) answered from the kept state (hit) or "
+        "read from the database (miss); none while ROUTER_CACHE_TERMS is 0.",
+        ("pool", "result"),
+        registry=metrics.registry,
+    )
+
+    def looked_up(name: str, hit: bool) -> None:
+        cache_lookups.labels(name, "hit" if hit else "miss").inc()
+
+    store = (
+        RouterStore(pool)
+        if settings.cache is None
+        else CachedRouterStore(pool, settings.cache, looked_up)
+    )
     router = Router(store, settings.limits)
     servicer = RouterServicer(router)
 
@@ -109,6 +128,8 @@ async def start_router(
         settings.address,
         tracer_provider,
         verifier=TokenVerifier(settings.internal_secret),
+        metrics=metrics,
+        metrics_settings=settings.metrics,
     )
     try:
         await host.start()
@@ -116,5 +137,5 @@ async def start_router(
         await pool.close()
         raise
     await host.set_serving()
-    log.info("router serving", extra={"port": host.port})
+    log.info("router serving", extra={"port": host.port, "metrics": host.metrics_address})
     return RouterApp(host, pool, router)

@@ -29,7 +29,7 @@ fields. Confidences are still computed by router.scoring in routing.py.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -173,11 +173,18 @@ class _PoolState:
 class _Pool:
     """The newest state of one pool, and how to answer a route from it."""
 
-    def __init__(self, pool: asyncpg.Pool, sql: _PoolSql, limits: CacheLimits) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        sql: _PoolSql,
+        limits: CacheLimits,
+        on_lookup: Callable[[bool], None] | None = None,
+    ) -> None:
         self._pool = pool
         self._sql = sql
         self._limits = limits
         self._state: _PoolState | None = None
+        self._on_lookup = on_lookup  # told whether each route was answered from the state
 
     def clear(self) -> None:
         self._state = None
@@ -192,6 +199,8 @@ class _Pool:
             current = self._state
             if current is not None and current.version == version and current.has(viewer, terms):
                 current.touch(viewer, terms)
+                if self._on_lookup is not None:
+                    self._on_lookup(True)
                 codes = [current.terms[t] for t in terms]
                 return _answer(
                     current,
@@ -201,6 +210,8 @@ class _Pool:
                     limit,
                     fallback=self._sql.fallback,
                 )
+        if self._on_lookup is not None:
+            self._on_lookup(False)
         state, readable, codes = await self._read(viewer, terms)
         return _answer(state, readable, terms, codes, limit, fallback=self._sql.fallback)
 
@@ -294,9 +305,16 @@ def _answer(
 class CachedRouterStore:
     """RouterStore's interface, answered from kept per-pool state (see the module doc)."""
 
-    def __init__(self, pool: asyncpg.Pool, limits: CacheLimits) -> None:
-        self._repositories = _Pool(pool, REPOSITORY_SQL, limits)
-        self._collections = _Pool(pool, COLLECTION_SQL, limits)
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        limits: CacheLimits,
+        on_lookup: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        """`on_lookup(pool, hit)` hears, per route and pool (`repositories`,
+        `collections`), whether the kept state answered it (router.app counts them)."""
+        self._repositories = _Pool(pool, REPOSITORY_SQL, limits, _for("repositories", on_lookup))
+        self._collections = _Pool(pool, COLLECTION_SQL, limits, _for("collections", on_lookup))
 
     def clear(self) -> None:
         """Forgets everything kept (benchmarks measure the first route after a change)."""
@@ -316,3 +334,9 @@ class CachedRouterStore:
     ) -> PoolMatches:
         """The `limit` best-matching readable collections, and up to `limit` fallbacks."""
         return await self._collections.matches(viewer, terms, limit)
+
+
+def _for(name: str, on_lookup: Callable[[str, bool], None] | None) -> Callable[[bool], None] | None:
+    if on_lookup is None:
+        return None
+    return lambda hit: on_lookup(name, hit)

@@ -18,6 +18,7 @@ from cograph_api import limits
 from router.cache import CacheLimits
 from router.routing import RouteLimits
 from svckit.config import Env, internal_secret
+from svckit.metrics import MetricsSettings
 
 MAX_RESULTS = limits.ROUTE_RESULTS_MAX  # per pool; part of the published contract
 
@@ -34,6 +35,8 @@ class RouterSettings:
     log_level: str
     # Signs and verifies calls between services (svckit.internal_auth); never logged.
     internal_secret: bytes = field(repr=False)
+    # Where /metrics is served (svckit.metrics); the default serves nothing.
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> RouterSettings:
@@ -67,6 +70,7 @@ class RouterSettings:
             ready_file=Path(ready) if ready else None,
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
+            metrics=MetricsSettings.from_env(env, "router"),
         )
 
 

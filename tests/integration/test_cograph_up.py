@@ -20,6 +20,7 @@ import httpx
 import psutil
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from cograph.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from svckit.internal_auth import TokenSigner
@@ -131,6 +132,7 @@ def test_up_serves_and_stops_cleanly_on_sigterm(
         timeout=10,
     )
     assert listed.status_code == 200
+    _every_service_serves_its_metrics(Path(endpoints["postgres"]).parent / "run", endpoints)
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
@@ -138,6 +140,74 @@ def test_up_serves_and_stops_cleanly_on_sigterm(
     assert not gone_alive, f"orphans left: {gone_alive}"
     _, still_running = psutil.wait_procs(postgres, timeout=10)
     assert not still_running, f"postgres left running: {still_running}"
+
+
+def _scrape(address: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    reply = httpx.get(f"http://{address}/metrics", timeout=10)
+    assert reply.status_code == 200, reply.text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(reply.text)
+        for sample in family.samples
+    }
+
+
+def _value(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
+    """The sum of `name` over the samples whose labels include `labels`."""
+    wanted = set(labels.items())
+    return sum(v for (n, got), v in samples.items() if n == name and wanted <= got)
+
+
+def _every_service_serves_its_metrics(run: Path, endpoints: dict[str, str]) -> None:
+    """After one search, one route and one note search through the gateway, each service's
+    run/<service>.metrics names a reachable /metrics whose series moved."""
+    auth = {"Authorization": f"Bearer {endpoints['admin_key']}"}
+    gateway = f"http://{endpoints['gateway']}"
+    searched = httpx.post(
+        f"{gateway}/api/search", json={"query": "ParseConfig"}, headers=auth, timeout=30
+    )
+    assert searched.status_code == 200, searched.text
+    routed = httpx.post(
+        f"{gateway}/api/route", json={"query": "retry policy"}, headers=auth, timeout=30
+    )
+    assert routed.status_code == 200, routed.text
+    notes = httpx.get(f"{gateway}/v1/search", params={"q": "signup"}, headers=auth, timeout=30)
+    assert notes.status_code == 200, notes.text
+    addresses = {
+        name: (run / f"{name}.metrics").read_text().strip()
+        for name in ("embedder", "retrieval", "router", "commons", "gateway")
+    }
+    assert all(re.fullmatch(r"127\.0\.0\.1:\d+", a) for a in addresses.values()), addresses
+    assert addresses["gateway"] == endpoints["gateway"]  # the gateway's own port
+    handled = "cograph_grpc_server_handled_total"
+
+    retrieval = _scrape(addresses["retrieval"])
+    assert _value(retrieval, handled, grpc_method="Search", grpc_code="OK") >= 1
+    assert _value(retrieval, "cograph_retrieval_search_seconds_count") >= 1
+    assert _value(retrieval, "cograph_retrieval_search_streams_total", stream="lexical") >= 1
+    assert _value(retrieval, "cograph_db_pool_acquire_seconds_count", pool="requests") >= 1
+    assert ("cograph_retrieval_index_jobs_running", frozenset()) in retrieval
+
+    embedder = _scrape(addresses["embedder"])
+    # The unsigned call above is counted with the code its caller saw.
+    assert _value(embedder, handled, grpc_method="Embed", grpc_code="UNAUTHENTICATED") == 1
+    assert _value(embedder, handled, grpc_method="Embed", grpc_code="OK") >= 2
+    assert _value(embedder, "cograph_embedder_batch_texts_count", lane="query") >= 2
+    assert _value(embedder, "cograph_embedder_busy_seconds_total", lane="query") > 0
+    assert ("cograph_embedder_queue_texts", frozenset({("lane", "bulk")})) in embedder
+
+    router = _scrape(addresses["router"])
+    assert _value(router, handled, grpc_method="Route", grpc_code="OK") >= 1
+    assert _value(router, "cograph_router_cache_lookups_total") >= 1
+
+    commons = _scrape(addresses["commons"])
+    assert _value(commons, handled, grpc_method="SearchPosts", grpc_code="OK") >= 1
+    assert _value(commons, "cograph_commons_embedding_backlog") == 0
+
+    gateway_series = _scrape(addresses["gateway"])
+    assert _value(gateway_series, "cograph_gateway_requests_total", route="/api/search") >= 1
 
 
 class _Output:

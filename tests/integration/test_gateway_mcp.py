@@ -11,6 +11,7 @@ import httpx
 import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
+from prometheus_client.parser import text_string_to_metric_families
 
 from cograph_api.mcp_tools import OUTPUT_SCHEMAS, SCHEMAS
 from tests.integration.support.git_repos import JAN, MAR, commit_all, git, write
@@ -37,6 +38,7 @@ TOOLS = {
     "cograph_job",
     "cograph_outline",
     "cograph_remove",
+    "cograph_list_refs",
 }
 
 
@@ -113,6 +115,45 @@ async def test_http_status_and_route(stack: Stack) -> None:
             client, "cograph_graph", {"symbol": "ParseConfig", "repo": "example.com/no/such"}
         )
         assert failed == (graph.get("error") is not None), graph
+
+
+async def test_http_tool_calls_are_counted_by_tool_and_outcome(stack: Stack) -> None:
+    async with http_client(stack, stack.admin_key) as client:
+        failed, _ = await call(client, "cograph_status", {})
+        assert not failed
+        failed, _ = await call(client, "cograph_job", {"job_id": "x" * 5000})
+        assert failed
+        failed, _ = await call(client, "cograph_no_such_tool_" + "z" * 40, {})
+        assert failed
+    async with httpx.AsyncClient(base_url=stack.url) as anon:
+        scraped = (await anon.get("/metrics")).text
+    samples = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(scraped)
+        for s in family.samples
+    }
+
+    def tool_calls(tool: str, outcome: str) -> float:
+        labels = frozenset({("tool", tool), ("outcome", outcome)})
+        return samples.get(("cograph_gateway_mcp_tool_calls_total", labels), 0.0)
+
+    assert tool_calls("cograph_status", "ok") >= 1
+    assert tool_calls("cograph_job", "error") >= 1
+    # A name no tool has is counted, but never becomes a label of its own.
+    assert tool_calls("unknown", "error") >= 1
+    assert "cograph_no_such_tool" not in scraped
+    mcp_requests = [
+        value
+        for (name, labels), value in samples.items()
+        if name == "cograph_gateway_requests_total" and ("route", "/mcp") in labels
+    ]
+    assert sum(mcp_requests) >= 3
+    unmatched = [
+        labels
+        for (name, labels), _ in samples.items()
+        if name == "cograph_gateway_requests_total" and ("route", "unmatched") in labels
+    ]
+    assert not unmatched, unmatched
 
 
 async def test_http_without_a_key_is_401(stack: Stack) -> None:

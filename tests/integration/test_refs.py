@@ -182,3 +182,26 @@ async def test_hostile_and_unknown_ref_names_are_refused(
         assert searched.status_code in (400, 404), searched.text
         no_repo = await rest.post("/api/search", json={"query": "settle", "ref": "main"})
         assert no_repo.status_code == 400 and "ref needs repo" in no_repo.text
+
+
+async def test_a_tag_is_indexed_at_the_commit_it_names(stack: Stack) -> None:
+    """`v1.0` names main's first commit: its index holds that commit's code, listed as a tag,
+    searched apart from the branches."""
+    reader, writer = await stack.key("reader"), await stack.key("writer")
+    async with stack.client(writer) as rest:
+        added = await rest.post(f"/api/repositories/{SLUG}/refs", json={"ref": "v1.0"})
+        assert added.status_code == 202, added.text
+        assert (await wait_job(rest, added.json()["job"]["id"]))["state"] == "succeeded"
+    tagged = await _search(stack, reader, "settle_invoice", repo=SLUG, ref="v1.0")
+    assert tagged and all(r["ref"] == "v1.0" for r in tagged)
+    assert any("settle_invoice" in r["snippet"] for r in tagged)
+    released = await _search(stack, reader, "refund_payment", repo=SLUG, ref="v1.0")
+    assert not any("refund_payment" in r["snippet"] for r in released)
+    async with stack.client(reader) as rest:
+        listed = (await rest.get(f"/api/repositories/{SLUG}/refs")).json()["refs"]
+        assert [(r["name"], r["kind"], r["state"]) for r in listed] == [
+            ("v1.0", "tag", "succeeded")
+        ]
+    async with stack.client(writer) as rest:
+        removed = await rest.delete(f"/api/repositories/{SLUG}/refs", params={"ref": "v1.0"})
+        assert removed.status_code == 204, removed.text

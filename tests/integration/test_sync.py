@@ -1,8 +1,9 @@
-"""Sync end to end (retrieval/indexing/sync.py): a commit pushed to an indexed branch, a
-file added to an indexed directory, become searchable without anyone asking, through the
-real retrieval service, embedder and PostgreSQL; a failing source is checked less and less
-often; RETRIEVAL_SYNC_INTERVAL_S=0 does nothing; replicas never claim the same target; REST
-and MCP show when a repository was last checked and synced."""
+"""Sync end to end (retrieval/indexing/sync.py): a commit pushed to an indexed branch (the
+default one and a second ref), a file added to an indexed directory, become searchable
+without anyone asking, through the real retrieval service, embedder and PostgreSQL; a
+failing source is checked less and less often; RETRIEVAL_SYNC_INTERVAL_S=0 does nothing;
+replicas never claim the same target; REST and MCP show when a repository was last checked
+and synced."""
 
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ async def _found(
     *,
     repo: str = "",
     collection: str = "",
+    ref: str = "",
 ) -> bool:
-    request = pb.SearchRequest(query=query, repo=repo, collection=collection)
+    request = pb.SearchRequest(query=query, repo=repo, collection=collection, ref=ref)
     reply = await stub.Search(request, metadata=ADMIN, timeout=30)
     return any(r.path == path for r in reply.results)
 
@@ -116,6 +118,12 @@ async def test_changes_at_the_source_become_searchable_without_asking(
         ]
         for job in jobs:
             await wait_job(stub, job.id)
+        # A second ref of the repository, synced like its default branch.
+        git(repo, "branch", "release")
+        added = await stub.IndexRef(
+            pb.IndexRefRequest(slug=GIT_SLUG, ref="release"), metadata=ADMIN, timeout=10
+        )
+        await wait_job(stub, added.job.id)
 
         # Checked one interval after the index; the git repository is current, so nothing
         # is queued for it. (A directory's first check has no listing to compare with: it
@@ -134,6 +142,10 @@ async def test_changes_at_the_source_become_searchable_without_asking(
         write(repo, "pkg/ledger.py", "def reconcile_ledger_entries(rows):\n    return rows\n")
         commit_all(repo, "add the ledger", MAR)
         head = git(repo, "rev-parse", "HEAD")
+        git(repo, "checkout", "-q", "release")
+        write(repo, "pkg/refunds.py", "def settle_refund_batches(rows):\n    return rows\n")
+        commit_all(repo, "add refunds on the release branch", MAR)
+        git(repo, "checkout", "-q", "main")
         write(plain, "audit.py", "def audit_trail_exporter() -> str:\n    return 'ok'\n")
         write(docs, "refunds.md", "# Refunds\n\nChargebacks are disputed within ninety days.\n")
 
@@ -141,6 +153,17 @@ async def test_changes_at_the_source_become_searchable_without_asking(
         await _eventually(
             "the commit in search",
             lambda: _found(stub, "reconcile_ledger_entries", "pkg/ledger.py", repo=GIT_SLUG),
+        )
+        await _eventually(
+            "the release branch's commit in search with its ref",
+            lambda: _found(
+                stub, "settle_refund_batches", "pkg/refunds.py", repo=GIT_SLUG, ref="release"
+            ),
+        )
+        # Each branch's commit stays on its own ref.
+        assert not await _found(stub, "settle_refund_batches", "pkg/refunds.py", repo=GIT_SLUG)
+        assert not await _found(
+            stub, "reconcile_ledger_entries", "pkg/ledger.py", repo=GIT_SLUG, ref="release"
         )
         await _eventually(
             "the plain directory's new file in search",

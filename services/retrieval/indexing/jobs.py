@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -114,6 +114,14 @@ class Job:
 
 
 JobRunner = Callable[[Job], Coroutine[Any, Any, None]]
+
+
+class JobObserver(Protocol):
+    """Hears how each run ends and how far it got (retrieval.metrics counts them)."""
+
+    def job_ended(self, kind: str, end: str) -> None: ...
+
+    def progressed(self, kind: str, files: int, embeddings: int) -> None: ...
 
 
 def _json(value: Any) -> Any:
@@ -217,8 +225,12 @@ class JobManager:
         max_attempts: int = 3,
         poll_s: float = 1.0,
         retry_s: float = 2.0,
+        observer: JobObserver | None = None,
     ) -> None:
         self._pool = pool
+        self._observer = observer
+        # Files and embeddings of each running job already reported to the observer.
+        self._reported: dict[str, tuple[int, int]] = {}
         self._workers = workers
         self._lease_s = lease_s
         self._heartbeat_s = heartbeat_s
@@ -235,6 +247,25 @@ class JobManager:
     @property
     def owner(self) -> str:
         return self._owner
+
+    @property
+    def running(self) -> int:
+        """Jobs this process is running now."""
+        return len(self._jobs)
+
+    def _report_progress(self, job: Job) -> None:
+        """Tells the observer the files and embeddings done since the last report, so that
+        their rates follow a long job as it runs (each heartbeat), not only when it ends."""
+        if self._observer is None:
+            return
+        files, embeddings = job.progress.files_done, job.progress.embeddings_done
+        last_files, last_embeddings = self._reported.get(job.id, (0, 0))
+        self._reported[job.id] = (files, embeddings)
+        self._observer.progressed(job.kind, files - last_files, embeddings - last_embeddings)
+
+    def _ended(self, job: Job, end: str) -> None:
+        if self._observer is not None:
+            self._observer.job_ended(job.kind, end)
 
     def start(self, runner: JobRunner) -> None:
         """Starts the worker loops; `runner` runs one claimed job (raises on failure)."""
@@ -349,6 +380,7 @@ class JobManager:
             )
             job.finished_at = datetime.now(UTC)
             log.warning("index job abandoned", extra={"job": job.id, "target": job.target})
+            self._ended(job, "abandoned")
             await self._finish(job)
 
     async def _run(self, job: Job) -> None:
@@ -378,6 +410,7 @@ class JobManager:
             job.progress.phase = "done"
         except _LeaseLost:
             log.warning("index job taken over; this run stopped", extra={"job": job.id})
+            self._ended(job, "taken_over")
             return
         except asyncio.CancelledError:
             body.cancel()
@@ -401,10 +434,14 @@ class JobManager:
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
             self._jobs.pop(job.id, None)
+            self._report_progress(job)
+            self._reported.pop(job.id, None)
         if retry is not None:
             # After the heartbeat has stopped: a late beat would renew the lease over it.
+            self._ended(job, "retried")
             await self._retry_later(job, retry)
             return
+        self._ended(job, job.state)
         job.progress.seconds = round(time.monotonic() - job.started, 3)
         job.finished_at = datetime.now(UTC)
         try:
@@ -417,6 +454,7 @@ class JobManager:
         while True:
             await asyncio.sleep(self._heartbeat_s)
             job.progress.seconds = round(time.monotonic() - job.started, 3)
+            self._report_progress(job)
             try:
                 status = await self._pool.execute(
                     _HEARTBEAT,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -149,7 +149,10 @@ class SearchEngine:
         settings: SearchSettings,
         embed_timeout_s: float,
         reranker: Reranker | None = None,
+        *,
+        on_search: Callable[[SearchOutcome], None] | None = None,
     ) -> None:
+        self._on_search = on_search  # told of each answered search (retrieval.metrics)
         # Every statement of one search reads one snapshot (search/snapshot.py); half the
         # pool may hold a snapshot's leader, the rest serve their streams.
         self._snapshots = Snapshots(pool, max_open=max(1, settings.pool_size // 2))
@@ -160,7 +163,10 @@ class SearchEngine:
 
     async def search(self, query: SearchQuery, viewer: Viewer) -> SearchOutcome:
         async with self._snapshots.open() as snapshot:
-            return await self._search(query, viewer, snapshot)
+            outcome = await self._search(query, viewer, snapshot)
+        if self._on_search is not None:
+            self._on_search(outcome)
+        return outcome
 
     async def _search(
         self, query: SearchQuery, viewer: Viewer, snapshot: Snapshot
