@@ -25,6 +25,7 @@ from cograph_api.git_credentials import (
     save,
     write_private,
 )
+from cograph_cli.cli_errors import EXIT_USAGE, print_error
 from svckit.config import Env
 
 _MAX_SECRET_INPUT = 64 * 1024
@@ -64,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     secret.add_argument("--ssh-key", type=Path, help="ssh: the private key file (deploy key)")
     add.add_argument("--known-hosts", type=Path, help="ssh: the host keys to trust")
     add.add_argument("--replace", action="store_true", help="replace an entry of that name")
+    add.add_argument("--json", action="store_true", help="print the stored entry as JSON")
     add.set_defaults(handler=_add)
 
     listing = actions.add_parser("list", help="list the entries (never their secrets)")
@@ -72,6 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     remove = actions.add_parser("remove", help="remove an entry and its files")
     remove.add_argument("name")
+    remove.add_argument("--json", action="store_true", help="print the outcome as JSON")
     remove.set_defaults(handler=_remove)
 
 
@@ -113,13 +116,16 @@ def _add(args: argparse.Namespace) -> int:
             token = _read_input(None if args.token_stdin else args.token_file, "token")
             contents = {entry.token_file: token.strip() + b"\n"}
     except CredentialError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(args.json, "invalid_argument", str(err))
+        return EXIT_USAGE
     private_directory(directory)
     for name, data in contents.items():
         write_private(directory / name, data)
     save(directory, [*(e for e in entries if e.name != entry.name), entry])
-    print(f"credential {entry.name} ({entry.kind}) serves {entry.url}; stored in {directory}")
+    if args.json:
+        print(json.dumps({**entry.to_json(), "kind": entry.kind, "directory": str(directory)}))
+    else:
+        print(f"credential {entry.name} ({entry.kind}) serves {entry.url}; stored in {directory}")
     return 0
 
 
@@ -127,8 +133,8 @@ def _list(args: argparse.Namespace) -> int:
     try:
         entries = load(_directory(args))
     except CredentialError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(args.json, "invalid_argument", str(err))
+        return EXIT_USAGE
     if args.json:
         print(json.dumps([{**e.to_json(), "kind": e.kind} for e in entries], indent=2))
         return 0
@@ -146,14 +152,17 @@ def _remove(args: argparse.Namespace) -> int:
     try:
         entries = load(directory)
     except CredentialError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(args.json, "invalid_argument", str(err))
+        return EXIT_USAGE
     found = [e for e in entries if e.name == args.name]
     if not found:
-        print(f"error: no credential {args.name!r}", file=sys.stderr)
+        print_error(args.json, "not_found", f"no credential {args.name!r}")
         return 1
     save(directory, [e for e in entries if e.name != args.name])
     for file in found[0].files():
         (directory / file).unlink(missing_ok=True)
-    print(f"credential {args.name} removed")
+    if args.json:
+        print(json.dumps({"name": args.name, "removed": True}))
+    else:
+        print(f"credential {args.name} removed")
     return 0

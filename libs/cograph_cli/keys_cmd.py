@@ -17,13 +17,13 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from cograph_api import rest_models as models
 from cograph_api.admin_keys import BootstrapOutcome, bootstrap_admin_key
+from cograph_cli.cli_errors import print_error
 from cograph_cli.rest_calls import call_gateway, guarded, invalid_argument
 from cograph_cli.services import gateway_migrations
 from svckit.config import Env
@@ -156,9 +156,10 @@ def _bootstrap(args: argparse.Namespace) -> int:
         if args.if_present:
             print("no admin key provided; nothing to do")
             return 0
-        print(
-            f"error: no admin key: pass --key-file, or set {KEY_FILE_ENV} or {KEY_ENV}",
-            file=sys.stderr,
+        print_error(
+            False,
+            "invalid_argument",
+            f"no admin key: pass --key-file, or set {KEY_FILE_ENV} or {KEY_ENV}",
         )
         return 2
     dsn = Env().str("COGRAPH_DATABASE_URL")  # a ConfigError is reported by main
@@ -168,7 +169,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
         )
     except ValueError as err:
         # The message never quotes the key (admin_keys.check_provided_key).
-        print(f"error: {err}", file=sys.stderr)
+        print_error(False, "invalid_argument", str(err))
         return 2
     if outcome is BootstrapOutcome.CREATED:
         print(f"admin key {key_id} stored")

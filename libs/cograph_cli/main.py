@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from cograph_cli.cli_errors import EXIT_USAGE, CographParser, print_error, wants_json
 from svckit.config import ConfigError
 
 # Top-level command -> the module that registers it. Each module exposes
@@ -35,7 +36,7 @@ COMMANDS: dict[str, str] = {
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser for one command, or for all of them (help, unknown commands)."""
-    parser = argparse.ArgumentParser(
+    parser = CographParser(
         prog="cograph", description="Cograph: a context engine for coding agents."
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
@@ -55,8 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         # A missing or bad setting (e.g. no internal secret) is the operator's to fix: say
         # which variable, without a traceback.
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(wants_json(arguments), "configuration", str(err))
+        return EXIT_USAGE
     return code
 
 

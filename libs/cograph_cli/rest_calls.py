@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,6 +16,7 @@ from pydantic import ValidationError
 
 from cograph_api.rest_client import ClientConfig, RestClient
 from cograph_api.rest_errors import ApiError
+from cograph_cli.cli_errors import print_error
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -49,10 +48,7 @@ def guarded(handler: Handler) -> Handler:
         try:
             return handler(args)
         except ApiError as err:
-            if getattr(args, "json", False):
-                print(json.dumps(err.body()))
-            else:
-                print(f"error: {err.error}: {err.detail}", file=sys.stderr)
+            print_error(bool(getattr(args, "json", False)), err.error, err.detail)
             return 1
 
     return wrapped

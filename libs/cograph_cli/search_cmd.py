@@ -26,6 +26,7 @@ from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api import limits
 from cograph_api.proto_json import enum_name, to_json
 from cograph_api.search_forms import answer_form
+from cograph_cli.cli_errors import report_rpc_error
 from cograph_cli.identity import OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 
@@ -157,11 +158,7 @@ async def _search(
         try:
             reply = await stub.Search(request, metadata=_metadata(), timeout=60)
         except grpc.aio.AioRpcError as err:
-            if err.code() == grpc.StatusCode.UNAVAILABLE:
-                print(f"error: retrieval service not reachable at {address}", file=sys.stderr)
-            else:
-                print(f"error: {err.code().name}: {err.details()}", file=sys.stderr)
-            return 2 if err.code() == grpc.StatusCode.INVALID_ARGUMENT else 1
+            return report_rpc_error(err, as_json=as_json, service="retrieval", address=address)
     if as_json:
         out.write(json.dumps(answer_form(response_json(reply), verbose), indent=2) + "\n")
     else:

@@ -1,6 +1,11 @@
 """Structured JSON logging with the request id and trace id on every line; repeated
 warnings rate-limited; size-rotated log files for `cograph up`.
 
+Every line is JSON and nothing else: Python warnings are logged as records instead of
+printed, terminal escape codes are taken out of messages and fields (uvicorn adds a
+coloured copy of its messages), libraries' chatter is kept below the level written (the
+MCP transport's line per HTTP request, onnxruntime's line per quantised tensor).
+
 A warning that repeats per request (a degraded search, say) is written at most once per
 COGRAPH_LOG_REPEAT_WINDOW_S per message, and the next one written says how many were left
 out (`suppressed`): the log keeps the news without filling the disk. Files `cograph up`
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
+import re
 import sys
 import time
 from collections import OrderedDict
@@ -72,7 +78,9 @@ class RepeatFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if self._window_s <= 0 or record.levelno < self._min_level:
             return True
-        key = (record.name, record.levelno, str(record.msg))
+        # A Python warning's record is always "%s" % (the warning): its text is the key.
+        message = record.getMessage() if record.name == "py.warnings" else str(record.msg)
+        key = (record.name, record.levelno, message)
         now = self._clock()
         seen = self._seen.get(key)
         if seen is not None and now - seen[0] < self._window_s:
@@ -88,7 +96,43 @@ class RepeatFilter(logging.Filter):
 
 
 # Attributes every LogRecord has; anything else was passed through `extra=` and is emitted.
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+# `color_message` is uvicorn's copy of its message with terminal colours: never emitted.
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+    "color_message",
+}
+
+# ECMA-48 escape sequences (colours, cursor moves) and bare carriage returns: what a
+# terminal interprets and a log file only stores as noise.
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\r")
+
+# Libraries' loggers that say at INFO what is routine: the MCP transport logs a line per
+# stateless HTTP request ("Terminating session: None") and each session id it creates.
+QUIET_LOGGERS: dict[str, int] = {
+    "mcp.server.streamable_http": logging.WARNING,
+    "mcp.server.streamable_http_manager": logging.WARNING,
+    "httpx": logging.WARNING,
+}
+
+
+def plain_text(text: str) -> str:
+    """`text` without terminal escape codes or carriage returns."""
+    return _TERMINAL_CODES.sub("", text)
+
+
+def _plain(value: Any) -> Any:
+    return plain_text(value) if isinstance(value, str) else value
+
+
+class LibraryRootFilter(logging.Filter):
+    """Drops records below WARNING logged on the root logger itself (`logging.info(...)`):
+    only libraries do that (the service's own modules log under their names), and
+    onnxruntime's quantiser writes one such line per tensor when the embedder exports its
+    model."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name != "root" or record.levelno >= logging.WARNING
 
 
 class JsonFormatter(logging.Formatter):
@@ -105,7 +149,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "service": self._service,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": plain_text(record.getMessage()),
         }
         # A record may carry its request id (set where it was made); else take the context's.
         request_id = record.__dict__.get("request_id") or current_request_id()
@@ -117,17 +161,17 @@ class JsonFormatter(logging.Formatter):
             entry["span_id"] = format(span.span_id, "016x")
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = value
+                entry[key] = _plain(value)
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
+            entry["exc"] = plain_text(self.formatException(record.exc_info))
         return json.dumps(entry, default=str)
 
 
 def configure_logging(
     service: str, level: str = "INFO", settings: LogSettings | None = None
 ) -> None:
-    """Routes the root logger to stderr as JSON, repeated warnings rate-limited; idempotent
-    so tests can call it freely."""
+    """Routes the root logger to stderr as JSON, repeated warnings rate-limited, Python
+    warnings included; idempotent so tests can call it freely."""
     settings = settings or LogSettings()
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -135,10 +179,16 @@ def configure_logging(
             root.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service))
+    handler.addFilter(LibraryRootFilter())
     handler.addFilter(RepeatFilter(settings.repeat_window_s))
     handler._cograph = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level.upper())
+    for name, quiet_level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(quiet_level)
+    # warnings.warn() would print two lines of plain text to stderr; as records (logger
+    # py.warnings) they are JSON, and the repeat filter writes each one once per window.
+    logging.captureWarnings(True)
 
 
 class RotatingLog:

@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from embedder.library_logs import quiet_model_libraries
 from svckit.errors import Unavailable
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class TorchBackend:
         if threads:
             torch.set_num_threads(threads)
 
+        quiet_model_libraries()
         self._model = SentenceTransformer(str(model_path), device="cpu")
         self.model_name = model_path.name if model_path.name != "model" else "all-MiniLM-L6-v2"
         dim = self._model.get_embedding_dimension()
@@ -144,6 +146,7 @@ def export_int8(model_path: Path, cache_dir: Path) -> Path:
     from transformers import AutoModel
 
     cache_dir.mkdir(parents=True, exist_ok=True)
+    quiet_model_libraries()
     bert = AutoModel.from_pretrained(str(model_path)).eval()
 
     class Pooled(torch.nn.Module):

@@ -12,6 +12,8 @@ import logging
 import threading
 from pathlib import Path
 
+from embedder.library_logs import quiet_model_libraries
+
 log = logging.getLogger(__name__)
 
 
@@ -22,6 +24,7 @@ class CrossEncoderScorer:
 
         if threads:
             torch.set_num_threads(threads)
+        quiet_model_libraries()
         self._model = CrossEncoder(str(path), device="cpu", local_files_only=True)
         self.name = path.name
         # One inference at a time: torch already uses every thread it was given, and

@@ -14,9 +14,10 @@ import grpc
 import uvicorn
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from cograph_api.mcp_tools import build_mcp_server, mcp_http
+from gateway.access_log import AccessLogMiddleware
 from gateway.api import GatewayApi
 from gateway.auth import Authenticator, AuthMiddleware, PublicPaths, principal_of
 from gateway.backends import Backends
@@ -105,19 +106,27 @@ def build_app(
     )
     app.openapi = lambda: _openapi_with_bearer(app)  # type: ignore[method-assign]
     install_error_handlers(app)
-    app.include_router(health_router(backends, pool, metrics))
-    app.include_router(console_router())
-    app.include_router(retrieval_router(api))
-    app.include_router(access_router(api))
-    app.include_router(commons_router(api))
-    app.include_router(keys_router(keys, api))
-    app.include_router(hooks_router(api, settings, quotas))
+    routers = [
+        health_router(backends, pool, metrics),
+        console_router(),
+        retrieval_router(api),
+        access_router(api),
+        commons_router(api),
+        keys_router(keys, api),
+        hooks_router(api, settings, quotas),
+    ]
+    for router in routers:
+        app.include_router(router)
+    # Every route as it matches a full path, for the access log to name the route of a
+    # request refused before routing (a 401).
+    templates: list[BaseRoute] = [route for router in routers for route in router.routes]
     if mcp is not None:
-        app.router.routes.append(
+        templates.append(
             Route("/mcp", endpoint=LabelledApp(mcp.asgi, "/mcp"), methods=["GET", "POST", "DELETE"])
         )
-    # Added last = outermost: metrics see every response, the body limit runs before
-    # authentication reads anything, and authentication runs before any route.
+        app.router.routes.append(templates[-1])
+    # Added last = outermost: the access log and metrics see every response, the body limit
+    # runs before authentication reads anything, and authentication runs before any route.
     app.add_middleware(
         AuthMiddleware,
         authenticator=Authenticator(keys, settings.allow_anonymous, settings.key_lookup_timeout_s),
@@ -131,6 +140,7 @@ def build_app(
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(AccessLogMiddleware, routes=templates)
     return app
 
 

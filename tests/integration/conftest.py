@@ -10,10 +10,7 @@ Unit tests see none of this: they start no database and load no model.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -28,6 +25,7 @@ from svckit.migrations import migrate
 from tests.integration.support.commons import Running, commons_settings, running_commons
 from tests.integration.support.databases import fresh_database
 from tests.integration.support.embedders import embedder_settings
+from tests.integration.support.pg_home import server_home
 from tests.integration.support.retrieval import SearchEnv, serving
 from tests.integration.support.search_corpus import index_corpus, make_corpus
 from tests.internal_auth import signed_channel
@@ -42,18 +40,15 @@ def pg_server_url() -> Iterator[str]:
     if external:
         yield external
         return
-    # Not under pytest's base temporary directory: any other pytest run as the same user
-    # re-tightens that directory's permissions, which locks the server's own user (as root
-    # it runs as a user of its own) out of its data, and every database test then fails.
-    # A directory of its own lets `make unit` and `make test` run side by side.
-    home = Path(tempfile.mkdtemp(prefix="cograph-test-pg-"))
-    server = EmbeddedPostgres(home / "data")
-    url = server.start()
-    try:
-        yield url
-    finally:
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)
+    # Outside pytest's base temporary directory, so that another pytest run cannot lock
+    # the server out of its data (support/pg_home.py).
+    with server_home() as home:
+        server = EmbeddedPostgres(home / "data")
+        url = server.start()
+        try:
+            yield url
+        finally:
+            server.stop()
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

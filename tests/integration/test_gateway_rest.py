@@ -3,6 +3,8 @@ auth, keys, the commons flow, repositories/collections/jobs, routing, validation
 
 from __future__ import annotations
 
+import json
+import logging
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +14,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from svckit.logs import JsonFormatter
 from tests.integration.support.stacks import (
     Stack,
     gateway_stack,
@@ -521,3 +524,54 @@ async def test_request_id_is_echoed(alice: httpx.AsyncClient) -> None:
     assert reply.headers["x-request-id"] == "req-123"
     generated = await alice.get("/api/repositories", headers={"x-request-id": "bad id!"})
     assert generated.headers["x-request-id"] != "bad id!"
+
+
+# ---- the access log ----
+
+
+def _access_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The gateway's access lines as the service writes them (svckit's JSON formatter)."""
+    formatter = JsonFormatter("gateway")
+    lines = [formatter.format(r) for r in caplog.records if r.name == "gateway.access"]
+    assert all("\x1b" not in line for line in lines)
+    return [json.loads(line) for line in lines]
+
+
+async def test_access_log_names_route_status_and_principal_never_the_key(
+    stack: Stack, alice: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.access")
+    wrong = "cg_" + "s3cret" * 6
+    slug = "github.com%2Facme%2Fbilling"
+    async with stack.client() as anon:
+        refused = await anon.get(
+            f"/api/repositories/{slug}?token=hunter2", headers={"Authorization": f"Bearer {wrong}"}
+        )
+        missing = await anon.post("/mcp", json={})
+    served = await alice.get("/api/repositories?token=hunter2", headers={"x-request-id": "rq-7"})
+    forbidden = await alice.get("/api/keys")
+    assert (refused.status_code, missing.status_code) == (401, 401)
+    assert (served.status_code, forbidden.status_code) == (200, 403)
+
+    lines = _access_lines(caplog)
+    text = "\n".join(json.dumps(line) for line in lines)
+    assert wrong not in text and "s3cret" not in text and "hunter2" not in text
+    assert (await stack.key("alice")) not in text and "acme" not in text
+    by_id = {line.get("request_id"): line for line in lines}
+
+    bad_key = by_id[refused.headers["x-request-id"]]
+    assert bad_key["route"] == "/api/repositories/{slug:path}" and bad_key["status"] == 401
+    assert bad_key["method"] == "GET" and bad_key["error"] == "unauthenticated"
+    assert "invalid or revoked" in bad_key["auth_failure"] and "principal" not in bad_key
+
+    no_key = by_id[missing.headers["x-request-id"]]
+    assert no_key["route"] == "/mcp" and "missing API key" in no_key["auth_failure"]
+
+    ok = by_id["rq-7"]
+    assert ok["route"] == "/api/repositories" and ok["status"] == 200
+    assert ok["principal"] == "alice" and ok["admin"] is False
+    assert ok["duration_ms"] >= 0 and "auth_failure" not in ok
+
+    denied = by_id[forbidden.headers["x-request-id"]]
+    assert denied["status"] == 403 and denied["principal"] == "alice"
+    assert denied["error"] == "permission_denied" and denied["auth_failure"]

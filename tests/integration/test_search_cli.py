@@ -82,7 +82,7 @@ async def test_human_output_and_errors(search_env: SearchEnv) -> None:
     assert "retry_failed_charge" in out and "vector ok" in out
     assert "server.go" not in out  # unchanged since January
     code, _, err = await _cograph(search_env, "x", "--top-k", "0")
-    assert code == 2 and "INVALID_ARGUMENT" in err
+    assert code == 2 and err.startswith("error: invalid_argument: top_k")
     code, _, err = await _cograph(search_env, "x", "--since", "yesterday")
     assert code == 2 and "ISO 8601" in err
 
