@@ -43,6 +43,8 @@ KUBERNETES_VERSION = "1.33.0"  # the oldest release the manifests promise to wor
 KUSTOMIZE_KINDS = {"Kustomization", "Component"}
 GRPC_SERVICES = {"embedder": 50051, "retrieval": 50052, "router": 50053, "commons": 50054}
 HTTP_SERVICES = {"gateway": 8080}
+# Where the gRPC services serve Prometheus metrics in the cluster (<SERVICE>_METRICS_LISTEN).
+METRICS_PORT = 9464
 SERVICES = {**GRPC_SERVICES, **HTTP_SERVICES}
 DB_SERVICES = {"retrieval", "router", "commons", "gateway"}
 # Every pod that uses the database first runs the migrations in an initContainer.
@@ -206,12 +208,19 @@ def _local_secret_keys() -> dict[str, str]:
 # --- schema validation ----------------------------------------------------------------------
 
 
+# Kinds from an operator's CRDs, which the Kubernetes schemas do not know: each is checked
+# by a test of its own (test_service_monitor_scrapes_every_service).
+CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
 @pytest.mark.parametrize("path", OBJECT_FILES, ids=_rel)
 def test_manifest_is_valid_kubernetes(path: Path) -> None:
     docs = _load(path)
     assert docs, f"{_rel(path)} holds no objects"
     for doc in docs:
         assert doc.get("kind") not in KUSTOMIZE_KINDS, "kustomize files are kustomization.yaml"
+        if (doc.get("apiVersion"), doc.get("kind")) in CRD_KINDS:
+            continue
         try:
             kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
         except kubernetes_validate.ValidationError as error:
@@ -403,7 +412,8 @@ def test_services_select_workloads_and_target_their_ports() -> None:
             target = _port_number(container, port.get("targetPort", port["port"]))
             assert target in declared, f"Service {name}: targets undeclared port {target}"
         if name in SERVICES:
-            assert [p["port"] for p in service["spec"]["ports"]] == [SERVICES[name]]
+            metrics = [METRICS_PORT] if name in GRPC_SERVICES else []
+            assert [p["port"] for p in service["spec"]["ports"]] == [SERVICES[name], *metrics]
 
 
 # --- configuration and secrets ------------------------------------------------------------
@@ -1421,3 +1431,58 @@ def test_dockerfile_copies_exist_and_are_not_ignored() -> None:
 def test_dockerfile_exposes_every_service_port() -> None:
     exposed = {int(p) for k, a in _instructions() if k == "EXPOSE" for p in a.split()}
     assert exposed == set(SERVICES.values())
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(GRPC_SERVICES))
+def test_grpc_service_serves_its_metrics_on_the_metrics_port(name: str) -> None:
+    """svckit.metrics reads <SERVICE>_METRICS_LISTEN; the pod declares the port and the
+    Service names it `metrics`."""
+    container = _main(_objects("Deployment")[name])
+    assert _env(container)[f"{name.upper()}_METRICS_LISTEN"]["value"] == f"0.0.0.0:{METRICS_PORT}"
+    assert _port_number(container, "metrics") == METRICS_PORT
+    service_ports = {p["name"]: p for p in _objects("Service")[name]["spec"]["ports"]}
+    assert service_ports["metrics"]["port"] == METRICS_PORT
+    assert service_ports["metrics"]["targetPort"] == "metrics"
+
+
+def test_only_the_monitoring_namespace_reaches_the_metrics_port() -> None:
+    """No pod of Cograph's namespace and no outside client reaches 9464 (the policy graph
+    test covers those); the one rule that opens it admits the monitoring namespace only."""
+    opening = [
+        rule
+        for policy in _objects("NetworkPolicy").values()
+        for rule in policy["spec"].get("ingress", [])
+        if any(p.get("port") == METRICS_PORT for p in rule.get("ports", []))
+    ]
+    assert len(opening) == 1
+    (rule,) = opening
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    assert [(p.get("protocol", "TCP"), p["port"]) for p in rule["ports"]] == [("TCP", METRICS_PORT)]
+    graph = _policy_graph(list(_base_objects()))
+    assert not [edge for edge in graph if edge[3] == METRICS_PORT]
+
+
+def test_service_monitor_scrapes_every_service() -> None:
+    """The component's ServiceMonitor selects Cograph's Services, and each of its endpoints
+    names a port that a Service has: `metrics` on the four gRPC services, the gateway's
+    HTTP port for its /metrics."""
+    (monitor,) = _load(COMPONENTS / "service-monitor" / "service-monitor.yaml")
+    assert (monitor["apiVersion"], monitor["kind"]) in CRD_KINDS
+    assert _kustomization(COMPONENTS / "service-monitor")["kind"] == "Component"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    services = _objects("Service")
+    selected = {n for n, svc in services.items() if _subset(selector, svc["metadata"]["labels"])}
+    assert selected >= set(SERVICES)
+    scraped = {
+        name
+        for endpoint in monitor["spec"]["endpoints"]
+        for name in selected
+        if endpoint["path"] == "/metrics"
+        and any(p["name"] == endpoint["port"] for p in services[name]["spec"]["ports"])
+    }
+    assert scraped == set(SERVICES)
