@@ -120,7 +120,9 @@ def test_a_data_directory_that_cannot_be_written(tmp_path: Path) -> None:
     )
     assert code == 2, out + err
     line = _one_line(err)
-    assert line.startswith(f"error: configuration: COGRAPH_DATA_DIR: {blocker / 'data'} is not a writable")
+    assert line.startswith(
+        f"error: configuration: COGRAPH_DATA_DIR: {blocker / 'data'} is not a writable"
+    )
 
 
 def test_embedder_model_path_is_checked_at_start(tmp_path: Path) -> None:
