@@ -38,7 +38,7 @@ class EncodingCounter:
     its own (at most three digits each, whatever stands around them), and byte-pair merges
     never cross pieces, so a number in a JSON text adds exactly its own count to the
     text's: search_forms.answer_tokens counts an answer once instead of until its `tokens`
-    figure stops changing (tests/unit/test_tokens.py checks it on answers)."""
+    figure stops changing (tests/unit/test_search_budget.py checks it on answers)."""
 
     numbers_apart = True
 

@@ -135,8 +135,9 @@ class PooledConnection(asyncpg.Connection):
     advisory unlock: a round trip and a statement for the server). A holder that ran only
     whole transactions -- BEGIN ... COMMIT, with SET LOCAL at most -- leaves nothing for it
     to undo; a search does that on eight connections (search/snapshot.py), and the reset
-    was an eighth of the retrieval process's time under load (bench/RESULTS.md,
-    "Throughput")."""
+    was about 5% of the retrieval process's samples under 16 clients
+    (bench/notes/search-latency.md, "Round trips, the symbol band and the answer's
+    count")."""
 
     __slots__ = ("_clean",)
 

@@ -38,6 +38,13 @@ SYMBOL_SETTINGS = (
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 
+
+def _trigrams_sql(text: str) -> str:
+    """SQL: how many distinct trigrams pg_trgm takes from `text` (0 for none); on
+    `t.qualified_name` it is the expression retrieval migration 0015 indexes."""
+    return f"coalesce(array_length(show_trgm({text}), 1), 0)"
+
+
 # The trigram count of a name, indexed (retrieval migration 0015). Similarity is shared /
 # (|name| + |query| - shared), at most min/max of the two counts, so only names whose count
 # lies within [t * |query|, |query| / t] can reach the threshold t. For a short query that
@@ -46,7 +53,6 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*")
 # 20k nodes; bounded, 2.6 ms, the same rows). For a long query the range spans most names
 # and reading it costs more than it saves, so only queries of up to
 # SYMBOL_BOUNDED_TRIGRAMS are bounded (bench/RESULTS.md, "Search latency").
-_NAME_TRIGRAMS = "coalesce(array_length(show_trgm(t.qualified_name), 1), 0)"
 SYMBOL_BOUNDED_TRIGRAMS = 10
 # pg_trgm's words: runs of letters and digits (`_` and punctuation separate them).
 _TRIGRAM_WORD = re.compile(r"[^\W_]+")
@@ -490,9 +496,9 @@ def symbol_sql(scope: Scope, text: str, cap: int) -> tuple[str, list[Any]]:
         # and the index would hand every row to the recheck (18 ms at 20k nodes for `::`).
         similar = "false"
     elif trigrams <= SYMBOL_BOUNDED_TRIGRAMS:
-        count = f"coalesce(array_length(show_trgm({query}), 1), 0)"
+        count = _trigrams_sql(query)
         similar = (
-            f"t.qualified_name % {query} AND {_NAME_TRIGRAMS} "
+            f"t.qualified_name % {query} AND {_trigrams_sql('t.qualified_name')} "
             f"BETWEEN floor({SYMBOL_THRESHOLD} * {count})::int "
             f"AND ceil({count} / {SYMBOL_THRESHOLD})::int"
         )

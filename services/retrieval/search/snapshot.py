@@ -17,10 +17,9 @@ more; `max_open` snapshots at a time (fewer than the pool's connections) keeps o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import Protocol
 
 import asyncpg
@@ -106,7 +105,7 @@ async def _roll_back(conn: asyncpg.Connection) -> None:
     """Ends a failed block's transaction. When that fails too (the connection is broken,
     or still cancelling the statement that was given up on), the block's own error is the
     one worth raising: the pool's release then resets or drops the connection."""
-    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+    with suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
         if not conn.is_closed() and conn.is_in_transaction():
             await conn.execute("ROLLBACK")
 
