@@ -20,11 +20,16 @@ unit:
 	@scripts/bootstrap.sh dev
 	$(PY) -m pytest -q -p no:cacheprovider -p no:schemathesis -p no:hypothesispytest tests/unit
 
+# mypy's incremental cache lives outside the checkout, so a fresh clone on the same machine
+# re-checks only what changed (about 110 s of CPU cold, 3 s warm). mypy validates every
+# cached module against its source's hash, so a stale entry is re-checked, never trusted.
+MYPY_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cograph/mypy
+
 lint:
 	@scripts/bootstrap.sh dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --cache-dir "$(MYPY_CACHE)"
 	$(VENV)/bin/buf lint
 	$(VENV)/bin/buf format -d --exit-code
 	BUF=$(VENV)/bin/buf scripts/buf_breaking.sh
