@@ -6,6 +6,7 @@ as links, explain per result, the empty, low-confidence and error states, and th
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
@@ -167,6 +168,45 @@ async def _search(page: Page, query: str, source: str = f"repo:{SLUG}") -> None:
     )
 
 
+async def test_the_console_read_is_the_api_read_for_the_callers_key(console: Console) -> None:
+    async with console.stack.client() as anonymous:
+        page = await anonymous.get("/search")
+        assert "script-src 'self';" in page.headers["content-security-policy"]
+        css = await anonymous.get("/search/highlight.css")
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+        assert ".code .k {" in css.text
+        refused = await anonymous.post(
+            "/console/api/read", json={"repo": SLUG, "path": "config.py"}
+        )
+        assert refused.status_code == 401, refused.text
+    async with console.stack.client(console.key) as rest:
+        read = await rest.post(
+            "/console/api/read", json={"repo": SLUG, "path": "config.py", "start_line": 241}
+        )
+        assert read.status_code == 200, read.text
+        answer = read.json()
+        plain = (
+            await rest.post(
+                "/api/read", json={"repo": SLUG, "path": "config.py", "start_line": 241}
+            )
+        ).json()
+        assert {k: v for k, v in answer.items() if k != "highlight"} == plain
+        assert answer["highlight"]["lexer"] == "Python"
+        assert answer["highlight"]["lines"][0][0] == ["k", "class"]
+        for body, status, words in [
+            ({"repo": "example.com/nope/x", "path": "config.py"}, 404, "not_found"),
+            ({"repo": SLUG, "collection": "handbook", "path": "a"}, 400, "exactly one of repo"),
+            ({"repo": SLUG, "path": "config.py", "start_line": 0}, 400, "start_line"),
+            ({"repo": SLUG, "path": "../etc/passwd"}, 400, "path"),
+        ]:
+            refused = await rest.post("/console/api/read", json=body)
+            assert refused.status_code == status and words in refused.text, refused.text
+    async with console.stack.client(await console.stack.key("outsider")) as rest:
+        # A repository the key may not read is not found, as on /api/read.
+        hidden = await rest.post("/console/api/read", json={"repo": SLUG, "path": "config.py"})
+        assert hidden.status_code == 404, hidden.text
+
+
 async def test_the_key_is_checked_when_entered(console: Console) -> None:
     opened = await _open(console)
     page = opened.page
@@ -227,9 +267,7 @@ async def test_results_in_ranked_order_with_whole_word_marks_and_graph_links(
             )
         ).json()
     # The answer's order, numbered, each with its layer as a label (not regrouped by layer).
-    assert shown == [
-        [str(i + 1), r["id"], r["layer"]] for i, r in enumerate(answer["results"])
-    ]
+    assert shown == [[str(i + 1), r["id"], r["layer"]] for i, r in enumerate(answer["results"])]
     assert len({layer for _, _, layer in shown}) > 1  # several layers, still interleaved
     first = page.locator("#code-results li.result").first
     assert "config.py" in await first.locator("a.where").inner_text()
@@ -255,6 +293,8 @@ async def test_results_in_ranked_order_with_whole_word_marks_and_graph_links(
     # The graph is a list of links into the files.
     node = page.locator("#code-graph-view ul.nodes a[href^='#file']").first
     await node.wait_for()
+    # Every end of an edge is named, the results' too (no bare chunk ids).
+    assert not re.search(r"\bcode:\d", await page.inner_text("#code-graph-view"))
     await node.click()
     await page.locator("#panel-file .line.hll").first.wait_for()
     await page.go_back()
