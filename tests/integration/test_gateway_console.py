@@ -275,6 +275,20 @@ async def test_results_in_ranked_order_with_whole_word_marks_and_graph_links(
     assert await page.locator("#code-state").is_hidden()
     streams = await page.inner_text("#code-streams")
     assert "lexical: ok" in streams and "[object Object]" not in streams
+    # An unavailable stream says why, beside its name (reasons is no stream of its own).
+    degraded = await page.evaluate(
+        """() => {
+            const bar = document.getElementById('code-streams');
+            const shown = bar.textContent;
+            bar.replaceChildren();
+            renderStreams({vector: 'unavailable', lexical: 'ok', symbol: 'ok',
+                           reasons: {vector: 'embedder_unavailable'}});
+            const text = [...bar.children].map(s => s.textContent);
+            bar.textContent = shown;
+            return text;
+        }"""
+    )
+    assert degraded == ["vector: unavailable (embedder_unavailable)", "lexical: ok", "symbol: ok"]
     # Whole words and identifier parts, never a term inside a word.
     marks = await page.evaluate(
         """() => {
