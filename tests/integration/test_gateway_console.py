@@ -427,6 +427,11 @@ async def test_explain_per_result_and_the_empty_low_and_error_states(console: Co
     chunk = page.locator("#code-results li.result").first
     assert "handbook/deploys.md" in await chunk.locator("a.where").inner_text()
     assert await chunk.locator(".layer-label").inner_text() == "md_collection"
+    # A collection document opens in the file view too (without an outline).
+    await chunk.locator("a.where").click()
+    await page.locator("#panel-file .line.hll").first.wait_for()
+    assert "Freeze on Fridays." in await page.inner_text("#file-code")
+    assert "no outline" in await page.inner_text("#file-outline")
     assert opened.errors == [], opened.errors
     await page.close()
 
