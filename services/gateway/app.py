@@ -108,7 +108,7 @@ def build_app(
     install_error_handlers(app)
     routers = [
         health_router(backends, pool, metrics),
-        console_router(),
+        console_router(api),
         retrieval_router(api),
         access_router(api),
         commons_router(api),

@@ -1,16 +1,23 @@
-"""The /search console in a real headless Chromium (Debian's chromium, driven by Playwright):
-load the page, paste a key, search the commons and the code, see results, take screenshots."""
+"""The /search console in a real headless Chromium (Debian's chromium, driven by Playwright)
+over one real stack: the key checked, code results in ranked order with whole-word marks,
+the file view (highlighted, scrolled to the range, its outline), references and the graph
+as links, explain per result, the empty, low-confidence and error states, and the commons
+(search, post, vote, comment)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Page, async_playwright
+import pytest_asyncio
+from playwright.async_api import Browser, Page, async_playwright
 
-from tests.integration.support.stacks import gateway_stack, wait_job, wait_searchable
+from tests.integration.support.stacks import Stack, gateway_stack, wait_job, wait_searchable
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -24,6 +31,15 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+SLUG = "example.com/acme/cfg"
+# ParseConfig starts past a screenful of lines, so the file view must scroll to it.
+PADDING = 240
+CLASS_LINE = PADDING + 1
+LOAD_LINE = PADDING + 4
+HOSTILE = (
+    'PAGE = "<script>window.pwned = 1</script>"\n'
+    "BADGE = '<img src=x onerror=\"window.pwned = 2\">'\n"
+)
 
 
 def _require_chromium() -> None:
@@ -37,10 +53,15 @@ def _require_chromium() -> None:
 def _git_repo(root: Path) -> Path:
     repo = root / "cfg"
     repo.mkdir(parents=True)
+    padding = "".join(f"SETTING_{i} = {i}\n" for i in range(PADDING))
     (repo / "config.py").write_text(
-        'class ParseConfig:\n    """Parses the service configuration."""\n\n'
+        padding + 'class ParseConfig:\n    """Parses the service configuration."""\n\n'
         "    def load(self, path):\n        return open(path).read()\n"
     )
+    (repo / "main.py").write_text(
+        "from config import ParseConfig\n\n\ndef run(path):\n    return ParseConfig().load(path)\n"
+    )
+    (repo / "templates.py").write_text(HOSTILE)
     env = {
         "GIT_AUTHOR_NAME": "t",
         "GIT_AUTHOR_EMAIL": "t@e",
@@ -53,23 +74,23 @@ def _git_repo(root: Path) -> Path:
     return repo
 
 
-async def _use_key(page: Page, key: str) -> None:
-    await page.fill("#api-key", key)
-    await page.click("#save-key")
-    await page.wait_for_function(
-        "document.getElementById('key-status').textContent.startsWith('using')"
-    )
+@dataclass
+class Console:
+    stack: Stack
+    browser: Browser
+    key: str
+    other_note: str  # a note by someone else, for voting and commenting
 
 
-async def test_console_searches_commons_and_code(
-    pg_server_url: str,
-    embedder_address: str,
-    tmp_path: Path,
-) -> None:
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def console(
+    pg_server_url: str, embedder_address: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Console]:
     _require_chromium()
-    async with gateway_stack(pg_server_url, embedder_address, tmp_path / "stack") as stack:
+    tmp = tmp_path_factory.mktemp("console")
+    async with gateway_stack(pg_server_url, embedder_address, tmp / "stack") as stack:
         key = await stack.key("console-user")
-        async with stack.client(key) as rest:
+        async with stack.client(await stack.key("colleague")) as rest:
             post = (
                 await rest.post(
                     "/v1/posts",
@@ -86,8 +107,8 @@ async def test_console_searches_commons_and_code(
             started = await admin.post(
                 "/api/repositories",
                 json={
-                    "source": str(_git_repo(tmp_path / "src")),
-                    "slug": "example.com/acme/cfg",
+                    "source": str(_git_repo(tmp / "src")),
+                    "slug": SLUG,
                     "grant_principal_ids": ["console-user"],
                 },
             )
@@ -105,77 +126,366 @@ async def test_console_searches_commons_and_code(
             )
             assert handbook.status_code == 202, handbook.text
             assert (await wait_job(admin, handbook.json()["job"]["id"]))["state"] == "succeeded"
-
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             try:
-                page = await browser.new_page(viewport={"width": 1280, "height": 900})
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                await page.goto(f"{stack.url}/search")
-                assert await page.title() == "Cograph search"
-                await _use_key(page, key)
-                # The repositories and collections load with the key.
-                await page.wait_for_selector(
-                    "#code-repo option[value='repo:example.com/acme/cfg']", state="attached"
-                )
-                await page.wait_for_selector(
-                    "#code-repo option[value='collection:handbook']", state="attached"
-                )
-
-                await page.click("#tab-commons")
-                await page.fill("#commons-query", "add a registration form")
-                await page.click("#commons-form button[type=submit]")
-                note = page.locator("#commons-results article.note").first
-                await note.wait_for()
-                assert "Sign-up lives in auth/signup.tsx" in await note.inner_text()
-                assert await page.locator("#commons-results mark").count() >= 1
-                await note.locator("h3 button").click()
-                await page.locator("#commons-post article").wait_for()
-                await page.screenshot(path=str(tmp_path / "console-commons.png"), full_page=True)
-
-                await page.click("#tab-code")
-                await page.fill("#code-query", "ParseConfig")
-                await page.select_option("#code-repo", "repo:example.com/acme/cfg")
-                assert await page.is_disabled("#code-layers input[value=md_collection]")
-                await page.check("#code-graph")  # graph rendering runs (no page errors)
-                await page.click("#code-form button[type=submit]")
-                result = page.locator("#code-results article.result").first
-                await result.wait_for()
-                assert "config.py" in await result.inner_text()
-                # The query names it: the first result wears the high-confidence badge.
-                assert await result.locator(".where .confidence.high").count() == 1
-                assert await page.locator("#code-streams .no-good-answer").count() == 0
-                assert await page.locator("#code-results h2.layer").count() >= 1
-                assert await page.locator("#code-results table.provenance").count() >= 1
-                assert await page.locator("#code-results mark").count() >= 1
-                assert await page.locator("#code-results table.stages").count() == 0
-                await page.screenshot(path=str(tmp_path / "console-code.png"), full_page=True)
-
-                # Explained: the stages the ranking ran, and each result's path through them.
-                await page.check("#code-explain-on")
-                await page.click("#code-form button[type=submit]")
-                stages = page.locator("#code-explain li")
-                await stages.first.wait_for()
-                assert "identifier question" in await page.inner_text("#code-explain h2")
-                assert "fusion" in await page.inner_text("#code-explain")
-                first_stages = page.locator("#code-results article.result table.stages").first
-                await first_stages.wait_for()
-                assert "fusion" in await first_stages.inner_text()
-                assert "[object Object]" not in await page.inner_text("#code-streams")
-                await page.uncheck("#code-explain-on")
-
-                # A collection searches its md_collection chunks (the only layer it has).
-                await page.uncheck("#code-graph")
-                await page.select_option("#code-repo", "collection:handbook")
-                assert await page.is_checked("#code-layers input[value=md_collection]")
-                assert await page.is_disabled("#code-layers input[value=code]")
-                await page.fill("#code-query", "when are deploys frozen")
-                await page.click("#code-form button[type=submit]")
-                await page.locator("#code-results h2.layer", has_text="md_collection").wait_for()
-                chunk = page.locator("#code-results article.result").first
-                assert "deploys.md" in await chunk.inner_text()
-                assert errors == [], errors
+                yield Console(stack, browser, key, post["id"])
             finally:
                 await browser.close()
-        assert (tmp_path / "console-commons.png").stat().st_size > 1000
+
+
+@dataclass
+class Opened:
+    page: Page
+    errors: list[str]
+
+
+async def _open(console: Console, key: str | None = None) -> Opened:
+    page = await console.browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # A Content-Security-Policy refusal is a console message, not a page error.
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if "Content Security Policy" in msg.text else None,
+    )
+    await page.goto(f"{console.stack.url}/search")
+    if key is not None:
+        await page.fill("#api-key", key)
+        await page.click("#save-key")
+        await page.locator("#key-status.ok").wait_for()
+        await page.wait_for_selector(f"#code-repo option[value='repo:{SLUG}']", state="attached")
+    return Opened(page, errors)
+
+
+async def _search(page: Page, query: str, source: str = f"repo:{SLUG}") -> None:
+    await page.fill("#code-query", query)
+    await page.select_option("#code-repo", source)
+    await page.click("#code-form button[type=submit]")
+    # A function, not an expression: the page's CSP refuses eval, which Playwright would use.
+    await page.wait_for_function(
+        "() => document.getElementById('code-state').textContent !== 'searching…'"
+    )
+
+
+async def test_the_console_read_is_the_api_read_for_the_callers_key(console: Console) -> None:
+    async with console.stack.client() as anonymous:
+        page = await anonymous.get("/search")
+        assert "script-src 'self';" in page.headers["content-security-policy"]
+        css = await anonymous.get("/search/highlight.css")
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+        assert ".code .k {" in css.text
+        refused = await anonymous.post(
+            "/console/api/read", json={"repo": SLUG, "path": "config.py"}
+        )
+        assert refused.status_code == 401, refused.text
+    async with console.stack.client(console.key) as rest:
+        read = await rest.post(
+            "/console/api/read", json={"repo": SLUG, "path": "config.py", "start_line": 241}
+        )
+        assert read.status_code == 200, read.text
+        answer = read.json()
+        plain = (
+            await rest.post(
+                "/api/read", json={"repo": SLUG, "path": "config.py", "start_line": 241}
+            )
+        ).json()
+        assert {k: v for k, v in answer.items() if k != "highlight"} == plain
+        assert answer["highlight"]["lexer"] == "Python"
+        assert answer["highlight"]["lines"][0][0] == ["k", "class"]
+        for body, status, words in [
+            ({"repo": "example.com/nope/x", "path": "config.py"}, 404, "not_found"),
+            ({"repo": SLUG, "collection": "handbook", "path": "a"}, 400, "exactly one of repo"),
+            ({"repo": SLUG, "path": "config.py", "start_line": 0}, 400, "start_line"),
+            ({"repo": SLUG, "path": "../etc/passwd"}, 400, "path"),
+        ]:
+            refused = await rest.post("/console/api/read", json=body)
+            assert refused.status_code == status and words in refused.text, refused.text
+    async with console.stack.client(await console.stack.key("outsider")) as rest:
+        # A repository the key may not read is not found, as on /api/read.
+        hidden = await rest.post("/console/api/read", json={"repo": SLUG, "path": "config.py"})
+        assert hidden.status_code == 404, hidden.text
+
+
+async def test_the_key_is_checked_when_entered(console: Console) -> None:
+    opened = await _open(console)
+    page = opened.page
+    assert await page.title() == "Cograph search"
+    await page.fill("#api-key", "cg_not-a-key")
+    await page.click("#save-key")
+    status = page.locator("#key-status.bad")
+    await status.wait_for()
+    assert "invalid key" in await status.inner_text()
+    assert await page.evaluate("localStorage.getItem('cograph.apiKey')") is None
+    # A valid key is kept and loads the sources it may read.
+    await page.fill("#api-key", console.key)
+    await page.click("#save-key")
+    await page.wait_for_selector(f"#code-repo option[value='repo:{SLUG}']", state="attached")
+    assert (await page.inner_text("#key-status")).startswith("using")
+    # A saved key that stops working says so on the next visit.
+    await page.evaluate("localStorage.setItem('cograph.apiKey', 'cg_revoked')")
+    await page.reload()
+    await page.locator("#key-status.bad").wait_for()
+    assert opened.errors == [], opened.errors
+    await page.close()
+
+
+async def test_results_in_ranked_order_with_whole_word_marks_and_graph_links(
+    console: Console,
+) -> None:
+    opened = await _open(console, console.key)
+    page = opened.page
+    # The graph is expanded in one repository: it cannot be asked for over all of them.
+    assert await page.is_disabled("#code-graph")
+    await page.select_option("#code-repo", f"repo:{SLUG}")
+    assert await page.is_enabled("#code-graph")
+    await page.check("#code-graph")
+    await page.select_option("#code-repo", "")
+    assert await page.is_disabled("#code-graph") and not await page.is_checked("#code-graph")
+    await page.select_option("#code-repo", f"repo:{SLUG}")
+    await page.check("#code-graph")
+
+    await _search(page, "ParseConfig")
+    shown = await page.eval_on_selector_all(
+        "#code-results li.result",
+        "items => items.map(i => [i.dataset.rank, i.dataset.id, "
+        "i.querySelector('.layer-label').textContent])",
+    )
+    async with console.stack.client(console.key) as rest:
+        answer = (
+            await rest.post(
+                "/api/search",
+                json={
+                    "query": "ParseConfig",
+                    "repo": SLUG,
+                    "layers": ["code", "ast_summary", "repo_doc"],
+                    "top_k": 10,
+                    "snippet_chars": 600,
+                    "include_graph": True,
+                    "verbose": True,
+                },
+            )
+        ).json()
+    # The answer's order, numbered, each with its layer as a label (not regrouped by layer).
+    assert shown == [[str(i + 1), r["id"], r["layer"]] for i, r in enumerate(answer["results"])]
+    assert len({layer for _, _, layer in shown}) > 1  # several layers, still interleaved
+    first = page.locator("#code-results li.result").first
+    assert "config.py" in await first.locator("a.where").inner_text()
+    assert await first.locator(".confidence.high").count() == 1
+    assert await page.locator("#code-state").is_hidden()
+    streams = await page.inner_text("#code-streams")
+    assert "lexical: ok" in streams and "[object Object]" not in streams
+    # An unavailable stream says why, beside its name (reasons is no stream of its own).
+    degraded = await page.evaluate(
+        """() => {
+            const bar = document.getElementById('code-streams');
+            const shown = bar.textContent;
+            bar.replaceChildren();
+            renderStreams({vector: 'unavailable', lexical: 'ok', symbol: 'ok',
+                           reasons: {vector: 'embedder_unavailable'}});
+            const text = [...bar.children].map(s => s.textContent);
+            bar.textContent = shown;
+            return text;
+        }"""
+    )
+    assert degraded == ["vector: unavailable (embedder_unavailable)", "lexical: ok", "symbol: ok"]
+    # Whole words and identifier parts, never a term inside a word.
+    marks = await page.evaluate(
+        """() => {
+            const marked = (text, query) => [...(() => {
+                const box = document.createElement('div');
+                box.append(highlighted(text, queryTerms(query)));
+                return box.querySelectorAll('mark');
+            })()].map(m => m.textContent);
+            return [marked('This his', 'his'),
+                    marked('ParseConfig parse_config reparse configs', 'ParseConfig'),
+                    marked('what is it', 'what is')];
+        }"""
+    )
+    assert marks == [["his"], ["ParseConfig", "parse", "config"], []]
+    assert "ParseConfig" in await page.locator("#code-results mark").all_inner_texts()
+    # The graph is a list of links into the files.
+    node = page.locator("#code-graph-view ul.nodes a[href^='#file']").first
+    await node.wait_for()
+    # Every end of an edge is named, the results' too (no bare chunk ids).
+    assert not re.search(r"\bcode:\d", await page.inner_text("#code-graph-view"))
+    await node.click()
+    await page.locator("#panel-file .line.hll").first.wait_for()
+    await page.go_back()
+    assert await page.locator("#panel-code").is_visible()
+    assert await page.locator("#code-results li.result").count() == len(shown)
+    assert opened.errors == [], opened.errors
+    await page.close()
+
+
+async def test_file_view_outline_references_and_hostile_content(console: Console) -> None:
+    opened = await _open(console, console.key)
+    page = opened.page
+    await _search(page, "ParseConfig")
+    first = page.locator("#code-results li.result").first
+    where = await first.locator("a.where").inner_text()
+    assert where.startswith(f"{SLUG}/config.py:{CLASS_LINE}-")
+    await first.locator("a.where").click()
+    code = page.locator("#file-code")
+    await page.locator(f"#L{CLASS_LINE}.hll").wait_for()
+    assert (await page.inner_text("#file-title")) == f"{SLUG}/config.py"
+    assert "Python" in await page.inner_text("#file-meta")
+    # Highlighted by Pygments' classes, coloured by its stylesheet served with the page.
+    keyword = page.locator(f"#L{CLASS_LINE} .src span.k")
+    assert await keyword.inner_text() == "class"
+    assert await keyword.evaluate("k => getComputedStyle(k).fontWeight") == "700"
+    # Scrolled to the range: its first line is inside the code view's visible part.
+    assert await code.evaluate("c => c.scrollTop") > 0
+    assert await page.evaluate(
+        f"""() => {{
+            const line = document.getElementById('L{CLASS_LINE}').getBoundingClientRect();
+            const view = document.getElementById('file-code').getBoundingClientRect();
+            return line.top >= view.top && line.bottom <= view.bottom;
+        }}"""
+    )
+    # The outline: a symbol's link marks its lines.
+    load = page.locator("#file-outline a", has_text="load").first
+    await load.wait_for()
+    assert "ParseConfig" in await page.inner_text("#file-outline")
+    await load.click()
+    await page.locator(f"#L{LOAD_LINE}.hll").wait_for()
+    assert await page.locator(f"#L{CLASS_LINE}.hll").count() == 0
+
+    # References: from the outline to the list, and from the list to the using line.
+    await page.locator("#file-outline a.references").first.click()
+    use = page.locator("#refs-list ul.uses a", has_text="main.py")
+    await use.first.wait_for()
+    assert "config.py" in await page.inner_text("#refs-list ul.definitions")
+    await use.first.click()
+    await page.locator("#panel-file .line.hll").first.wait_for()
+    assert (await page.inner_text("#file-title")) == f"{SLUG}/main.py"
+    assert "ParseConfig" in await page.locator("#panel-file .line.hll").first.inner_text()
+
+    # A file's markup is shown as text: nothing is created from it and nothing runs.
+    await page.evaluate(f"location.hash = '#file?repo={SLUG}&path=templates.py&start=1&end=2'")
+    await page.locator("#L2.hll").wait_for()
+    assert "<script>window.pwned = 1</script>" in await code.inner_text()
+    assert '<img src=x onerror="window.pwned = 2">' in await code.inner_text()
+    assert await page.locator("#file-code script, #file-code img").count() == 0
+    assert await page.evaluate("window.pwned") is None
+
+    # A file outside the index: the error, and nothing left of the previous file.
+    await page.evaluate(f"location.hash = '#file?repo={SLUG}&path=missing.py&start=1'")
+    await page.locator("#file-error").wait_for()
+    assert "not_found" in await page.inner_text("#file-error")
+    assert await page.locator("#file-code .line").count() == 0
+    assert opened.errors == [], opened.errors
+    await page.close()
+
+
+async def test_explain_per_result_and_the_empty_low_and_error_states(console: Console) -> None:
+    opened = await _open(console, console.key)
+    page = opened.page
+    await _search(page, "ParseConfig")
+    second = page.locator("#code-results li.result").nth(1)
+    await second.locator("button.explain").click()
+    view = second.locator(".explain-view")
+    await view.locator("table.stages").wait_for()
+    assert "identifier question" in await view.inner_text()
+    assert "fusion" in await view.locator("table.stages").inner_text()
+    assert await view.locator("table.provenance").count() == 1
+    # Asked for one result only.
+    assert await page.locator("#code-results .explain-view:not([hidden])").count() == 1
+
+    # Low confidence: results, and the state saying none is a good answer.
+    await _search(page, "zzqqxx nothing here")
+    assert await page.locator("#code-results li.result").count() > 0
+    assert "No good answer" in await page.inner_text("#code-state.low")
+    assert await page.locator("#code-results .explain-view:not([hidden])").count() == 0
+
+    # An error replaces everything the previous search showed, and stays in its tab.
+    await page.fill("#code-since", "2030-01-02T00:00")
+    await page.fill("#code-until", "2030-01-01T00:00")
+    await _search(page, "ParseConfig")
+    assert "since must not be after until" in await page.inner_text("#code-error")
+    assert await page.locator("#code-results li").count() == 0
+    assert await page.inner_text("#code-streams") == ""
+    assert await page.locator("#code-state").is_hidden()
+    await page.click("#tab-commons")
+    assert await page.locator("#commons-error").is_hidden()
+    await page.click("#tab-code")
+
+    # Empty: nothing was indexed after the year 2100.
+    await page.fill("#code-until", "")
+    await page.fill("#code-since", "2100-01-01T00:00")
+    await _search(page, "ParseConfig")
+    assert await page.locator("#code-error").is_hidden()
+    assert "No results" in await page.inner_text("#code-state.empty")
+    assert await page.locator("#code-results li").count() == 0
+
+    # A collection searches its md_collection chunks (the only layer it has).
+    await page.fill("#code-since", "")
+    await page.select_option("#code-repo", "collection:handbook")
+    assert await page.is_checked("#code-layers input[value=md_collection]")
+    assert await page.is_disabled("#code-layers input[value=code]")
+    await _search(page, "when are deploys frozen", "collection:handbook")
+    chunk = page.locator("#code-results li.result").first
+    assert "handbook/deploys.md" in await chunk.locator("a.where").inner_text()
+    assert await chunk.locator(".layer-label").inner_text() == "md_collection"
+    # A collection document opens in the file view too (without an outline).
+    await chunk.locator("a.where").click()
+    await page.locator("#panel-file .line.hll").first.wait_for()
+    assert "Freeze on Fridays." in await page.inner_text("#file-code")
+    assert "no outline" in await page.inner_text("#file-outline")
+    assert opened.errors == [], opened.errors
+    await page.close()
+
+
+async def test_commons_search_post_vote_and_comment(console: Console, tmp_path: Path) -> None:
+    opened = await _open(console, console.key)
+    page = opened.page
+    await page.click("#tab-commons")
+    assert "Search the notes" in await page.inner_text("#commons-state")
+
+    # Posting: the note is shown, and its author (this key) is marked as such.
+    await page.click("#commons-new summary")
+    await page.fill("#post-title", "Config files load through ParseConfig")
+    await page.fill("#post-body", "Call ParseConfig().load(path); never open() config files.")
+    await page.fill("#post-tags", "config, python")
+    await page.click("#post-form button[type=submit]")
+    mine = page.locator("#note-view")
+    await mine.wait_for()
+    assert "Config files load through ParseConfig" in await mine.inner_text()
+    assert "(you)" in await mine.locator(".meta .author").inner_text()
+    assert await mine.locator(".tag").all_inner_texts() == ["config", "python"]
+    # An author cannot vote on their own note: the refusal is shown.
+    await mine.locator("button.vote-up").click()
+    await page.locator("#commons-error").wait_for()
+    assert await mine.locator(".score").inner_text() == "0"
+
+    # Someone else's note, found by meaning, with the query's whole words marked.
+    await page.fill("#commons-query", "add a registration form")
+    await page.click("#commons-form button[type=submit]")
+    found = page.locator("#commons-results article.note").first
+    await found.wait_for()
+    assert await page.locator("#commons-error").is_hidden()
+    assert "Sign-up lives in auth/signup.tsx" in await found.inner_text()
+    assert "registration" in await page.locator("#commons-results mark").all_inner_texts()
+    assert "contributor" in await found.locator(".author").inner_text()
+    await found.locator("h3 button").click()
+    note = page.locator(f"#note-view[data-id='{console.other_note}']")
+    await note.wait_for()
+    assert "(you)" not in await note.locator(".meta .author").inner_text()
+    await note.locator("button.vote-up").click()
+    await note.locator("button.vote-up[aria-pressed=true]").wait_for()
+    assert await note.locator(".score").inner_text() == "1"
+    # Pressing it again withdraws the vote.
+    await note.locator("button.vote-up").click()
+    await note.locator("button.vote-up[aria-pressed=false]").wait_for()
+    assert await note.locator(".score").inner_text() == "0"
+    await note.locator("#comment-body").fill("Also true for the admin sign-up page.")
+    await note.locator("#comment-form button").click()
+    comment = note.locator("ul.comments li.comment")
+    await comment.wait_for()
+    assert "Also true for the admin sign-up page." in await comment.inner_text()
+    assert "(you)" in await comment.locator(".author").inner_text()
+    assert await note.locator(".comment-count").inner_text() == "1"
+    await page.screenshot(path=str(tmp_path / "console-commons.png"), full_page=True)
+    assert (tmp_path / "console-commons.png").stat().st_size > 1000
+    assert opened.errors == [], opened.errors
+    await page.close()
