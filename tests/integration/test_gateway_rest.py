@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from svckit.logs import JsonFormatter
+from tests.integration.support.contract import Contract
 from tests.integration.support.stacks import (
     Stack,
     gateway_stack,
@@ -39,21 +40,32 @@ async def stack(
         yield running
 
 
+@pytest.fixture(scope="module")
+def contract(stack: Stack) -> Contract:
+    """Every successful answer the clients below receive is checked against its route's
+    documented model (tests/integration/support/contract.py)."""
+    return Contract(stack.gateway.app)
+
+
+def _checked(stack: Stack, contract: Contract, key: str) -> httpx.AsyncClient:
+    return stack.client(key, event_hooks={"response": [contract.hook]})
+
+
 @pytest_asyncio.fixture(loop_scope="session")
-async def admin(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with stack.client(stack.admin_key) as client:
+async def admin(stack: Stack, contract: Contract) -> AsyncIterator[httpx.AsyncClient]:
+    async with _checked(stack, contract, stack.admin_key) as client:
         yield client
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def alice(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with stack.client(await stack.key("alice")) as client:
+async def alice(stack: Stack, contract: Contract) -> AsyncIterator[httpx.AsyncClient]:
+    async with _checked(stack, contract, await stack.key("alice")) as client:
         yield client
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def bob(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with stack.client(await stack.key("bob")) as client:
+async def bob(stack: Stack, contract: Contract) -> AsyncIterator[httpx.AsyncClient]:
+    async with _checked(stack, contract, await stack.key("bob")) as client:
         yield client
 
 
@@ -77,7 +89,40 @@ async def test_probes_are_public_and_ready(stack: Stack) -> None:
         assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
         page = await anon.get("/search")
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        for docs in ("/docs", "/redoc"):
+            reply = await anon.get(docs)
+            assert reply.status_code == 200 and "/openapi.json" in reply.text, docs
         assert (await anon.get("/metrics")).status_code == 200
+
+
+async def test_answers_are_what_the_document_declares(
+    admin: httpx.AsyncClient, contract: Contract
+) -> None:
+    """The hook on these clients validated each answer; this says it ran on several kinds."""
+    post = await admin.post("/v1/posts", json={"title": "Contract", "body": "checked"})
+    assert post.status_code == 201, post.text
+    for reply in (
+        await admin.get(f"/v1/posts/{post.json()['id']}"),
+        await admin.get("/api/repositories"),
+        await admin.get("/api/collections"),
+        await admin.get("/api/keys"),
+        await admin.post("/api/search", json={"query": "retry a failed charge"}),
+        await admin.post("/api/search", json={"query": "retry", "verbose": True}),
+        await admin.post("/api/route", json={"query": "where is billing"}),
+        await admin.get("/v1/moderation/log"),
+        await admin.get("/healthz"),
+    ):
+        assert reply.status_code == 200, reply.text
+    for method, route in (
+        ("POST", "/v1/posts"),
+        ("GET", "/v1/posts/{post_id}"),
+        ("GET", "/api/keys"),
+        ("POST", "/api/search"),
+        ("POST", "/api/route"),
+        ("GET", "/healthz"),
+    ):
+        assert contract.checked.get((method, route)), (method, route)
+    assert contract.checked[("POST", "/api/search")] >= 2  # the compact and verbose forms
 
 
 # ---- auth ----
