@@ -38,13 +38,14 @@ from gateway.routes_retrieval import retrieval_router
 from gateway.settings import GatewaySettings
 from svckit.db import create_pool
 from svckit.internal_auth import TokenSigner
+from svckit.metrics import MetricsEndpoint
 from svckit.migrations import migrate
 from svckit.ports import bind_exclusive
 
 log = logging.getLogger(__name__)
 
 PUBLIC = PublicPaths(
-    exact={"/healthz", "/readyz", "/metrics", "/openapi.json", "/search", DOCS, REDOC},
+    exact={"/healthz", "/readyz", "/openapi.json", "/search", DOCS, REDOC},
     # The push webhooks authenticate each delivery with the vendor's signature instead of
     # a key (gateway.routes_hooks); the body limit applies to them as to every route. The
     # API's documentation pages are public as /openapi.json is (gateway.openapi_document).
@@ -142,15 +143,23 @@ class GatewayApp:
     pool: asyncpg.Pool
     keys: KeysStore
     port: int
+    metrics: MetricsEndpoint | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def metrics_address(self) -> str:
+        """`host:port` of /metrics; empty when not served (GATEWAY_METRICS_LISTEN=off)."""
+        return self.metrics.address if self.metrics is not None else ""
+
     async def stop(self) -> None:
         self.server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.backends.close()
         await self.pool.close()
 
@@ -176,7 +185,8 @@ async def start_gateway(
     if settings.embedder_addr and "embedder" not in backends.probes:
         # Health checks only (they need no token): /readyz reports the embedder.
         backends.probes["embedder"] = grpc.aio.insecure_channel(settings.embedder_addr)
-    app = build_app(settings, backends, pool, keys)
+    metrics = Metrics()
+    app = build_app(settings, backends, pool, keys, metrics)
     host, port = settings.host_port
     config = uvicorn.Config(
         app,
@@ -205,5 +215,21 @@ async def start_gateway(
             raise RuntimeError(f"gateway could not listen on {settings.address}")
         await asyncio.sleep(0.02)
     bound = server.servers[0].sockets[0].getsockname()[1]
-    log.info("gateway serving", extra={"port": bound, "backends": sorted(settings.backend_addrs)})
-    return GatewayApp(app, server, task, backends, pool, keys, bound)
+    gateway = GatewayApp(app, server, task, backends, pool, keys, bound)
+    if settings.metrics.listen is not None:
+        endpoint = MetricsEndpoint(metrics, settings.metrics.listen, settings.metrics.address_file)
+        try:
+            await endpoint.start()
+        except BaseException:
+            await gateway.stop()
+            raise
+        gateway.metrics = endpoint
+    log.info(
+        "gateway serving",
+        extra={
+            "port": bound,
+            "backends": sorted(settings.backend_addrs),
+            "metrics": gateway.metrics_address,
+        },
+    )
+    return gateway

@@ -172,5 +172,4 @@ def health_router(backends: Backends, pool: asyncpg.Pool, metrics: Metrics) -> A
         )
         return JSONResponse(body, status_code=status)
 
-    router.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
     return router
