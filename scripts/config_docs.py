@@ -689,6 +689,12 @@ META: dict[str, Meta] = {
         "How stale a key's `last_used_at` may get before it is written again, in seconds."
     ),
     "GATEWAY_MCP_ENABLED": Meta("Serves MCP over streamable HTTP at `/mcp`."),
+    "GATEWAY_METRICS_LISTEN": Meta(
+        METRICS_LISTEN.format(who="the gateway")
+        + " Never the API's port, so an Ingress that publishes the API does not publish them.",
+        allowed=f"{HOST_PORT} or `off`",
+    ),
+    "GATEWAY_METRICS_FILE": Meta(METRICS_FILE, allowed="a file path"),
     "GATEWAY_QUOTAS": Meta(
         "Per-key rate and concurrency limits on REST and MCP alike (`GATEWAY_QUOTA_*`); "
         "`false` admits every request."

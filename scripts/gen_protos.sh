@@ -14,3 +14,5 @@ mapfile -t protos < <(cd "$root/protos" && find cograph -name '*.proto' | LC_ALL
   --mypy_out="$out" --mypy_grpc_out="$out" "${protos[@]}")
 # Packages need __init__.py so setuptools and mypy see them as regular packages.
 find "$out/cograph" -type d -exec sh -c 'for d; do touch "$d/__init__.py"; done' _ {} +
+# The contracts' comments, which protoc leaves out of the modules, for the gateway's OpenAPI.
+"$py" "$root/scripts/proto_docs.py" "$root/protos" "$out/cograph/proto_docs.py"

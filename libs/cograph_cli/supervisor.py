@@ -19,10 +19,9 @@ Each service's output goes through a pipe into `run/<service>.log`, rotated by s
 (svckit.logs.RotatingLog, COGRAPH_LOG_MAX_BYTES / COGRAPH_LOG_BACKUPS), as is `up.log`.
 
 Where each service serves its Prometheus metrics (`host:port`) is in `run/<service>.metrics`
-once it is ready: a gRPC service listens for them on a port of its own (on the same
-interface, a free port the first time, the same one after a restart) and writes that file
-itself before its ready file; the gateway serves /metrics on its own port, and the
-supervisor writes its file.
+once it is ready: every service, the gateway included, listens for them on a port of its
+own (on the same interface, a free port the first time, the same one after a restart) and
+writes that file itself before its ready file.
 
 Children get PR_SET_PDEATHSIG so that even if the supervisor is killed outright, no service
 outlives it; on a normal stop they get SIGTERM (graceful), then SIGKILL after a grace period.
@@ -53,7 +52,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cograph_cli.services import ServiceSpec
 from svckit.config import Env
 from svckit.logs import LogSettings, RotatingLog
-from svckit.metrics import write_address_file
 from svckit.ports import EXIT_CONFIG, EXIT_ENVIRONMENT
 
 log = logging.getLogger(__name__)
@@ -242,10 +240,9 @@ class Supervisor:
             f"{spec.env_prefix}_READY_FILE": str(self.run_dir / f"{spec.name}.port"),
             "PYTHONUNBUFFERED": "1",
         }
-        if spec.kind == "grpc":
-            env[f"{spec.env_prefix}_METRICS_FILE"] = str(metrics_file)
-            # The operator's choice stands; else the services' interface, a free port.
-            env.setdefault(f"{spec.env_prefix}_METRICS_LISTEN", f"{self.host}:0")
+        env[f"{spec.env_prefix}_METRICS_FILE"] = str(metrics_file)
+        # The operator's choice stands; else the services' interface, a free port.
+        env.setdefault(f"{spec.env_prefix}_METRICS_LISTEN", f"{self.host}:0")
         child = Child(
             spec,
             env,
@@ -267,7 +264,7 @@ class Supervisor:
         if child.port:
             # Peers were told this address; a restart must come back on it.
             child.env[f"{child.spec.env_prefix}_LISTEN"] = f"{self.host}:{child.port}"
-        if child.metrics_address and child.spec.kind == "grpc":
+        if child.metrics_address:
             # So does a scraper that read run/<service>.metrics.
             child.env[f"{child.spec.env_prefix}_METRICS_LISTEN"] = child.metrics_address
         if child.log is None:
@@ -406,12 +403,8 @@ class Supervisor:
         return [child for child in self.children if child.state == "failed"]
 
     def _note_metrics(self, child: Child) -> None:
-        """Records where a ready child serves its metrics: a gRPC service wrote
-        run/<service>.metrics before its ready file; the gateway serves them on its port."""
-        if child.spec.kind == "http":
-            child.metrics_address = f"{self.host}:{child.port}"
-            write_address_file(child.metrics_file, child.metrics_address)
-            return
+        """Records where a ready child serves its metrics: it wrote run/<service>.metrics
+        before its ready file."""
         try:
             child.metrics_address = child.metrics_file.read_text().strip()
         except OSError:  # metrics turned off (<SERVICE>_METRICS_LISTEN=off)

@@ -283,12 +283,17 @@ def write_address_file(path: Path | None, address: str) -> None:
     os.replace(tmp, path)
 
 
-class MetricsEndpoint:
-    """Serves one ServiceMetrics at GET /metrics on `listen` (`host:port`, 0 picks a port)."""
+class Exposable(Protocol):
+    """What an endpoint serves: a ServiceMetrics, or the gateway's HTTP metrics."""
 
-    def __init__(
-        self, metrics: ServiceMetrics, listen: str, address_file: Path | None = None
-    ) -> None:
+    async def exposition(self) -> bytes: ...
+
+
+class MetricsEndpoint:
+    """Serves one registry's exposition at GET /metrics on `listen` (`host:port`, 0 picks
+    a port)."""
+
+    def __init__(self, metrics: Exposable, listen: str, address_file: Path | None = None) -> None:
         self._metrics = metrics
         self._listen = listen
         self._address_file = address_file

@@ -2,9 +2,11 @@
 
 Each line names the method, the route *template* (`/api/repositories/{slug:path}`, never the
 raw path, and never the query string, which may carry a secret a client put there), the
-status, the duration, the request id the response carries, who the request acted for, and
-on a 401 or 403 why it was refused. Nothing from the request's headers is written, so an
-API key never reaches the log, whether it was valid or not.
+status, the duration, the request id the response carries, who the request acted for (the
+principal, which grants and limits apply to) and with which key (its id and name: one
+principal may have several keys), and on a 401 or 403 why it was refused. Nothing from the
+request's headers is written, so an API key's secret never reaches the log, whether it was
+valid or not.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.auth import principal_of
+from gateway.auth import key_of, principal_of
 
 log = logging.getLogger("gateway.access")
 
@@ -116,6 +118,10 @@ class AccessLogMiddleware:
         if principal is not None:
             entry["principal"] = principal.id
             entry["admin"] = principal.admin
+        key = key_of(scope)
+        if key is not None:
+            entry["key"] = key.name
+            entry["key_id"] = key.id
         client = scope.get("client")
         if client:
             entry["client"] = client[0]

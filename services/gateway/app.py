@@ -7,7 +7,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 import grpc
@@ -26,6 +25,7 @@ from gateway.early_refusal import EarlyRefusal
 from gateway.errors import install_error_handlers
 from gateway.keys_store import MIGRATIONS, KeysStore
 from gateway.metrics import LabelledApp, Metrics, MetricsMiddleware
+from gateway.openapi_document import ASSETS, DOCS, REDOC, install_docs
 from gateway.quotas import Quotas
 from gateway.routes_access import access_router
 from gateway.routes_commons import commons_router
@@ -38,37 +38,19 @@ from gateway.routes_retrieval import retrieval_router
 from gateway.settings import GatewaySettings
 from svckit.db import create_pool
 from svckit.internal_auth import TokenSigner
+from svckit.metrics import MetricsEndpoint
 from svckit.migrations import migrate
 from svckit.ports import bind_exclusive
 
 log = logging.getLogger(__name__)
 
 PUBLIC = PublicPaths(
-    exact={"/healthz", "/readyz", "/metrics", "/openapi.json", "/search"},
+    exact={"/healthz", "/readyz", "/openapi.json", "/search", DOCS, REDOC},
     # The push webhooks authenticate each delivery with the vendor's signature instead of
-    # a key (gateway.routes_hooks); the body limit applies to them as to every route.
-    prefixes=("/search/", f"{HOOKS_PREFIX}/"),
+    # a key (gateway.routes_hooks); the body limit applies to them as to every route. The
+    # API's documentation pages are public as /openapi.json is (gateway.openapi_document).
+    prefixes=("/search/", f"{HOOKS_PREFIX}/", f"{ASSETS}/"),
 )
-
-
-def _openapi_with_bearer(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema plus the Bearer scheme (auth is middleware, which FastAPI can't see)."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    from fastapi.openapi.utils import get_openapi
-
-    schema = get_openapi(
-        title=app.title, version=app.version, description=app.description, routes=app.routes
-    )
-    schema.setdefault("components", {})["securitySchemes"] = {
-        "bearer": {"type": "http", "scheme": "bearer", "description": "A Cograph API key."}
-    }
-    public = {"/healthz", "/readyz"}
-    for path, operations in schema.get("paths", {}).items():
-        for operation in operations.values():
-            operation["security"] = [] if path in public else [{"bearer": []}]
-    app.openapi_schema = schema
-    return schema
 
 
 def build_app(
@@ -100,11 +82,11 @@ def build_app(
         title="Cograph",
         version="0.1.0",
         description="REST API of Cograph, a context engine for coding agents.",
-        docs_url=None,  # Swagger UI loads from a CDN, which a self-hosted install may lack
+        docs_url=None,  # served by install_docs, without a CDN
         redoc_url=None,
         lifespan=lifespan,
     )
-    app.openapi = lambda: _openapi_with_bearer(app)  # type: ignore[method-assign]
+    install_docs(app)
     install_error_handlers(app)
     routers = [
         health_router(backends, pool, metrics),
@@ -161,15 +143,23 @@ class GatewayApp:
     pool: asyncpg.Pool
     keys: KeysStore
     port: int
+    metrics: MetricsEndpoint | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def metrics_address(self) -> str:
+        """`host:port` of /metrics; empty when not served (GATEWAY_METRICS_LISTEN=off)."""
+        return self.metrics.address if self.metrics is not None else ""
+
     async def stop(self) -> None:
         self.server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.backends.close()
         await self.pool.close()
 
@@ -195,7 +185,8 @@ async def start_gateway(
     if settings.embedder_addr and "embedder" not in backends.probes:
         # Health checks only (they need no token): /readyz reports the embedder.
         backends.probes["embedder"] = grpc.aio.insecure_channel(settings.embedder_addr)
-    app = build_app(settings, backends, pool, keys)
+    metrics = Metrics()
+    app = build_app(settings, backends, pool, keys, metrics)
     host, port = settings.host_port
     config = uvicorn.Config(
         app,
@@ -224,5 +215,21 @@ async def start_gateway(
             raise RuntimeError(f"gateway could not listen on {settings.address}")
         await asyncio.sleep(0.02)
     bound = server.servers[0].sockets[0].getsockname()[1]
-    log.info("gateway serving", extra={"port": bound, "backends": sorted(settings.backend_addrs)})
-    return GatewayApp(app, server, task, backends, pool, keys, bound)
+    gateway = GatewayApp(app, server, task, backends, pool, keys, bound)
+    if settings.metrics.listen is not None:
+        endpoint = MetricsEndpoint(metrics, settings.metrics.listen, settings.metrics.address_file)
+        try:
+            await endpoint.start()
+        except BaseException:
+            await gateway.stop()
+            raise
+        gateway.metrics = endpoint
+    log.info(
+        "gateway serving",
+        extra={
+            "port": bound,
+            "backends": sorted(settings.backend_addrs),
+            "metrics": gateway.metrics_address,
+        },
+    )
+    return gateway

@@ -15,6 +15,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import asyncpg
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,6 +32,7 @@ from svckit.requestctx import Principal
 log = logging.getLogger(__name__)
 
 STATE_PRINCIPAL = "cograph_principal"
+STATE_KEY = "cograph_key"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._\-]{1,64}$")
 
 
@@ -84,6 +86,22 @@ class RecentKeys:
         return principal
 
 
+@dataclass(frozen=True)
+class KeyLabel:
+    """Which key a request authenticated with, for the access log: several keys may act for
+    one principal (a rotation, a key per machine), so the principal alone cannot say which
+    was used. Its id and the name an admin gave it; never the secret or its prefix."""
+
+    id: str
+    name: str
+
+
+def key_of(scope: Scope) -> KeyLabel | None:
+    state = scope.get("state") or {}
+    key = state.get(STATE_KEY)
+    return key if isinstance(key, KeyLabel) else None
+
+
 def _bearer(authorization: str) -> str | None:
     scheme, _, secret = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
@@ -119,9 +137,15 @@ class Authenticator:
         return principal is not None, principal
 
     async def principal(self, authorization: str | None) -> Principal | None:
+        principal, _ = await self.identify(authorization)
+        return principal
+
+    async def identify(self, authorization: str | None) -> tuple[Principal | None, KeyLabel | None]:
+        """The principal the request acts for and the key it used; (None, None) for an
+        anonymous request where those are allowed. Raises the 401 (or 503) otherwise."""
         if authorization is None or not authorization.strip():
             if self._allow_anonymous:
-                return None  # anonymous: backends show public data only, writes refuse
+                return None, None  # anonymous: backends show public data only, writes refuse
             raise ApiError(401, "unauthenticated", "missing API key (Authorization: Bearer ...)")
         secret = _bearer(authorization)
         if secret is None:
@@ -144,7 +168,7 @@ class Authenticator:
             raise ApiError(401, "unauthenticated", "invalid or revoked API key")
         principal = Principal(key.principal_id, key.admin)
         self._recent.remember(secret, principal)
-        return principal
+        return principal, KeyLabel(key.id, key.name)
 
 
 def principal_of(scope: Scope) -> Principal | None:
@@ -223,12 +247,14 @@ class AuthMiddleware:
             ):
                 return
             try:
-                principal = await self._authenticator.principal(authorization)
+                principal, key = await self._authenticator.identify(authorization)
             except ApiError as err:
                 extra = [(b"www-authenticate", b"Bearer")] if err.status == 401 else []
                 await send_error(send_with_id, err, extra)
                 return
-            scope.setdefault("state", {})[STATE_PRINCIPAL] = principal
+            state = scope.setdefault("state", {})
+            state[STATE_PRINCIPAL] = principal
+            state[STATE_KEY] = key
             token = requestctx.set_principal(principal)
             try:
                 await self._app(scope, receive, send_with_id)

@@ -1,4 +1,6 @@
-"""Prometheus request metrics per route template and status, served at /metrics.
+"""Prometheus request metrics per route template and status, served at GET /metrics on a
+listener of its own (GATEWAY_METRICS_LISTEN, svckit.metrics.MetricsEndpoint) like every
+service's: never on the public HTTP port, which an Ingress may publish.
 
 The registry belongs to the app (not prometheus_client's process-global one), so several
 gateways in one test process never share counters. Labels use the route *template*
@@ -13,10 +15,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 UNMATCHED = "unmatched"
@@ -132,8 +132,9 @@ class Metrics:
         self.requests.labels(*labels).inc()
         self.latency.labels(*labels).observe(seconds)
 
-    async def endpoint(self, _: Request) -> Response:
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+    async def exposition(self) -> bytes:
+        """The registry in Prometheus' text format (svckit.metrics.Exposable)."""
+        return generate_latest(self.registry)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 
 from cograph_api import limits
 from cograph_api import rest_models as models
+from gateway import response_models as R
 from gateway.api import GatewayApi
-from gateway.responses import errors
+from gateway.responses import answers, errors
 from gateway.routes_keys import require_admin
 
 PostId = Annotated[
@@ -36,13 +37,22 @@ def commons_router(api: GatewayApi) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["commons"])
 
     @router.post(
-        "/posts", status_code=201, responses=errors(507), summary="Post a note (returns at once)"
+        "/posts",
+        status_code=201,
+        response_model=None,
+        responses=answers(R.Post, "post", 507, status=201, description="The note."),
+        summary="Post a note (returns at once)",
     )
     async def create_post(body: models.NewPost) -> dict[str, Any]:
         """Stores the note for the caller; it becomes searchable once embedded."""
         return await api.create_post(body)
 
-    @router.get("/posts/{post_id}", responses=errors(404), summary="Get a whole note")
+    @router.get(
+        "/posts/{post_id}",
+        response_model=None,
+        responses=answers(R.Post, "post", 404),
+        summary="Get a whole note",
+    )
     async def get_post(post_id: PostId) -> dict[str, Any]:
         return await api.get_post(post_id)
 
@@ -56,24 +66,40 @@ def commons_router(api: GatewayApi) -> APIRouter:
         await api.delete_post(post_id, models.clean_text(reason, "reason"))
         return Response(status_code=204)
 
-    @router.post("/posts/{post_id}/votes", responses=errors(404, 507), summary="Vote on a note")
+    @router.post(
+        "/posts/{post_id}/votes",
+        response_model=None,
+        responses=answers(R.VoteAnswer, "vote", 404, 507),
+        summary="Vote on a note",
+    )
     async def vote(post_id: PostId, body: models.Vote) -> dict[str, Any]:
         return await api.vote(post_id, body)
 
     @router.post(
         "/posts/{post_id}/comments",
         status_code=201,
-        responses=errors(404, 507),
+        response_model=None,
+        responses=answers(R.CommentAnswer, "comment", 404, 507, status=201),
         summary="Comment on a note",
     )
     async def create_comment(post_id: PostId, body: models.NewComment) -> dict[str, Any]:
         return await api.create_comment(post_id, body)
 
-    @router.get("/posts/{post_id}/comments", responses=errors(404), summary="A note's comments")
+    @router.get(
+        "/posts/{post_id}/comments",
+        response_model=None,
+        responses=answers(R.CommentList, "comments", 404),
+        summary="A note's comments",
+    )
     async def list_comments(post_id: PostId) -> dict[str, Any]:
         return await api.list_comments(post_id)
 
-    @router.get("/search", responses=errors(), summary="Search the notes by meaning")
+    @router.get(
+        "/search",
+        response_model=None,
+        responses=answers(R.PostSearchAnswer, "post_search"),
+        summary="Search the notes by meaning",
+    )
     async def search(
         q: Annotated[
             str,
@@ -100,7 +126,8 @@ def _moderation_routes(router: APIRouter, api: GatewayApi) -> None:
         "/posts/{post_id}/hide",
         tags=["moderation"],
         dependencies=admin_only,
-        responses=errors(403, 404),
+        response_model=None,
+        responses=answers(R.PostHidden, "post_hidden", 403, 404),
         summary="Hide a note (admin)",
     )
     async def hide_post(post_id: PostId, body: models.Moderation) -> dict[str, Any]:
@@ -112,7 +139,8 @@ def _moderation_routes(router: APIRouter, api: GatewayApi) -> None:
         "/posts/{post_id}/unhide",
         tags=["moderation"],
         dependencies=admin_only,
-        responses=errors(403, 404),
+        response_model=None,
+        responses=answers(R.PostHidden, "post_hidden", 403, 404),
         summary="Unhide a note (admin)",
     )
     async def unhide_post(post_id: PostId, body: models.Moderation) -> dict[str, Any]:
@@ -122,7 +150,8 @@ def _moderation_routes(router: APIRouter, api: GatewayApi) -> None:
         "/comments/{comment_id}/hide",
         tags=["moderation"],
         dependencies=admin_only,
-        responses=errors(403, 404),
+        response_model=None,
+        responses=answers(R.CommentHidden, "comment_hidden", 403, 404),
         summary="Hide a comment (admin)",
     )
     async def hide_comment(comment_id: CommentId, body: models.Moderation) -> dict[str, Any]:
@@ -132,7 +161,8 @@ def _moderation_routes(router: APIRouter, api: GatewayApi) -> None:
         "/comments/{comment_id}/unhide",
         tags=["moderation"],
         dependencies=admin_only,
-        responses=errors(403, 404),
+        response_model=None,
+        responses=answers(R.CommentHidden, "comment_hidden", 403, 404),
         summary="Unhide a comment (admin)",
     )
     async def unhide_comment(comment_id: CommentId, body: models.Moderation) -> dict[str, Any]:
@@ -152,7 +182,8 @@ def _moderation_routes(router: APIRouter, api: GatewayApi) -> None:
         "/moderation/log",
         tags=["moderation"],
         dependencies=admin_only,
-        responses=errors(403),
+        response_model=None,
+        responses=answers(R.ModerationLog, "moderation_log", 403),
         summary="The moderation log, newest first (admin)",
     )
     async def moderation_log(

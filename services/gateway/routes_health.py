@@ -39,6 +39,8 @@ from fastapi.responses import JSONResponse
 
 from gateway.backends import Backends
 from gateway.metrics import Metrics, SearchHealth
+from gateway.response_examples import EXAMPLES
+from gateway.response_models import Health, Readiness
 from svckit.deadline import within
 from svckit.errors import DomainError
 
@@ -130,12 +132,33 @@ def readiness(
 def health_router(backends: Backends, pool: asyncpg.Pool, metrics: Metrics) -> APIRouter:
     router = APIRouter(tags=["health"])
 
-    @router.get("/healthz")
+    @router.get(
+        "/healthz",
+        response_model=None,
+        responses={
+            200: {"model": Health, "content": {"application/json": {"example": EXAMPLES["health"]}}}
+        },
+    )
     async def healthz() -> dict[str, str]:
         """The process is up (nothing else is checked)."""
         return {"status": "ok"}
 
-    @router.get("/readyz", responses={503: {"description": "a required dependency is down"}})
+    @router.get(
+        "/readyz",
+        response_model=None,
+        responses={
+            200: {
+                "model": Readiness,
+                "description": "ready or degraded.",
+                "content": {"application/json": {"example": EXAMPLES["ready"]}},
+            },
+            503: {
+                "model": Readiness,
+                "description": "not_ready: a required dependency is down.",
+                "content": {"application/json": {"example": EXAMPLES["not_ready"]}},
+            },
+        },
+    )
     async def readyz() -> JSONResponse:
         """Each dependency's health, and `ready`, `degraded` (200) or `not_ready` (503)."""
         served, probed, database, space = await asyncio.gather(
@@ -149,5 +172,4 @@ def health_router(backends: Backends, pool: asyncpg.Pool, metrics: Metrics) -> A
         )
         return JSONResponse(body, status_code=status)
 
-    router.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
     return router

@@ -8,11 +8,12 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 
 from cograph_api import limits
 from cograph_api import rest_models as models
+from gateway import response_models as R
 from gateway.api import GatewayApi
 from gateway.auth import principal_of
 from gateway.errors import ApiError
 from gateway.keys_store import KeysStore, PrincipalConflict
-from gateway.responses import errors
+from gateway.responses import answers, errors
 
 KeyId = Annotated[str, Path(min_length=1, max_length=limits.ID_MAX_CHARS)]
 
@@ -26,7 +27,14 @@ async def require_admin(request: Request) -> None:
 def keys_router(keys: KeysStore, api: GatewayApi) -> APIRouter:
     router = APIRouter(prefix="/api/keys", tags=["keys"], dependencies=[Depends(require_admin)])
 
-    @router.post("", status_code=201, responses=errors(403, 404, 409))
+    @router.post(
+        "",
+        status_code=201,
+        response_model=None,
+        responses=answers(
+            R.NewKeyAnswer, "new_key", 403, 404, 409, status=201, description="The new key."
+        ),
+    )
     async def create_key(body: models.NewKey) -> dict[str, Any]:
         """Creates a key and returns its secret once (only a hash is kept). A reserved name
         or principal (admin, root, system, ...) is refused (400); so is a principal another
@@ -60,7 +68,7 @@ def keys_router(keys: KeysStore, api: GatewayApi) -> APIRouter:
                 raise
         return {**key.to_json(), "key": secret}
 
-    @router.get("", responses=errors(403))
+    @router.get("", response_model=None, responses=answers(R.KeyList, "keys", 403))
     async def list_keys() -> dict[str, Any]:
         """Every key, without secrets."""
         return {"keys": [k.to_json() for k in await keys.list()]}

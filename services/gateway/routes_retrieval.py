@@ -9,8 +9,9 @@ from fastapi import APIRouter, Path, Query, Response
 from cograph_api import limits
 from cograph_api import rest_models as models
 from cograph_api.rest_errors import ApiError
+from gateway import response_models as R
 from gateway.api import GatewayApi
-from gateway.responses import errors
+from gateway.responses import answers, errors
 
 SlugParam = Annotated[
     str,
@@ -37,26 +38,47 @@ CollectionParam = Annotated[
 def retrieval_router(api: GatewayApi) -> APIRouter:
     router = APIRouter(prefix="/api")
 
-    @router.post("/search", tags=["search"], responses=errors(404, 501, 504))
+    @router.post(
+        "/search",
+        tags=["search"],
+        response_model=None,
+        responses=answers(
+            R.SearchAnswer,
+            ("search", "search_verbose"),
+            404,
+            501,
+            504,
+            description="The compact answer, or with verbose the full one.",
+        ),
+    )
     async def search(body: models.SearchRequest) -> dict[str, Any]:
         """Hybrid search: symbol, lexical and semantic streams fused with RRF, cited. Each
         result has a confidence (high, medium, low, from its streams' evidence); the answer
         has its first result's and no_good_answer when no result is above low."""
         return await api.search(body)
 
-    @router.post("/graph", tags=["search"], responses=errors(404, 501, 504))
+    @router.post(
+        "/graph",
+        tags=["search"],
+        response_model=None,
+        responses=answers(R.GraphAnswer, "graph", 404, 501, 504),
+    )
     async def graph(body: models.GraphRequest) -> dict[str, Any]:
         """A symbol's definitions in one repository with its callers, callees and parents."""
         return await api.graph(body)
 
-    @router.post("/read", tags=["read"], responses=errors(404))
+    @router.post(
+        "/read", tags=["read"], response_model=None, responses=answers(R.ReadAnswer, "read", 404)
+    )
     async def read(body: models.ReadRequest) -> dict[str, Any]:
         """Lines of one indexed file (or collection document) as indexed, at the indexed
         commit; at most 2000 lines and 100,000 characters an answer, `next_start_line` says
         where to go on. 404 for a path outside the index or a source the key cannot read."""
         return await api.read(body)
 
-    @router.get("/files", tags=["read"], responses=errors(404))
+    @router.get(
+        "/files", tags=["read"], response_model=None, responses=answers(R.FilesAnswer, "files", 404)
+    )
     async def list_files(
         repo: Annotated[str, Query(min_length=1, max_length=limits.SLUG_MAX_CHARS)],
         prefix: Annotated[str, Query(max_length=limits.PATH_MAX_CHARS)] = "",
@@ -77,7 +99,12 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         )
         return await api.list_files(request)
 
-    @router.get("/outline", tags=["read"], responses=errors(404))
+    @router.get(
+        "/outline",
+        tags=["read"],
+        response_model=None,
+        responses=answers(R.OutlineAnswer, "outline", 404),
+    )
     async def outline(
         repo: Annotated[str, Query(min_length=1, max_length=limits.SLUG_MAX_CHARS)],
         path: Annotated[str, Query(min_length=1, max_length=limits.PATH_MAX_CHARS)],
@@ -93,26 +120,47 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
             models.clean_text(ref, "ref") if ref is not None else "",
         )
 
-    @router.post("/grep", tags=["read"], responses=errors(404, 504))
+    @router.post(
+        "/grep",
+        tags=["read"],
+        response_model=None,
+        responses=answers(R.GrepAnswer, "grep", 404, 504),
+    )
     async def grep(body: models.GrepRequest) -> dict[str, Any]:
         """Lines of the indexed files matching a literal or a regular expression, by path
         and line; `truncated` when more matched than `limit`. 400 for a bad expression, 504
         when it runs past its time bound."""
         return await api.grep(body)
 
-    @router.post("/references", tags=["search"], responses=errors(404))
+    @router.post(
+        "/references",
+        tags=["search"],
+        response_model=None,
+        responses=answers(R.ReferencesAnswer, "references", 404),
+    )
     async def references(body: models.ReferencesRequest) -> dict[str, Any]:
         """A symbol's definitions (every overload, the implementation first) and the code
         that refers to them (calls, imports, inherits, implements), paged by `next_cursor`."""
         return await api.references(body)
 
-    @router.post("/route", tags=["search"], responses=errors(501, 504))
+    @router.post(
+        "/route",
+        tags=["search"],
+        response_model=None,
+        responses=answers(R.RouteAnswer, "route", 501, 504),
+    )
     async def route(body: models.RouteRequest) -> dict[str, Any]:
         """Which repositories and collections a question belongs to, with confidences."""
         return await api.route(body)
 
     @router.post(
-        "/repositories", status_code=202, tags=["repositories"], responses=errors(403, 409, 507)
+        "/repositories",
+        status_code=202,
+        tags=["repositories"],
+        response_model=None,
+        responses=answers(
+            R.JobAnswer, "job_answer", 403, 409, 507, status=202, description="The job."
+        ),
     )
     async def index_repository(body: models.IndexRepositoryRequest) -> dict[str, Any]:
         """Starts (or joins) a background job indexing a git URL (https, ssh, git) or, for
@@ -121,14 +169,24 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         an admin key. An unknown slug and one the key cannot read are refused alike (403)."""
         return await api.index_repository(body)
 
-    @router.get("/repositories", tags=["repositories"], responses=errors())
+    @router.get(
+        "/repositories",
+        tags=["repositories"],
+        response_model=None,
+        responses=answers(R.RepositoryList, "repositories"),
+    )
     async def list_repositories() -> dict[str, Any]:
         """The repositories the caller may read."""
         return await api.list_repositories()
 
     # The refs routes come before /repositories/{slug:path}, which would take `.../refs`
     # as part of a slug.
-    @router.get("/repositories/{slug:path}/refs", tags=["repositories"], responses=errors(404))
+    @router.get(
+        "/repositories/{slug:path}/refs",
+        tags=["repositories"],
+        response_model=None,
+        responses=answers(R.RefsOrRepository, "refs", 404),
+    )
     async def list_refs(
         slug: SlugParam,
         remote: Annotated[
@@ -155,7 +213,10 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         "/repositories/{slug:path}/refs",
         status_code=202,
         tags=["repositories"],
-        responses=errors(403, 404, 409, 507),
+        response_model=None,
+        responses=answers(
+            R.JobAnswer, "job_answer", 403, 404, 409, 507, status=202, description="The job."
+        ),
     )
     async def index_ref(slug: SlugParam, body: models.IndexRefRequest) -> dict[str, Any]:
         """Starts (or joins) a job indexing a branch or tag of the repository as its own
@@ -180,7 +241,12 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
             await api.delete_ref(slug, models.clean_text(ref, "ref"))
         return Response(status_code=204)
 
-    @router.get("/repositories/{slug:path}", tags=["repositories"], responses=errors(404))
+    @router.get(
+        "/repositories/{slug:path}",
+        tags=["repositories"],
+        response_model=None,
+        responses=answers(R.Repository, "repository", 404),
+    )
     async def get_repository(slug: SlugParam) -> dict[str, Any]:
         """Indexed commit, counts and last indexed time of one repository."""
         return await api.get_repository(models.clean_text(slug, "slug"))
@@ -198,14 +264,25 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         return Response(status_code=204)
 
     @router.post(
-        "/collections", status_code=202, tags=["collections"], responses=errors(403, 409, 507)
+        "/collections",
+        status_code=202,
+        tags=["collections"],
+        response_model=None,
+        responses=answers(
+            R.JobAnswer, "job_answer", 403, 409, 507, status=202, description="The job."
+        ),
     )
     async def index_collection(body: models.IndexCollectionRequest) -> dict[str, Any]:
         """Starts a job indexing a markdown collection (uploaded files or, for admin keys, a
         server directory); the same write rules as repositories."""
         return await api.index_collection(body)
 
-    @router.get("/collections", tags=["collections"], responses=errors())
+    @router.get(
+        "/collections",
+        tags=["collections"],
+        response_model=None,
+        responses=answers(R.CollectionList, "collections"),
+    )
     async def list_collections() -> dict[str, Any]:
         """The collections the caller may read."""
         return await api.list_collections()
@@ -222,7 +299,12 @@ def retrieval_router(api: GatewayApi) -> APIRouter:
         await api.delete_collection(models.clean_text(name, "name"))
         return Response(status_code=204)
 
-    @router.get("/jobs/{job_id}", tags=["repositories"], responses=errors(404))
+    @router.get(
+        "/jobs/{job_id}",
+        tags=["repositories"],
+        response_model=None,
+        responses=answers(R.Job, "job", 404),
+    )
     async def get_job(job_id: JobId) -> dict[str, Any]:
         """An indexing job's state and progress; 404 unless the key started it or may read
         its target."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from cograph_api.limits import REQUEST_BODY_MAX_BYTES
 from gateway.quotas import Allowance, QuotaSettings, Work
 from svckit.config import Env, internal_secret, optional_secret
+from svckit.metrics import MetricsSettings
 
 # The gRPC services the gateway fronts, by env prefix. A backend whose <NAME>_ADDR is unset
 # is "not deployed": its routes answer 503 and /readyz does not wait for it, so a checkout
@@ -94,6 +95,8 @@ class GatewaySettings:
     # The push webhooks' secrets (gateway.routes_hooks); None: that hook answers 404.
     github_webhook_secret: bytes | None = field(default=None, repr=False)
     gitlab_webhook_secret: bytes | None = field(default=None, repr=False)
+    # Where /metrics is served (svckit.metrics): a listener of its own, never the API port.
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -137,6 +140,7 @@ class GatewaySettings:
                 min_bytes=WEBHOOK_SECRET_MIN_BYTES,
                 what="the GitLab webhook secret token",
             ),
+            metrics=MetricsSettings.from_env(env, "gateway"),
         )
 
     @property

@@ -180,7 +180,9 @@ def _every_service_serves_its_metrics(run: Path, endpoints: dict[str, str]) -> N
         for name in ("embedder", "retrieval", "router", "commons", "gateway")
     }
     assert all(re.fullmatch(r"127\.0\.0\.1:\d+", a) for a in addresses.values()), addresses
-    assert addresses["gateway"] == endpoints["gateway"]  # the gateway's own port
+    # The gateway's metrics are on a listener of their own, not its public port.
+    assert addresses["gateway"] != endpoints["gateway"]
+    assert httpx.get(f"{gateway}/metrics", headers=auth, timeout=10).status_code == 404
     handled = "cograph_grpc_server_handled_total"
 
     retrieval = _scrape(addresses["retrieval"])

@@ -125,8 +125,7 @@ async def test_http_tool_calls_are_counted_by_tool_and_outcome(stack: Stack) -> 
         assert failed
         failed, _ = await call(client, "cograph_no_such_tool_" + "z" * 40, {})
         assert failed
-    async with httpx.AsyncClient(base_url=stack.url) as anon:
-        scraped = (await anon.get("/metrics")).text
+    scraped = await stack.scrape()
     samples = {
         (s.name, frozenset(s.labels.items())): s.value
         for family in text_string_to_metric_families(scraped)

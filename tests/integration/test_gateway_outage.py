@@ -50,7 +50,7 @@ async def test_dead_embedder_is_503_semantic_search_unavailable_and_readyz_flips
             "search": "vector_stream_unavailable",
         }
         assert "1 note searches 503 semantic_search_unavailable" in ready.json()["detail"]
-        scrape = (await anon.get("/metrics")).text
+        scrape = await stack.scrape()
         assert metric_value(scrape, "cograph_gateway_semantic_search_unavailable_total") == 1
         assert (
             metric_value(scrape, "cograph_gateway_searches_without_vector_recent", kind="notes")
@@ -95,7 +95,7 @@ async def test_embedder_down_is_degraded_not_unready_and_degraded_answers_are_co
         assert body["dependencies"]["database"] == "serving"
 
         name = "cograph_gateway_degraded_search_answers_total"
-        before = metric_value((await anon.get("/metrics")).text, name, stream="vector")
+        before = metric_value(await stack.scrape(), name, stream="vector")
         # The compact answer names only the streams that failed; the verbose one all of them.
         compact = await alice.post("/api/search", json={"query": "retry a failed charge"})
         assert compact.status_code == 200, compact.text
@@ -109,6 +109,6 @@ async def test_embedder_down_is_degraded_not_unready_and_degraded_answers_are_co
         assert verbose.status_code == 200, verbose.text
         assert verbose.json()["streams"]["vector"] == "unavailable"
         assert verbose.json()["streams"]["lexical"] == "ok"
-        after = metric_value((await anon.get("/metrics")).text, name, stream="vector")
+        after = metric_value(await stack.scrape(), name, stream="vector")
         assert after - before == 2
-        assert metric_value((await anon.get("/metrics")).text, name, stream="lexical") == 0
+        assert metric_value(await stack.scrape(), name, stream="lexical") == 0

@@ -14,7 +14,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from gateway.keys_store import KeysStore
 from svckit.logs import JsonFormatter
+from tests.integration.support.contract import Contract
 from tests.integration.support.stacks import (
     Stack,
     gateway_stack,
@@ -39,21 +41,32 @@ async def stack(
         yield running
 
 
+@pytest.fixture(scope="module")
+def contract(stack: Stack) -> Contract:
+    """Every successful answer the clients below receive is checked against its route's
+    documented model (tests/integration/support/contract.py)."""
+    return Contract(stack.gateway.app)
+
+
+def _checked(stack: Stack, contract: Contract, key: str) -> httpx.AsyncClient:
+    return stack.client(key, event_hooks={"response": [contract.hook]})
+
+
 @pytest_asyncio.fixture(loop_scope="session")
-async def admin(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with stack.client(stack.admin_key) as client:
+async def admin(stack: Stack, contract: Contract) -> AsyncIterator[httpx.AsyncClient]:
+    async with _checked(stack, contract, stack.admin_key) as client:
         yield client
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def alice(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with stack.client(await stack.key("alice")) as client:
+async def alice(stack: Stack, contract: Contract) -> AsyncIterator[httpx.AsyncClient]:
+    async with _checked(stack, contract, await stack.key("alice")) as client:
         yield client
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def bob(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with stack.client(await stack.key("bob")) as client:
+async def bob(stack: Stack, contract: Contract) -> AsyncIterator[httpx.AsyncClient]:
+    async with _checked(stack, contract, await stack.key("bob")) as client:
         yield client
 
 
@@ -77,7 +90,44 @@ async def test_probes_are_public_and_ready(stack: Stack) -> None:
         assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
         page = await anon.get("/search")
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-        assert (await anon.get("/metrics")).status_code == 200
+        for docs in ("/docs", "/redoc"):
+            reply = await anon.get(docs)
+            assert reply.status_code == 200 and "/openapi.json" in reply.text, docs
+        # The metrics are on a listener of their own, never the public port.
+        assert (await anon.get("/metrics")).status_code == 401
+        async with stack.client(stack.admin_key) as admin:
+            assert (await admin.get("/metrics")).status_code == 404
+        assert "cograph_gateway_requests_total" in await stack.scrape()
+
+
+async def test_answers_are_what_the_document_declares(
+    admin: httpx.AsyncClient, contract: Contract
+) -> None:
+    """The hook on these clients validated each answer; this says it ran on several kinds."""
+    post = await admin.post("/v1/posts", json={"title": "Contract", "body": "checked"})
+    assert post.status_code == 201, post.text
+    for reply in (
+        await admin.get(f"/v1/posts/{post.json()['id']}"),
+        await admin.get("/api/repositories"),
+        await admin.get("/api/collections"),
+        await admin.get("/api/keys"),
+        await admin.post("/api/search", json={"query": "retry a failed charge"}),
+        await admin.post("/api/search", json={"query": "retry", "verbose": True}),
+        await admin.post("/api/route", json={"query": "where is billing"}),
+        await admin.get("/v1/moderation/log"),
+        await admin.get("/healthz"),
+    ):
+        assert reply.status_code == 200, reply.text
+    for method, route in (
+        ("POST", "/v1/posts"),
+        ("GET", "/v1/posts/{post_id}"),
+        ("GET", "/api/keys"),
+        ("POST", "/api/search"),
+        ("POST", "/api/route"),
+        ("GET", "/healthz"),
+    ):
+        assert contract.checked.get((method, route)), (method, route)
+    assert contract.checked[("POST", "/api/search")] >= 2  # the compact and verbose forms
 
 
 # ---- auth ----
@@ -504,12 +554,12 @@ async def test_metrics_count_per_route_template_and_status(
     stack: Stack, alice: httpx.AsyncClient
 ) -> None:
     async with stack.client() as anon:
-        before = (await anon.get("/metrics")).text
+        before = await stack.scrape()
         missing = "00000000-0000-4000-8000-000000000001"
         for _ in range(3):
             assert (await alice.get(f"/v1/posts/{missing}")).status_code == 404
         assert (await anon.get("/v1/search?q=x")).status_code == 401
-        after = (await anon.get("/metrics")).text
+        after = await stack.scrape()
     name = "cograph_gateway_requests_total"
     labels = {"method": "GET", "route": "/v1/posts/{post_id}", "status": "404"}
     assert metric_value(after, name, **labels) - metric_value(before, name, **labels) == 3
@@ -541,6 +591,10 @@ async def test_access_log_names_route_status_and_principal_never_the_key(
     stack: Stack, alice: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="gateway.access")
+    # A second key acting for alice: the line names the key used, beside the principal.
+    second, second_secret = await KeysStore(stack.gateway.pool).create(
+        "alice-laptop", "alice", False, existing_principal=True
+    )
     wrong = "cg_" + "s3cret" * 6
     slug = "github.com%2Facme%2Fbilling"
     async with stack.client() as anon:
@@ -550,6 +604,9 @@ async def test_access_log_names_route_status_and_principal_never_the_key(
         missing = await anon.post("/mcp", json={})
     served = await alice.get("/api/repositories?token=hunter2", headers={"x-request-id": "rq-7"})
     forbidden = await alice.get("/api/keys")
+    async with stack.client(second_secret) as laptop:
+        other_key = await laptop.get("/api/repositories", headers={"x-request-id": "rq-8"})
+    assert other_key.status_code == 200
     assert (refused.status_code, missing.status_code) == (401, 401)
     assert (served.status_code, forbidden.status_code) == (200, 403)
 
@@ -557,12 +614,14 @@ async def test_access_log_names_route_status_and_principal_never_the_key(
     text = "\n".join(json.dumps(line) for line in lines)
     assert wrong not in text and "s3cret" not in text and "hunter2" not in text
     assert (await stack.key("alice")) not in text and "acme" not in text
+    assert second_secret not in text and second_secret[:12] not in text
     by_id = {line.get("request_id"): line for line in lines}
 
     bad_key = by_id[refused.headers["x-request-id"]]
     assert bad_key["route"] == "/api/repositories/{slug:path}" and bad_key["status"] == 401
     assert bad_key["method"] == "GET" and bad_key["error"] == "unauthenticated"
     assert "invalid or revoked" in bad_key["auth_failure"] and "principal" not in bad_key
+    assert "key" not in bad_key and "key_id" not in bad_key
 
     no_key = by_id[missing.headers["x-request-id"]]
     assert no_key["route"] == "/mcp" and "missing API key" in no_key["auth_failure"]
@@ -570,6 +629,10 @@ async def test_access_log_names_route_status_and_principal_never_the_key(
     ok = by_id["rq-7"]
     assert ok["route"] == "/api/repositories" and ok["status"] == 200
     assert ok["principal"] == "alice" and ok["admin"] is False
+    assert ok["key"] == "alice" and ok["key_id"] != second.id
+    laptop_line = by_id["rq-8"]
+    assert laptop_line["principal"] == "alice" and laptop_line["key"] == "alice-laptop"
+    assert laptop_line["key_id"] == second.id
     assert ok["duration_ms"] >= 0 and "auth_failure" not in ok
 
     denied = by_id[forbidden.headers["x-request-id"]]

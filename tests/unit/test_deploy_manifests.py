@@ -412,8 +412,8 @@ def test_services_select_workloads_and_target_their_ports() -> None:
             target = _port_number(container, port.get("targetPort", port["port"]))
             assert target in declared, f"Service {name}: targets undeclared port {target}"
         if name in SERVICES:
-            metrics = [METRICS_PORT] if name in GRPC_SERVICES else []
-            assert [p["port"] for p in service["spec"]["ports"]] == [SERVICES[name], *metrics]
+            ports = [p["port"] for p in service["spec"]["ports"]]
+            assert ports == [SERVICES[name], METRICS_PORT]
 
 
 # --- configuration and secrets ------------------------------------------------------------
@@ -601,8 +601,11 @@ def test_database_services_migrate_before_they_start() -> None:
         ref = env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
         assert ref == {"name": DB_SECRET, "key": "url"}, "the role that may write"
         assert not migrate.get("envFrom"), name
-        first = first or migrate
-        assert migrate == first, f"{name}: its migrate initContainer differs from the others'"
+        # The same step everywhere, from the pod's own image (slim or full: both ship the
+        # CLI and every service's migrations).
+        same = {k: v for k, v in migrate.items() if k != "image"}
+        first = first or same
+        assert same == first, f"{name}: its migrate initContainer differs from the others'"
 
 
 def test_router_may_use_a_read_only_role() -> None:
@@ -662,7 +665,10 @@ def test_retrieval_has_a_writable_data_dir() -> None:
 def test_bundled_postgres() -> None:
     statefulset = _objects("StatefulSet")["postgres"]
     container = _main(statefulset)
-    assert container["image"] == "pgvector/pgvector:pg17"
+    # An exact release (pgvector and PostgreSQL's major), never the floating `pg17`.
+    assert re.fullmatch(
+        r"pgvector/pgvector:0\.8\.\d+-pg17(@sha256:[0-9a-f]{64})?", container["image"]
+    )
     claims = {c["metadata"]["name"] for c in statefulset["spec"]["volumeClaimTemplates"]}
     data = _env(container)["PGDATA"]["value"]
     data_mounts = [m for m in container["volumeMounts"] if data.startswith(m["mountPath"])]
@@ -777,13 +783,22 @@ def test_production_overlay() -> None:
     assert covered == set(deployments)
 
 
+# The gateway and the router run the slim image (no PyTorch, no model); the rest the full one.
+SLIM_SERVICES = frozenset({"gateway", "router"})
+
+
+def _image_of(name: str) -> str:
+    return "cograph-slim" if name in SLIM_SERVICES else "cograph"
+
+
 def test_overlays_set_the_image() -> None:
     for overlay in ("local", "production"):
         images = {i["name"]: i for i in _kustomization(OVERLAYS / overlay)["images"]}
-        assert images["cograph"].get("newTag"), f"{overlay}: pin the image tag"
+        for image in ("cograph", "cograph-slim"):
+            assert images[image].get("newTag"), f"{overlay}: pin the {image} tag"
     for name in SERVICES:
         for container in _containers(_objects("Deployment")[name]):
-            assert container["image"] == "cograph", f"{name}/{container['name']}"
+            assert container["image"] == _image_of(name), f"{name}/{container['name']}"
 
 
 # --- network policies: who may talk to whom -------------------------------------------------
@@ -1320,7 +1335,7 @@ def test_rendered_overlay_is_valid(overlay: str) -> None:
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     secrets = {name for kind, name in kinds if kind == "Secret"}
     config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
-    image = _kustomization(OVERLAYS / overlay)["images"][0]
+    images = {i["name"]: i for i in _kustomization(OVERLAYS / overlay)["images"]}
     for doc in docs:
         if doc["kind"] not in {"Deployment", "StatefulSet"}:
             continue
@@ -1331,6 +1346,7 @@ def test_rendered_overlay_is_valid(overlay: str) -> None:
         for container in _containers(doc):
             if doc["metadata"]["name"] in SERVICES:
                 # The images transformer rewrites initContainers too: one image, one version.
+                image = images[_image_of(doc["metadata"]["name"])]
                 assert container["image"] == f"{image['newName']}:{image['newTag']}"
             for kind, ref, _ in _env_references(container):
                 if kind == "Secret" and overlay == "local":
@@ -1377,14 +1393,53 @@ def _final_stage() -> list[tuple[str, str]]:
     return steps[last_from:]
 
 
-def test_dockerfile_is_multi_stage_on_python_slim() -> None:
+# An exact Python release on Debian bookworm, optionally pinned by digest too: a floating
+# tag (python:3.11-slim) would change the image under an unchanged Dockerfile.
+EXACT_PYTHON = re.compile(r"^python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?$")
+
+
+def _stages() -> dict[str, list[tuple[str, str]]]:
+    """Each stage's instructions, by its name (`FROM x AS name`)."""
+    stages: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    for keyword, arguments in _instructions():
+        if keyword == "FROM":
+            current = []
+            words = arguments.split()
+            stages[words[-1] if len(words) >= 3 and words[-2].upper() == "AS" else ""] = current
+        current.append((keyword, arguments))
+    return stages
+
+
+def test_dockerfile_is_multi_stage_on_an_exact_python_slim() -> None:
     steps = _instructions()
     args = dict(a.split("=", 1) for k, a in steps if k == "ARG" and "=" in a)
+    stages = _stages()
     bases = [a.split()[0] for k, a in steps if k == "FROM"]
     assert len(bases) >= 2, "build and runtime stages"
-    for base in bases:
+    images = [base for base in bases if base not in stages]
+    assert images
+    for base in images:
         resolved = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base)
-        assert resolved == "python:3.11-slim", base
+        assert EXACT_PYTHON.match(resolved), base
+    assert list(stages)[-1] == "runtime", "a plain `docker build` builds the full image"
+
+
+def test_the_slim_target_has_no_torch_and_runs_the_gateway_and_router() -> None:
+    stages = _stages()
+    assert "slim" in stages
+    copies = [a for k, a in stages["slim"] if k == "COPY"]
+    assert copies == ["--from=build-slim /opt/venv /opt/venv"], "the venv alone, no model"
+    text = " ".join(a for k, a in stages["build-slim"] if k == "RUN")
+    assert "-r requirements-slim.txt" in text and "-r requirements.txt" not in text
+    assert "download.pytorch.org" not in text and "export_int8" not in text
+    users = [a for k, a in stages["slim"] if k == "USER"]
+    assert users and users[-1].split(":")[0] == "10001"
+    for name in ("gateway", "router"):
+        workload = _objects("Deployment")[name]
+        images = {c["image"] for c in _pod(workload)["containers"]}
+        images |= {c["image"] for c in _pod(workload).get("initContainers", [])}
+        assert images == {"cograph-slim"}, (name, images)
 
 
 def test_dockerfile_runs_as_a_numeric_non_root_user() -> None:
@@ -1429,17 +1484,18 @@ def test_dockerfile_copies_exist_and_are_not_ignored() -> None:
 
 
 def test_dockerfile_exposes_every_service_port() -> None:
-    exposed = {int(p) for k, a in _instructions() if k == "EXPOSE" for p in a.split()}
-    assert exposed == set(SERVICES.values())
+    exposed = {int(p) for k, a in _final_stage() if k == "EXPOSE" for p in a.split()}
+    assert exposed == {*SERVICES.values(), METRICS_PORT}
 
 
 # --- metrics ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(GRPC_SERVICES))
-def test_grpc_service_serves_its_metrics_on_the_metrics_port(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_every_service_serves_its_metrics_on_the_metrics_port(name: str) -> None:
     """svckit.metrics reads <SERVICE>_METRICS_LISTEN; the pod declares the port and the
-    Service names it `metrics`."""
+    Service names it `metrics`. The gateway's too: never on its public HTTP port, which an
+    Ingress publishes."""
     container = _main(_objects("Deployment")[name])
     assert _env(container)[f"{name.upper()}_METRICS_LISTEN"]["value"] == f"0.0.0.0:{METRICS_PORT}"
     assert _port_number(container, "metrics") == METRICS_PORT
@@ -1469,8 +1525,8 @@ def test_only_the_monitoring_namespace_reaches_the_metrics_port() -> None:
 
 def test_service_monitor_scrapes_every_service() -> None:
     """The component's ServiceMonitor selects Cograph's Services, and each of its endpoints
-    names a port that a Service has: `metrics` on the four gRPC services, the gateway's
-    HTTP port for its /metrics."""
+    names a port that a Service has: `metrics`, on every service, never the gateway's public
+    HTTP port."""
     (monitor,) = _load(COMPONENTS / "service-monitor" / "service-monitor.yaml")
     assert (monitor["apiVersion"], monitor["kind"]) in CRD_KINDS
     assert _kustomization(COMPONENTS / "service-monitor")["kind"] == "Component"
@@ -1486,3 +1542,4 @@ def test_service_monitor_scrapes_every_service() -> None:
         and any(p["name"] == endpoint["port"] for p in services[name]["spec"]["ports"])
     }
     assert scraped == set(SERVICES)
+    assert {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]} == {"metrics"}

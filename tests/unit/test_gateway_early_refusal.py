@@ -20,7 +20,7 @@ from starlette.types import Message
 
 from cograph_api.admin_keys import MAX_KEY_CHARS
 from gateway.api import GatewayApi, work_of
-from gateway.auth import Authenticator, AuthMiddleware, PublicPaths, RecentKeys
+from gateway.auth import Authenticator, AuthMiddleware, KeyLabel, PublicPaths, RecentKeys
 from gateway.backends import Backends
 from gateway.early_refusal import ROUTES, EarlyRefusal
 from gateway.errors import ApiError
@@ -138,7 +138,7 @@ class CountingAuthenticator(Authenticator):
         super().__init__(cast(KeysStore, None), allow_anonymous, recent=recent)
         self.lookups = 0
 
-    async def principal(self, authorization: str | None) -> Principal | None:
+    async def identify(self, authorization: str | None) -> tuple[Principal | None, KeyLabel | None]:
         self.lookups += 1
         raise ApiError(401, "unauthenticated", "looked up")
 

@@ -64,6 +64,15 @@ class Stack:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=60.0, **kwargs)
 
+    async def scrape(self) -> str:
+        """The gateway's /metrics, from its own listener (GATEWAY_METRICS_LISTEN)."""
+        address = self.gateway.metrics_address
+        assert address, "the gateway serves no metrics (GATEWAY_METRICS_LISTEN=off)"
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            reply = await client.get(f"http://{address}/metrics")
+        assert reply.status_code == 200, reply.text
+        return reply.text
+
     async def key(self, principal: str, *, admin: bool = False) -> str:
         """A key for `principal`, made once per stack (straight in the keys table)."""
         if principal not in self._keys:
