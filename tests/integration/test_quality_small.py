@@ -36,7 +36,15 @@ def test_small_mode_fused_is_not_below_any_single_stream(tmp_path: Path) -> None
     # Its own process group: on the deadline the run and everything it started (the
     # embedder, PostgreSQL) are killed together, not left behind to load the machine.
     with subprocess.Popen(
-        [sys.executable, "-m", "bench.quality", "--small", "--no-baselines", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "bench.quality",
+            "--small",
+            "--no-baselines",
+            "--out",
+            str(tmp_path),
+        ],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,
