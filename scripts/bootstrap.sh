@@ -51,7 +51,10 @@ stamp="$venv/.installed-$kind"
 digest=$(cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   echo "installing $req into $venv (first run downloads ~1 GB; later runs are instant)" >&2
-  "$venv/bin/python" -m pip install -q -r "$req"
+  # --no-compile: pip would byte-compile every installed file (torch alone has thousands
+  # that are never imported), about half of the install's CPU; Python compiles and caches
+  # what is imported on first use.
+  "$venv/bin/python" -m pip install -q --no-compile -r "$req"
   "$venv/bin/python" -m pip install -q --no-deps -e .
   echo "$digest" > "$stamp"
 fi
