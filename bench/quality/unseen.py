@@ -11,6 +11,8 @@
 - `languages`: Go (google/uuid, spf13/pflag), Rust (rust-lang/log), Java (nine more Commons
   Lang classes) from the excerpts in corpora/languages.tar.xz, and JavaScript (undici as
   npm bundles it); semantic and symbol queries as above.
+- `bare-files` (bare.py): the frozen split's shape (one function a file, no comment or
+  docstring left) cut from networkx and the Go excerpts, to tune for that shape on.
 - `history`: commit subjects as questions and the functions each commit changed as answers,
   the repository indexed at one base commit (corpora/history-*.json, derived by history.py).
 
@@ -51,7 +53,7 @@ from retrieval.indexing.parsing.nodes import CodeNode
 CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
 UnseenClass = Literal["semantic", "symbol", "localisation"]
 UNSEEN_CLASSES: tuple[UnseenClass, ...] = ("semantic", "symbol", "localisation")
-CORPORA: tuple[str, ...] = ("small-files", "nested", "languages", "history")
+CORPORA: tuple[str, ...] = ("small-files", "nested", "languages", "history", "bare-files")
 SLUG_PREFIX = "local/unseen"
 SEED = 20261130
 MIN_METHODS = 8
@@ -587,9 +589,10 @@ class Sizes:
 
     semantic: int = 150
     small_files: int = 600
+    bare_files: int = 400
 
 
-SIZES = {"full": Sizes(), "quick": Sizes(semantic=60, small_files=200)}
+SIZES = {"full": Sizes(), "quick": Sizes(semantic=60, small_files=200, bare_files=200)}
 
 
 def build(corpora: Sequence[str], workdir: Path, sizes: Sizes = Sizes()) -> list[UnseenSet]:
@@ -603,6 +606,10 @@ def build(corpora: Sequence[str], workdir: Path, sizes: Sizes = Sizes()) -> list
             sets.append(build_languages(workdir, sizes.semantic))
         elif corpus == "history":
             sets.append(build_history(workdir))
+        elif corpus == "bare-files":
+            from bench.quality import bare  # it cuts with frozen_build, which imports this
+
+            sets.append(bare.build(workdir, sizes.semantic, sizes.bare_files))
         else:
             raise ValueError(f"unknown corpus {corpus!r}")
     queries = assign_halves([q for s in sets for q in s.queries])
