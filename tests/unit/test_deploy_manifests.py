@@ -1586,3 +1586,62 @@ def test_service_monitor_scrapes_every_service() -> None:
     }
     assert scraped == set(SERVICES)
     assert {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]} == {"metrics"}
+
+
+# --- the Grafana dashboard as a ConfigMap (components/grafana-dashboard) --------------------
+
+GRAFANA_DASHBOARD = ROOT / "deploy" / "grafana" / "cograph.json"
+# `kubectl apply` (client side) copies the whole object into an annotation, and an
+# object's annotations may hold 256 KiB in all.
+APPLY_ANNOTATION_BYTES = 256 * 1024
+
+
+def test_grafana_dashboard_component_ships_the_dashboard() -> None:
+    """kustomize reads no file outside a kustomization's directory, so the component holds
+    a copy of deploy/grafana/cograph.json: the two must be the same bytes."""
+    directory = COMPONENTS / "grafana-dashboard"
+    kustomization = _kustomization(directory)
+    assert kustomization["kind"] == "Component"
+    (generator,) = kustomization["configMapGenerator"]
+    (name,) = generator["files"]
+    assert (directory / name).read_bytes() == GRAFANA_DASHBOARD.read_bytes(), (
+        "copy deploy/grafana/cograph.json into components/grafana-dashboard"
+    )
+    options = generator["options"]
+    # The sidecar's label; a fixed name, so that a change replaces the ConfigMap instead of
+    # leaving the old one (the same dashboard uid twice) behind.
+    assert options["labels"]["grafana_dashboard"] == "1"
+    assert options["labels"][PART_OF] == "cograph" and options["labels"][NAME]
+    assert options["disableNameSuffixHash"] is True
+    assert len(GRAFANA_DASHBOARD.read_bytes()) < APPLY_ANNOTATION_BYTES // 2
+
+
+def test_grafana_dashboard_component_renders(tmp_path: Path) -> None:
+    command = _kustomize_command()
+    if command is None:
+        pytest.skip("neither kustomize nor kubectl is installed")
+    # An overlay of the local one with the component, as an operator's would be; kustomize
+    # takes relative paths only.
+    relative = Path(*[".."] * len(tmp_path.resolve().parts[1:])) / K8S.resolve().relative_to("/")
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [str(relative / "overlays" / "local")],
+                "components": [str(relative / "components" / "grafana-dashboard")],
+            }
+        )
+    )
+    result = subprocess.run(
+        [*command, str(tmp_path)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.load_all(result.stdout, Loader=YAML_LOADER) if d]
+    (config,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("dashboard")
+    ]
+    assert config["metadata"]["name"] == "cograph-grafana-dashboard"
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config["data"] == {"cograph.json": GRAFANA_DASHBOARD.read_text()}
+    kubernetes_validate.validate(config, KUBERNETES_VERSION, strict=True)
