@@ -650,13 +650,9 @@ def test_router_may_use_a_read_only_role() -> None:
                 assert "ROUTER_DATABASE_URL" not in _env(other), f"{name}/{other['name']}"
 
 
-def test_gateway_reads_the_database_and_its_backends() -> None:
-    container = _main(_workloads()["gateway"])
-    env = _env(container)
-    assert env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
-        "name": DB_SECRET,
-        "key": "url",
-    }, "API keys are stored in PostgreSQL"
+def _gateway_settings() -> Any:
+    """The gateway's settings as its pod in the base would read them."""
+    env = _env(_main(_workloads()["gateway"]))
     # What the gateway sees: the ConfigMap (envFrom), then its own env, a URL for the Secret.
     seen = dict(_objects("ConfigMap")[CONFIG_MAP]["data"])
     seen.update({k: str(v["value"]) for k, v in env.items() if "value" in v})
@@ -665,7 +661,18 @@ def test_gateway_reads_the_database_and_its_backends() -> None:
     seen.pop("COGRAPH_INTERNAL_SECRET_FILE", None)
     seen = with_secret(seen)
     module = importlib.import_module("gateway.settings")
-    settings = module.GatewaySettings.from_env(importlib.import_module("svckit.config").Env(seen))
+    return module.GatewaySettings.from_env(importlib.import_module("svckit.config").Env(seen))
+
+
+def test_gateway_reads_the_database_and_its_backends() -> None:
+    container = _main(_workloads()["gateway"])
+    env = _env(container)
+    assert env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": DB_SECRET,
+        "key": "url",
+    }, "API keys are stored in PostgreSQL"
+    module = importlib.import_module("gateway.settings")
+    settings = _gateway_settings()
     assert settings.allow_anonymous is False, "key-less requests stay refused unless opted in"
     assert settings.backend_addrs == {
         name: f"{name}:{GRPC_SERVICES[name]}" for name in module.BACKEND_NAMES
@@ -785,7 +792,9 @@ def test_production_overlay() -> None:
     directory = OVERLAYS / "production"
     kustomization = _kustomization(directory)
     components = {(directory / c).resolve() for c in kustomization["components"]}
-    assert components == {(COMPONENTS / c).resolve() for c in ("otel", "external-postgres")}
+    assert components == {
+        (COMPONENTS / c).resolve() for c in ("otel", "external-postgres", "ingress-tls")
+    }
     assert (directory / "../../base").resolve() in {
         (directory / r).resolve() for r in kustomization["resources"]
     }
@@ -1645,3 +1654,113 @@ def test_grafana_dashboard_component_renders(tmp_path: Path) -> None:
     assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert config["data"] == {"cograph.json": GRAFANA_DASHBOARD.read_text()}
     kubernetes_validate.validate(config, KUBERNETES_VERSION, strict=True)
+
+
+# --- Ingress and TLS (components/ingress-tls) ----------------------------------------------
+
+INGRESS_FILE = COMPONENTS / "ingress-tls" / "ingress.yaml"
+NGINX = "nginx.ingress.kubernetes.io/"
+ISSUER_ANNOTATION = "cert-manager.io/cluster-issuer"
+
+
+def _nginx_size(text: str) -> int:
+    """nginx's size syntax (`16m`: MiB, `k`: KiB, `g`: GiB, bare bytes)."""
+    match = re.fullmatch(r"(\d+)([kKmMgG]?)", text)
+    assert match, f"not an nginx size: {text!r}"
+    number, unit = match.groups()
+    return int(number) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()]
+
+
+def _check_ingress(ingress: Obj) -> None:
+    """What every Ingress of Cograph's must be, as written or as an overlay renders it."""
+    spec = ingress["spec"]
+    annotations = ingress["metadata"]["annotations"]
+    service = _objects("Service")["gateway"]
+    container = _main(_workloads()["gateway"])
+    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+    hosts = [rule["host"] for rule in spec["rules"]]
+    assert hosts and all(hosts), "a host per rule: no catch-all publishing"
+    assert {h for tls in spec["tls"] for h in tls["hosts"]} >= set(hosts), "TLS for every host"
+    assert all(tls.get("secretName") for tls in spec["tls"])
+    assert annotations.get(ISSUER_ANNOTATION), "cert-manager issues the certificate"
+    assert annotations[f"{NGINX}ssl-redirect"] == "true"
+    assert annotations[f"{NGINX}force-ssl-redirect"] == "true"
+    assert "defaultBackend" not in spec
+    for rule in spec["rules"]:
+        for path in rule["http"]["paths"]:
+            assert "metrics" not in path["path"], "the metrics are never published"
+            backend = path["backend"]["service"]
+            assert backend["name"] == "gateway", "the gateway is the only entry point"
+            # By name, the Service's API port, which leads to the port the gateway listens
+            # on (GATEWAY_LISTEN), never to the metrics listener.
+            name = backend["port"]["name"]
+            assert name == "http" and "number" not in backend["port"]
+            target = _port_number(container, service_ports[name]["targetPort"])
+            assert target == _listen_port("gateway", container) != METRICS_PORT
+    # The proxy's limits follow the gateway's own (gateway.settings from the pod's env).
+    settings = _gateway_settings()
+    assert _nginx_size(annotations[f"{NGINX}proxy-body-size"]) == settings.max_body_bytes
+    longest = settings.key_lookup_timeout_s + settings.backend_timeout_s
+    for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
+        seconds = int(annotations[f"{NGINX}{timeout}"])
+        assert longest < seconds <= 2 * longest + 10, f"{timeout}: {seconds} s"
+    assert int(annotations[f"{NGINX}proxy-connect-timeout"]) <= 10
+
+
+def test_ingress_publishes_the_gateway_api_over_tls_only() -> None:
+    (ingress,) = _load(INGRESS_FILE)
+    assert ingress["kind"] == "Ingress"
+    assert ingress["spec"]["ingressClassName"]
+    _check_ingress(ingress)
+    limits = importlib.import_module("cograph_api.limits")
+    assert _nginx_size("16m") == limits.REQUEST_BODY_MAX_BYTES
+    assert f"{NGINX}proxy-body-size" in (ROOT / "deploy" / "README.md").read_text()
+
+
+def test_the_ingress_checks_refuse_what_must_not_be_published() -> None:
+    """The checks above fail on the mistakes they exist for."""
+    (good,) = _load(INGRESS_FILE)
+
+    def variant(change: Any) -> Obj:
+        ingress: Obj = yaml.safe_load(yaml.safe_dump(good))
+        change(ingress)
+        return ingress
+
+    def backend(ingress: Obj) -> Obj:
+        found: Obj = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+        return found
+
+    def annotations(ingress: Obj) -> Obj:
+        found: Obj = ingress["metadata"]["annotations"]
+        return found
+
+    broken = [
+        variant(lambda i: backend(i).update(port={"name": "metrics"})),
+        variant(lambda i: backend(i).update(port={"number": METRICS_PORT})),
+        variant(lambda i: i["spec"]["rules"][0]["http"]["paths"][0].update(path="/metrics")),
+        variant(lambda i: i["spec"].pop("tls")),
+        variant(lambda i: i["spec"]["rules"][0].update(host="other.example.com")),
+        variant(lambda i: annotations(i).pop(ISSUER_ANNOTATION)),
+        variant(lambda i: annotations(i).update({f"{NGINX}proxy-body-size": "1m"})),
+        variant(lambda i: annotations(i).update({f"{NGINX}proxy-read-timeout": "30"})),
+    ]
+    for ingress in broken:
+        with pytest.raises((AssertionError, KeyError)):
+            _check_ingress(ingress)
+
+
+def test_production_publishes_the_gateway_through_the_ingress() -> None:
+    docs = _rendered("production")
+    (ingress,) = [d for d in docs if d["kind"] == "Ingress"]
+    assert ingress["metadata"]["namespace"] == "cograph"
+    _check_ingress(ingress)
+    # The overlay's host and issuer, set in one place, replace the component's.
+    patches = "\n".join(
+        p["patch"]
+        for p in _kustomization(OVERLAYS / "production").get("patches", [])
+        if p.get("target", {}).get("kind") == "Ingress"
+    )
+    (host,) = {rule["host"] for rule in ingress["spec"]["rules"]}
+    assert ingress["spec"]["tls"][0]["hosts"] == [host]
+    assert f"value: {host}" in patches
+    assert f"value: {ingress['metadata']['annotations'][ISSUER_ANNOTATION]}" in patches
