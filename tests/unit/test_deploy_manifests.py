@@ -650,11 +650,15 @@ def test_router_may_use_a_read_only_role() -> None:
                 assert "ROUTER_DATABASE_URL" not in _env(other), f"{name}/{other['name']}"
 
 
-def _gateway_settings() -> Any:
-    """The gateway's settings as its pod in the base would read them."""
-    env = _env(_main(_workloads()["gateway"]))
+def _gateway_settings(objects: list[Obj] | None = None) -> Any:
+    """The gateway's settings as its pod would read them, in the base or in `objects` (an
+    overlay as rendered)."""
+    objects = list(_base_objects()) if objects is None else objects
+    (gateway,) = [o for o in objects if (o["kind"], o["metadata"]["name"]) == _GATEWAY]
+    (config,) = [o for o in objects if (o["kind"], o["metadata"]["name"]) == _CONFIG]
+    env = _env(_main(gateway))
     # What the gateway sees: the ConfigMap (envFrom), then its own env, a URL for the Secret.
-    seen = dict(_objects("ConfigMap")[CONFIG_MAP]["data"])
+    seen = dict(config["data"])
     seen.update({k: str(v["value"]) for k, v in env.items() if "value" in v})
     seen["COGRAPH_DATABASE_URL"] = "postgresql://gateway@db/cograph"
     # The internal secret's file exists only in the pod; the test secret stands in for it.
@@ -662,6 +666,10 @@ def _gateway_settings() -> Any:
     seen = with_secret(seen)
     module = importlib.import_module("gateway.settings")
     return module.GatewaySettings.from_env(importlib.import_module("svckit.config").Env(seen))
+
+
+_GATEWAY = ("Deployment", "gateway")
+_CONFIG = ("ConfigMap", CONFIG_MAP)
 
 
 def test_gateway_reads_the_database_and_its_backends() -> None:
@@ -1671,8 +1679,9 @@ def _nginx_size(text: str) -> int:
     return int(number) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()]
 
 
-def _check_ingress(ingress: Obj) -> None:
-    """What every Ingress of Cograph's must be, as written or as an overlay renders it."""
+def _check_ingress(ingress: Obj, settings: Any = None) -> None:
+    """What every Ingress of Cograph's must be, as written or as an overlay renders it
+    (`settings`: the gateway's there; the base's by default)."""
     spec = ingress["spec"]
     annotations = ingress["metadata"]["annotations"]
     service = _objects("Service")["gateway"]
@@ -1698,7 +1707,7 @@ def _check_ingress(ingress: Obj) -> None:
             target = _port_number(container, service_ports[name]["targetPort"])
             assert target == _listen_port("gateway", container) != METRICS_PORT
     # The proxy's limits follow the gateway's own (gateway.settings from the pod's env).
-    settings = _gateway_settings()
+    settings = settings or _gateway_settings()
     assert _nginx_size(annotations[f"{NGINX}proxy-body-size"]) == settings.max_body_bytes
     longest = settings.key_lookup_timeout_s + settings.backend_timeout_s
     for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
@@ -1753,7 +1762,7 @@ def test_production_publishes_the_gateway_through_the_ingress() -> None:
     docs = _rendered("production")
     (ingress,) = [d for d in docs if d["kind"] == "Ingress"]
     assert ingress["metadata"]["namespace"] == "cograph"
-    _check_ingress(ingress)
+    _check_ingress(ingress, _gateway_settings(docs))
     # The overlay's host and issuer, set in one place, replace the component's.
     patches = "\n".join(
         p["patch"]
@@ -1764,3 +1773,70 @@ def test_production_publishes_the_gateway_through_the_ingress() -> None:
     assert ingress["spec"]["tls"][0]["hosts"] == [host]
     assert f"value: {host}" in patches
     assert f"value: {ingress['metadata']['annotations'][ISSUER_ANNOTATION]}" in patches
+
+
+# --- the production overlay as the package a team installs ---------------------------------
+
+
+def _production_patch(kind: str, name: str) -> Obj | str:
+    """The production overlay's patch of one object: a strategic merge patch (parsed) or a
+    JSON patch (its text)."""
+    for patch in _kustomization(OVERLAYS / "production").get("patches", []):
+        target = patch.get("target", {})
+        if (target.get("kind"), target.get("name")) == (kind, name):
+            text: str = patch["patch"]
+            return text
+        if "target" not in patch:
+            parsed: Obj = yaml.load(patch["patch"], Loader=YAML_LOADER)
+            if (parsed["kind"], parsed["metadata"]["name"]) == (kind, name):
+                return parsed
+    raise AssertionError(f"overlays/production patches no {kind}/{name}")
+
+
+def test_production_overlay_sets_in_one_place_what_a_team_changes() -> None:
+    """Images, replicas, the settings, the collector, the public host and its issuer, the
+    clones' claims: each is in overlays/production/kustomization.yaml, and each setting the
+    overlay names is one the services read (docs/configuration.md is generated from the
+    code that reads them)."""
+    kustomization = _kustomization(OVERLAYS / "production")
+    assert {i["name"] for i in kustomization["images"]} == {"cograph", "cograph-slim"}
+    assert {r["name"] for r in kustomization["replicas"]} == {"retrieval", "router", "commons"}
+    config = _production_patch("ConfigMap", CONFIG_MAP)
+    assert isinstance(config, dict)
+    documented = (ROOT / "docs" / "configuration.md").read_text()
+    for key in config["data"]:
+        assert key.startswith("OTEL_") or f"| `{key}` |" in documented, f"{key}: no such setting"
+    assert {"OTEL_EXPORTER_OTLP_ENDPOINT", "GATEWAY_MAX_BODY_BYTES"} <= set(config["data"])
+    for kind, name in (
+        ("NetworkPolicy", "otel-collector-egress"),
+        ("Ingress", "gateway"),
+        ("StatefulSet", "retrieval"),
+    ):
+        assert isinstance(_production_patch(kind, name), str), f"{kind}/{name}"
+    # The Secrets are made by the team, never generated from git; the file says how.
+    text = (OVERLAYS / "production" / "kustomization.yaml").read_text()
+    for secret in (DB_SECRET, INTERNAL_SECRET, ADMIN_SECRET, GIT_CREDENTIALS_SECRET):
+        assert secret in text, f"{secret}: say how to make it"
+    assert "secretGenerator" not in kustomization
+
+
+def test_production_renders_what_its_kustomization_sets() -> None:
+    docs = _rendered("production")
+    config = _production_patch("ConfigMap", CONFIG_MAP)
+    assert isinstance(config, dict)
+    (rendered,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == CONFIG_MAP
+    ]
+    # The overlay's values win over the base's and the components' (the otel endpoint).
+    for key, value in config["data"].items():
+        assert rendered["data"][key] == value, key
+    (retrieval,) = [
+        d for d in docs if (d["kind"], d["metadata"]["name"]) == ("StatefulSet", "retrieval")
+    ]
+    assert retrieval["spec"]["replicas"] == 2
+    claim = retrieval["spec"]["volumeClaimTemplates"][0]["spec"]
+    patch = _production_patch("StatefulSet", "retrieval")
+    assert f"value: {claim['resources']['requests']['storage']}" in patch
+    settings = _gateway_settings(docs)
+    assert settings.max_body_bytes == int(config["data"]["GATEWAY_MAX_BODY_BYTES"])
+    assert settings.backend_timeout_s == float(config["data"]["GATEWAY_BACKEND_TIMEOUT_S"])
