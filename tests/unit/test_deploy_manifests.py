@@ -140,6 +140,20 @@ def _pod(workload: Obj) -> Obj:
     return pod
 
 
+def _volumes(workload: Obj) -> dict[str, Obj]:
+    """The volumes a pod's containers may mount by name: the pod's own and, for a
+    StatefulSet, one claim per volumeClaimTemplate."""
+    volumes = {v["name"]: v for v in _pod(workload).get("volumes", [])}
+    for claim in workload["spec"].get("volumeClaimTemplates", []):
+        volumes[claim["metadata"]["name"]] = {"persistentVolumeClaim": claim}
+    return volumes
+
+
+def _service_workloads() -> dict[str, Obj]:
+    """The five services' workloads (retrieval is a StatefulSet, the rest Deployments)."""
+    return {name: w for name, w in _workloads().items() if name in SERVICES}
+
+
 def _containers(workload: Obj) -> list[Obj]:
     pod = _pod(workload)
     return [*pod.get("initContainers", []), *pod["containers"]]
@@ -285,13 +299,19 @@ def test_every_manifest_file_is_used() -> None:
 # --- the base: labels, selectors, hardening -------------------------------------------------
 
 
-def test_base_has_one_deployment_and_service_per_service() -> None:
+# Services whose replicas each keep a volume of their own (a StatefulSet's claim template).
+STATEFUL_SERVICES = {"retrieval"}
+
+
+def test_base_has_one_workload_and_service_per_service() -> None:
     deployments, services = _objects("Deployment"), _objects("Service")
-    assert set(deployments) == set(SERVICES)
+    assert set(deployments) == set(SERVICES) - STATEFUL_SERVICES
+    assert set(_objects("StatefulSet")) == {*STATEFUL_SERVICES, "postgres"}
     assert set(services) == {*SERVICES, "postgres"}
     for name in SERVICES:
+        kind = "StatefulSet" if name in STATEFUL_SERVICES else "Deployment"
         file_kinds = {(o["kind"], o["metadata"]["name"]) for o in _load(BASE / f"{name}.yaml")}
-        assert {("Deployment", name), ("Service", name)} <= file_kinds
+        assert {(kind, name), ("Service", name)} <= file_kinds
 
 
 def test_every_object_is_labelled() -> None:
@@ -319,8 +339,7 @@ def test_workload_is_hardened(name: str) -> None:
     assert pod.get("automountServiceAccountToken") is False, "no pod talks to the API server"
     assert pod.get("terminationGracePeriodSeconds", 30) > SHUTDOWN_GRACE_S
     pod_security = pod.get("securityContext", {})
-    volumes = {v["name"] for v in pod.get("volumes", [])}
-    volumes |= {c["metadata"]["name"] for c in workload["spec"].get("volumeClaimTemplates", [])}
+    volumes = set(_volumes(workload))
     for container in _containers(workload):
         where = f"{name}/{container['name']}"
         security = container.get("securityContext", {})
@@ -365,7 +384,7 @@ def test_containers_have_resources_and_probes(name: str) -> None:
 
 @pytest.mark.parametrize(("name", "port"), sorted(GRPC_SERVICES.items()))
 def test_grpc_service_listens_and_is_probed_on_its_port(name: str, port: int) -> None:
-    container = _main(_objects("Deployment")[name])
+    container = _main(_workloads()[name])
     assert container["command"] == ["python", "-m", name]
     assert (ROOT / "services" / name).is_dir(), f"python -m {name}: no such package"
     assert _listen_port(name, container) == port
@@ -383,7 +402,7 @@ def test_grpc_service_listens_and_is_probed_on_its_port(name: str, port: int) ->
 
 @pytest.mark.parametrize(("name", "port"), sorted(HTTP_SERVICES.items()))
 def test_gateway_is_probed_over_http(name: str, port: int) -> None:
-    container = _main(_objects("Deployment")[name])
+    container = _main(_workloads()[name])
     assert container["command"] == ["python", "-m", name]
     assert (ROOT / "services" / name).is_dir(), f"python -m {name}: no such package"
     assert _listen_port(name, container) == port
@@ -486,16 +505,16 @@ def test_env_references_resolve() -> None:
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_services_read_the_shared_config(name: str) -> None:
-    container = _main(_objects("Deployment")[name])
+    container = _main(_workloads()[name])
     assert ("ConfigMap", CONFIG_MAP, None) in set(_env_references(container))
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_database_url_only_from_the_secret(name: str) -> None:
-    env = _env(_main(_objects("Deployment")[name]))
+    env = _env(_main(_workloads()[name]))
     if name in DB_SERVICES:
         assert "COGRAPH_DATABASE_URL" in env, f"{name} needs COGRAPH_DATABASE_URL"
-    for container in _containers(_objects("Deployment")[name]):
+    for container in _containers(_workloads()[name]):
         where = f"{name}/{container['name']}"
         for variable, item in _env(container).items():
             if variable.endswith("DATABASE_URL"):
@@ -521,7 +540,7 @@ def test_no_credentials_in_config_map() -> None:
 
 
 def test_embedder_is_sized_and_scalable() -> None:
-    deployment = _objects("Deployment")["embedder"]
+    deployment = _workloads()["embedder"]
     requests = _main(deployment)["resources"]["requests"]
     assert _cpu(requests["cpu"]) >= 1
     assert _bytes(requests["memory"]) >= int(1.5 * 2**30)
@@ -535,7 +554,7 @@ def test_embedder_is_sized_and_scalable() -> None:
 def test_embedder_threads_match_its_cpu_limit() -> None:
     """ONNX Runtime sizes its pool by the node's cores unless told; a pool larger than the
     CPU limit is throttled, so EMBEDDER_THREADS must track the limit."""
-    container = _main(_objects("Deployment")["embedder"])
+    container = _main(_workloads()["embedder"])
     limit = _cpu(container["resources"]["limits"]["cpu"])
     entry = _env(container).get("EMBEDDER_THREADS")
     assert entry is not None and "value" in entry, "set EMBEDDER_THREADS to the CPU limit"
@@ -549,7 +568,7 @@ def test_embedder_threads_match_its_cpu_limit() -> None:
 
 
 def _init_containers(name: str) -> list[Obj]:
-    containers: list[Obj] = _pod(_objects("Deployment")[name]).get("initContainers", [])
+    containers: list[Obj] = _pod(_workloads()[name]).get("initContainers", [])
     return containers
 
 
@@ -595,7 +614,7 @@ def test_database_services_migrate_before_they_start() -> None:
         assert [c["name"] for c in init] == expected, f"{name}: migrate first"
         migrate = init[0]
         assert migrate["command"] == MIGRATE_COMMAND, name
-        assert migrate["image"] == _main(_objects("Deployment")[name])["image"], name
+        assert migrate["image"] == _main(_workloads()[name])["image"], name
         env = _env(migrate)
         assert set(env) == {"COGRAPH_DATABASE_URL"}, f"{name}: the migrator needs only the URL"
         ref = env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
@@ -609,7 +628,7 @@ def test_database_services_migrate_before_they_start() -> None:
 
 
 def test_router_may_use_a_read_only_role() -> None:
-    container = _main(_objects("Deployment")["router"])
+    container = _main(_workloads()["router"])
     env = _env(container)
     ref = env["ROUTER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert ref == {"name": DB_SECRET, "key": "router-url", "optional": True}
@@ -626,27 +645,42 @@ def test_router_may_use_a_read_only_role() -> None:
     )
     assert router_settings.from_env(env_type(shared)).database_url == shared["COGRAPH_DATABASE_URL"]
     for name in sorted(SERVICES):
-        for other in _containers(_objects("Deployment")[name]):
+        for other in _containers(_workloads()[name]):
             if (name, other["name"]) != ("router", "router"):
                 assert "ROUTER_DATABASE_URL" not in _env(other), f"{name}/{other['name']}"
 
 
-def test_gateway_reads_the_database_and_its_backends() -> None:
-    container = _main(_objects("Deployment")["gateway"])
-    env = _env(container)
-    assert env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
-        "name": DB_SECRET,
-        "key": "url",
-    }, "API keys are stored in PostgreSQL"
+def _gateway_settings(objects: list[Obj] | None = None) -> Any:
+    """The gateway's settings as its pod would read them, in the base or in `objects` (an
+    overlay as rendered)."""
+    objects = list(_base_objects()) if objects is None else objects
+    (gateway,) = [o for o in objects if (o["kind"], o["metadata"]["name"]) == _GATEWAY]
+    (config,) = [o for o in objects if (o["kind"], o["metadata"]["name"]) == _CONFIG]
+    env = _env(_main(gateway))
     # What the gateway sees: the ConfigMap (envFrom), then its own env, a URL for the Secret.
-    seen = dict(_objects("ConfigMap")[CONFIG_MAP]["data"])
+    seen = dict(config["data"])
     seen.update({k: str(v["value"]) for k, v in env.items() if "value" in v})
     seen["COGRAPH_DATABASE_URL"] = "postgresql://gateway@db/cograph"
     # The internal secret's file exists only in the pod; the test secret stands in for it.
     seen.pop("COGRAPH_INTERNAL_SECRET_FILE", None)
     seen = with_secret(seen)
     module = importlib.import_module("gateway.settings")
-    settings = module.GatewaySettings.from_env(importlib.import_module("svckit.config").Env(seen))
+    return module.GatewaySettings.from_env(importlib.import_module("svckit.config").Env(seen))
+
+
+_GATEWAY = ("Deployment", "gateway")
+_CONFIG = ("ConfigMap", CONFIG_MAP)
+
+
+def test_gateway_reads_the_database_and_its_backends() -> None:
+    container = _main(_workloads()["gateway"])
+    env = _env(container)
+    assert env["COGRAPH_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": DB_SECRET,
+        "key": "url",
+    }, "API keys are stored in PostgreSQL"
+    module = importlib.import_module("gateway.settings")
+    settings = _gateway_settings()
     assert settings.allow_anonymous is False, "key-less requests stay refused unless opted in"
     assert settings.backend_addrs == {
         name: f"{name}:{GRPC_SERVICES[name]}" for name in module.BACKEND_NAMES
@@ -654,12 +688,36 @@ def test_gateway_reads_the_database_and_its_backends() -> None:
     assert settings.host_port == ("0.0.0.0", HTTP_SERVICES["gateway"])
 
 
-def test_retrieval_has_a_writable_data_dir() -> None:
-    container = _main(_objects("Deployment")["retrieval"])
+def test_retrieval_keeps_its_clones_on_a_claim_per_replica() -> None:
+    """COGRAPH_DATA_DIR (the git clones) is writable and on a volumeClaimTemplate of the
+    retrieval StatefulSet, so each replica has a claim of its own that outlives its pod;
+    the node's ephemeral storage no longer has to hold the clones."""
+    statefulset = _workloads()["retrieval"]
+    assert statefulset["kind"] == "StatefulSet"
+    container = _main(statefulset)
     data_dir = _env(container)["COGRAPH_DATA_DIR"]["value"]
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert data_dir in mounts, "git clones need a volume under COGRAPH_DATA_DIR"
     assert not mounts[data_dir].get("readOnly")
+    claim = _volumes(statefulset)[mounts[data_dir]["name"]].get("persistentVolumeClaim")
+    assert claim is not None, "the clones must be on the replica's claim, not an emptyDir"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"], "one replica per claim"
+    assert _bytes(claim["spec"]["resources"]["requests"]["storage"]) >= 10 * 2**30
+    assert claim["metadata"]["labels"][PART_OF] == "cograph"
+    spec = statefulset["spec"]
+    # Any replica serves any call: no ordered start, and the Service callers use governs it.
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["serviceName"] == "retrieval" and "retrieval" in _objects("Service")
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {
+        "whenScaled": "Delete",
+        "whenDeleted": "Retain",
+    }
+    pod_security = _pod(statefulset)["securityContext"]
+    assert pod_security["fsGroup"] == pod_security["runAsGroup"], "the claim is writable"
+    assert pod_security["fsGroupChangePolicy"] == "OnRootMismatch", "no chown of every clone"
+    # /tmp's emptyDir and the logs stay on the node; the clones do not.
+    ephemeral = _bytes(container["resources"]["limits"]["ephemeral-storage"])
+    assert ephemeral < _bytes(claim["spec"]["resources"]["requests"]["storage"])
 
 
 def test_bundled_postgres() -> None:
@@ -710,7 +768,7 @@ def test_otel_component_sets_the_endpoint_for_every_service() -> None:
     assert urlsplit(endpoint).scheme in {"http", "https"} and urlsplit(endpoint).port
     # Every service reads the ConfigMap whole, so the one key reaches all of them.
     for name in SERVICES:
-        assert {"configMapRef": {"name": CONFIG_MAP}} in _main(_objects("Deployment")[name]).get(
+        assert {"configMapRef": {"name": CONFIG_MAP}} in _main(_workloads()[name]).get(
             "envFrom", []
         )
 
@@ -742,14 +800,16 @@ def test_production_overlay() -> None:
     directory = OVERLAYS / "production"
     kustomization = _kustomization(directory)
     components = {(directory / c).resolve() for c in kustomization["components"]}
-    assert components == {(COMPONENTS / c).resolve() for c in ("otel", "external-postgres")}
+    assert components == {
+        (COMPONENTS / c).resolve() for c in ("otel", "external-postgres", "ingress-tls")
+    }
     assert (directory / "../../base").resolve() in {
         (directory / r).resolve() for r in kustomization["resources"]
     }
     assert "secretGenerator" not in kustomization, "production credentials are not in git"
 
     objects = _overlay_objects("production")
-    deployments = _objects("Deployment")
+    deployments = _service_workloads()
     counts = {r["name"]: r["count"] for r in kustomization.get("replicas", [])}
     autoscalers = {o["metadata"]["name"]: o for o in objects if o["kind"].startswith("Horizontal")}
     assert set(autoscalers) == {"embedder", "gateway"}
@@ -797,7 +857,7 @@ def test_overlays_set_the_image() -> None:
         for image in ("cograph", "cograph-slim"):
             assert images[image].get("newTag"), f"{overlay}: pin the {image} tag"
     for name in SERVICES:
-        for container in _containers(_objects("Deployment")[name]):
+        for container in _containers(_workloads()[name]):
             assert container["image"] == _image_of(name), f"{name}/{container['name']}"
 
 
@@ -1177,7 +1237,7 @@ ADMIN_SECRET = "cograph-admin"
 
 def _secret_volume_file(workload: Obj, container: Obj, secret: str) -> tuple[str, Obj] | None:
     """(the path at which `container` sees the Secret's item, the volume), if it mounts it."""
-    volumes = {v["name"]: v for v in _pod(workload).get("volumes", [])}
+    volumes = _volumes(workload)
     for mount in container.get("volumeMounts", []):
         volume = volumes[mount["name"]]
         if volume.get("secret", {}).get("secretName") == secret:
@@ -1197,7 +1257,7 @@ def _generated_secret(overlay: str, name: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_every_service_reads_the_internal_secret_from_a_file(name: str) -> None:
     config = importlib.import_module("svckit.config")
-    workload = _objects("Deployment")[name]
+    workload = _workloads()[name]
     container = _main(workload)
     assert _env(container)[config.INTERNAL_SECRET_FILE_VAR] == {
         "name": config.INTERNAL_SECRET_FILE_VAR,
@@ -1221,8 +1281,8 @@ GIT_CREDENTIALS_SECRET = "cograph-git-credentials"
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_only_retrieval_mounts_the_git_credentials(name: str) -> None:
-    workload = _objects("Deployment")[name]
-    volumes = {v["name"]: v for v in _pod(workload).get("volumes", [])}
+    workload = _workloads()[name]
+    volumes = _volumes(workload)
     mounted = {
         m["mountPath"]: (m, volumes[m["name"]])
         for container in _containers(workload)
@@ -1247,8 +1307,8 @@ WEBHOOKS_DIR = "/var/run/cograph/webhooks"
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_only_the_gateway_mounts_the_webhook_secrets(name: str) -> None:
-    workload = _objects("Deployment")[name]
-    volumes = {v["name"]: v for v in _pod(workload).get("volumes", [])}
+    workload = _workloads()[name]
+    volumes = _volumes(workload)
     mounted = [
         (container["name"], m, volumes[m["name"]])
         for container in _containers(workload)
@@ -1285,7 +1345,7 @@ def test_overlays_provide_the_internal_secret() -> None:
 
 
 def test_gateway_bootstraps_the_first_admin_key() -> None:
-    workload = _objects("Deployment")["gateway"]
+    workload = _workloads()["gateway"]
     init = {c["name"]: c for c in _init_containers("gateway")}["bootstrap-admin"]
     found = _secret_volume_file(workload, init, ADMIN_SECRET)
     assert found is not None
@@ -1436,7 +1496,7 @@ def test_the_slim_target_has_no_torch_and_runs_the_gateway_and_router() -> None:
     users = [a for k, a in stages["slim"] if k == "USER"]
     assert users and users[-1].split(":")[0] == "10001"
     for name in ("gateway", "router"):
-        workload = _objects("Deployment")[name]
+        workload = _workloads()[name]
         images = {c["image"] for c in _pod(workload)["containers"]}
         images |= {c["image"] for c in _pod(workload).get("initContainers", [])}
         assert images == {"cograph-slim"}, (name, images)
@@ -1447,7 +1507,7 @@ def test_dockerfile_runs_as_a_numeric_non_root_user() -> None:
     assert users, "the runtime stage must set USER"
     user = users[-1].split(":")[0]
     assert user.isdigit() and int(user) != 0, "numeric, so runAsNonRoot can verify it"
-    uids = {int(_pod(w)["securityContext"]["runAsUser"]) for w in _objects("Deployment").values()}
+    uids = {int(_pod(w)["securityContext"]["runAsUser"]) for w in _service_workloads().values()}
     assert uids == {int(user)}, "the pods run as the image's user"
 
 
@@ -1496,7 +1556,7 @@ def test_every_service_serves_its_metrics_on_the_metrics_port(name: str) -> None
     """svckit.metrics reads <SERVICE>_METRICS_LISTEN; the pod declares the port and the
     Service names it `metrics`. The gateway's too: never on its public HTTP port, which an
     Ingress publishes."""
-    container = _main(_objects("Deployment")[name])
+    container = _main(_workloads()[name])
     assert _env(container)[f"{name.upper()}_METRICS_LISTEN"]["value"] == f"0.0.0.0:{METRICS_PORT}"
     assert _port_number(container, "metrics") == METRICS_PORT
     service_ports = {p["name"]: p for p in _objects("Service")[name]["spec"]["ports"]}
@@ -1543,3 +1603,240 @@ def test_service_monitor_scrapes_every_service() -> None:
     }
     assert scraped == set(SERVICES)
     assert {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]} == {"metrics"}
+
+
+# --- the Grafana dashboard as a ConfigMap (components/grafana-dashboard) --------------------
+
+GRAFANA_DASHBOARD = ROOT / "deploy" / "grafana" / "cograph.json"
+# `kubectl apply` (client side) copies the whole object into an annotation, and an
+# object's annotations may hold 256 KiB in all.
+APPLY_ANNOTATION_BYTES = 256 * 1024
+
+
+def test_grafana_dashboard_component_ships_the_dashboard() -> None:
+    """kustomize reads no file outside a kustomization's directory, so the component holds
+    a copy of deploy/grafana/cograph.json: the two must be the same bytes."""
+    directory = COMPONENTS / "grafana-dashboard"
+    kustomization = _kustomization(directory)
+    assert kustomization["kind"] == "Component"
+    (generator,) = kustomization["configMapGenerator"]
+    (name,) = generator["files"]
+    assert (directory / name).read_bytes() == GRAFANA_DASHBOARD.read_bytes(), (
+        "copy deploy/grafana/cograph.json into components/grafana-dashboard"
+    )
+    options = generator["options"]
+    # The sidecar's label; a fixed name, so that a change replaces the ConfigMap instead of
+    # leaving the old one (the same dashboard uid twice) behind.
+    assert options["labels"]["grafana_dashboard"] == "1"
+    assert options["labels"][PART_OF] == "cograph" and options["labels"][NAME]
+    assert options["disableNameSuffixHash"] is True
+    assert len(GRAFANA_DASHBOARD.read_bytes()) < APPLY_ANNOTATION_BYTES // 2
+
+
+def test_grafana_dashboard_component_renders(tmp_path: Path) -> None:
+    command = _kustomize_command()
+    if command is None:
+        pytest.skip("neither kustomize nor kubectl is installed")
+    # An overlay of the local one with the component, as an operator's would be; kustomize
+    # takes relative paths only.
+    relative = Path(*[".."] * len(tmp_path.resolve().parts[1:])) / K8S.resolve().relative_to("/")
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [str(relative / "overlays" / "local")],
+                "components": [str(relative / "components" / "grafana-dashboard")],
+            }
+        )
+    )
+    result = subprocess.run(
+        [*command, str(tmp_path)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.load_all(result.stdout, Loader=YAML_LOADER) if d]
+    (config,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("dashboard")
+    ]
+    assert config["metadata"]["name"] == "cograph-grafana-dashboard"
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config["data"] == {"cograph.json": GRAFANA_DASHBOARD.read_text()}
+    kubernetes_validate.validate(config, KUBERNETES_VERSION, strict=True)
+
+
+# --- Ingress and TLS (components/ingress-tls) ----------------------------------------------
+
+INGRESS_FILE = COMPONENTS / "ingress-tls" / "ingress.yaml"
+NGINX = "nginx.ingress.kubernetes.io/"
+ISSUER_ANNOTATION = "cert-manager.io/cluster-issuer"
+
+
+def _nginx_size(text: str) -> int:
+    """nginx's size syntax (`16m`: MiB, `k`: KiB, `g`: GiB, bare bytes)."""
+    match = re.fullmatch(r"(\d+)([kKmMgG]?)", text)
+    assert match, f"not an nginx size: {text!r}"
+    number, unit = match.groups()
+    return int(number) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()]
+
+
+def _check_ingress(ingress: Obj, settings: Any = None) -> None:
+    """What every Ingress of Cograph's must be, as written or as an overlay renders it
+    (`settings`: the gateway's there; the base's by default)."""
+    spec = ingress["spec"]
+    annotations = ingress["metadata"]["annotations"]
+    service = _objects("Service")["gateway"]
+    container = _main(_workloads()["gateway"])
+    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+    hosts = [rule["host"] for rule in spec["rules"]]
+    assert hosts and all(hosts), "a host per rule: no catch-all publishing"
+    assert {h for tls in spec["tls"] for h in tls["hosts"]} >= set(hosts), "TLS for every host"
+    assert all(tls.get("secretName") for tls in spec["tls"])
+    assert annotations.get(ISSUER_ANNOTATION), "cert-manager issues the certificate"
+    assert annotations[f"{NGINX}ssl-redirect"] == "true"
+    assert annotations[f"{NGINX}force-ssl-redirect"] == "true"
+    assert "defaultBackend" not in spec
+    for rule in spec["rules"]:
+        for path in rule["http"]["paths"]:
+            assert "metrics" not in path["path"], "the metrics are never published"
+            backend = path["backend"]["service"]
+            assert backend["name"] == "gateway", "the gateway is the only entry point"
+            # By name, the Service's API port, which leads to the port the gateway listens
+            # on (GATEWAY_LISTEN), never to the metrics listener.
+            name = backend["port"]["name"]
+            assert name == "http" and "number" not in backend["port"]
+            target = _port_number(container, service_ports[name]["targetPort"])
+            assert target == _listen_port("gateway", container) != METRICS_PORT
+    # The proxy's limits follow the gateway's own (gateway.settings from the pod's env).
+    settings = settings or _gateway_settings()
+    assert _nginx_size(annotations[f"{NGINX}proxy-body-size"]) == settings.max_body_bytes
+    longest = settings.key_lookup_timeout_s + settings.backend_timeout_s
+    for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
+        seconds = int(annotations[f"{NGINX}{timeout}"])
+        assert longest < seconds <= 2 * longest + 10, f"{timeout}: {seconds} s"
+    assert int(annotations[f"{NGINX}proxy-connect-timeout"]) <= 10
+
+
+def test_ingress_publishes_the_gateway_api_over_tls_only() -> None:
+    (ingress,) = _load(INGRESS_FILE)
+    assert ingress["kind"] == "Ingress"
+    assert ingress["spec"]["ingressClassName"]
+    _check_ingress(ingress)
+    limits = importlib.import_module("cograph_api.limits")
+    assert _nginx_size("16m") == limits.REQUEST_BODY_MAX_BYTES
+    assert f"{NGINX}proxy-body-size" in (ROOT / "deploy" / "README.md").read_text()
+
+
+def test_the_ingress_checks_refuse_what_must_not_be_published() -> None:
+    """The checks above fail on the mistakes they exist for."""
+    (good,) = _load(INGRESS_FILE)
+
+    def variant(change: Any) -> Obj:
+        ingress: Obj = yaml.safe_load(yaml.safe_dump(good))
+        change(ingress)
+        return ingress
+
+    def backend(ingress: Obj) -> Obj:
+        found: Obj = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+        return found
+
+    def annotations(ingress: Obj) -> Obj:
+        found: Obj = ingress["metadata"]["annotations"]
+        return found
+
+    broken = [
+        variant(lambda i: backend(i).update(port={"name": "metrics"})),
+        variant(lambda i: backend(i).update(port={"number": METRICS_PORT})),
+        variant(lambda i: i["spec"]["rules"][0]["http"]["paths"][0].update(path="/metrics")),
+        variant(lambda i: i["spec"].pop("tls")),
+        variant(lambda i: i["spec"]["rules"][0].update(host="other.example.com")),
+        variant(lambda i: annotations(i).pop(ISSUER_ANNOTATION)),
+        variant(lambda i: annotations(i).update({f"{NGINX}proxy-body-size": "1m"})),
+        variant(lambda i: annotations(i).update({f"{NGINX}proxy-read-timeout": "30"})),
+    ]
+    for ingress in broken:
+        with pytest.raises((AssertionError, KeyError)):
+            _check_ingress(ingress)
+
+
+def test_production_publishes_the_gateway_through_the_ingress() -> None:
+    docs = _rendered("production")
+    (ingress,) = [d for d in docs if d["kind"] == "Ingress"]
+    assert ingress["metadata"]["namespace"] == "cograph"
+    _check_ingress(ingress, _gateway_settings(docs))
+    # The overlay's host and issuer, set in one place, replace the component's.
+    patches = "\n".join(
+        p["patch"]
+        for p in _kustomization(OVERLAYS / "production").get("patches", [])
+        if p.get("target", {}).get("kind") == "Ingress"
+    )
+    (host,) = {rule["host"] for rule in ingress["spec"]["rules"]}
+    assert ingress["spec"]["tls"][0]["hosts"] == [host]
+    assert f"value: {host}" in patches
+    assert f"value: {ingress['metadata']['annotations'][ISSUER_ANNOTATION]}" in patches
+
+
+# --- the production overlay as the package a team installs ---------------------------------
+
+
+def _production_patch(kind: str, name: str) -> Obj | str:
+    """The production overlay's patch of one object: a strategic merge patch (parsed) or a
+    JSON patch (its text)."""
+    for patch in _kustomization(OVERLAYS / "production").get("patches", []):
+        target = patch.get("target", {})
+        if (target.get("kind"), target.get("name")) == (kind, name):
+            text: str = patch["patch"]
+            return text
+        if "target" not in patch:
+            parsed: Obj = yaml.load(patch["patch"], Loader=YAML_LOADER)
+            if (parsed["kind"], parsed["metadata"]["name"]) == (kind, name):
+                return parsed
+    raise AssertionError(f"overlays/production patches no {kind}/{name}")
+
+
+def test_production_overlay_sets_in_one_place_what_a_team_changes() -> None:
+    """Images, replicas, the settings, the collector, the public host and its issuer, the
+    clones' claims: each is in overlays/production/kustomization.yaml, and each setting the
+    overlay names is one the services read (docs/configuration.md is generated from the
+    code that reads them)."""
+    kustomization = _kustomization(OVERLAYS / "production")
+    assert {i["name"] for i in kustomization["images"]} == {"cograph", "cograph-slim"}
+    assert {r["name"] for r in kustomization["replicas"]} == {"retrieval", "router", "commons"}
+    config = _production_patch("ConfigMap", CONFIG_MAP)
+    assert isinstance(config, dict)
+    documented = (ROOT / "docs" / "configuration.md").read_text()
+    for key in config["data"]:
+        assert key.startswith("OTEL_") or f"| `{key}` |" in documented, f"{key}: no such setting"
+    assert {"OTEL_EXPORTER_OTLP_ENDPOINT", "GATEWAY_MAX_BODY_BYTES"} <= set(config["data"])
+    for kind, name in (
+        ("NetworkPolicy", "otel-collector-egress"),
+        ("Ingress", "gateway"),
+        ("StatefulSet", "retrieval"),
+    ):
+        assert isinstance(_production_patch(kind, name), str), f"{kind}/{name}"
+    # The Secrets are made by the team, never generated from git; the file says how.
+    text = (OVERLAYS / "production" / "kustomization.yaml").read_text()
+    for secret in (DB_SECRET, INTERNAL_SECRET, ADMIN_SECRET, GIT_CREDENTIALS_SECRET):
+        assert secret in text, f"{secret}: say how to make it"
+    assert "secretGenerator" not in kustomization
+
+
+def test_production_renders_what_its_kustomization_sets() -> None:
+    docs = _rendered("production")
+    config = _production_patch("ConfigMap", CONFIG_MAP)
+    assert isinstance(config, dict)
+    (rendered,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == CONFIG_MAP
+    ]
+    # The overlay's values win over the base's and the components' (the otel endpoint).
+    for key, value in config["data"].items():
+        assert rendered["data"][key] == value, key
+    (retrieval,) = [
+        d for d in docs if (d["kind"], d["metadata"]["name"]) == ("StatefulSet", "retrieval")
+    ]
+    assert retrieval["spec"]["replicas"] == 2
+    claim = retrieval["spec"]["volumeClaimTemplates"][0]["spec"]
+    patch = _production_patch("StatefulSet", "retrieval")
+    assert f"value: {claim['resources']['requests']['storage']}" in patch
+    settings = _gateway_settings(docs)
+    assert settings.max_body_bytes == int(config["data"]["GATEWAY_MAX_BODY_BYTES"])
+    assert settings.backend_timeout_s == float(config["data"]["GATEWAY_BACKEND_TIMEOUT_S"])
