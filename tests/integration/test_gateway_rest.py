@@ -302,7 +302,7 @@ async def test_commons_listing_and_display_names(
     stack: Stack, contract: Contract, admin: httpx.AsyncClient, bob: httpx.AsyncClient
 ) -> None:
     tag = "listing-rest"
-    async with _checked(stack, contract, await stack.key("carol")) as carol:
+    async with _checked(stack, contract, await stack.key("lister")) as carol:
         me = await carol.get("/v1/me")
         assert me.status_code == 200 and me.json() == {"contributor_no": None, "display_name": None}
         named = await carol.put("/v1/me", json={"display_name": "  Carol <i>C</i> "})
