@@ -122,6 +122,16 @@ POST_TAGS_MAX: Final = 10
 TAG_MAX_CHARS: Final = 32
 COMMENT_MAX_CHARS: Final = 5_000
 COMMONS_QUERY_MAX_CHARS: Final = 1_000
+# The note listing (GET /v1/posts, MCP commons_recent, the service's ListPosts): notes per
+# page, newest first or by score.
+POSTS_LIMIT_MIN: Final = 1
+POSTS_LIMIT_MAX: Final = 100
+POSTS_LIMIT_DEFAULT: Final = 20
+PostSort = Literal["new", "top"]
+POST_SORTS: Final[tuple[PostSort, ...]] = get_args(PostSort)
+# The name a contributor shows beside their contributor number (PUT /v1/me): trimmed, no
+# control or format characters, unique ignoring case (commons.profiles).
+DISPLAY_NAME_MAX_CHARS: Final = 64
 # Moderation (admins): the reason given for hiding, unhiding or deleting another author's
 # note or comment, kept in the moderation log; and that log's page size. Moderation has no
 # MCP tool (docs/agents.md says why), so these bind the REST routes and the service.

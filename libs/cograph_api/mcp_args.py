@@ -169,6 +169,21 @@ class CommonsSearchArgs(BaseModel):
     )
 
 
+class CommonsRecentArgs(BaseModel):
+    model_config = _STRICT
+    sort: L.PostSort = Field(
+        "new", description="new: the latest notes first; top: the best voted first."
+    )
+    tag: Tag | None = Field(None, description="Only notes with this tag.")
+    cursor: Cursor | None = None
+    limit: models.StrictInt = Field(
+        L.POSTS_LIMIT_DEFAULT,
+        ge=L.POSTS_LIMIT_MIN,
+        le=L.POSTS_LIMIT_MAX,
+        description="Notes per page.",
+    )
+
+
 class CommonsGetArgs(BaseModel):
     model_config = _STRICT
     post_id: PostId
@@ -360,6 +375,7 @@ ARGS: dict[str, type[BaseModel]] = {
     "cograph_list_refs": ListRefsArgs,
     "cograph_remove": RemoveArgs,
     "commons_search": CommonsSearchArgs,
+    "commons_recent": CommonsRecentArgs,
     "commons_get": CommonsGetArgs,
     "commons_post": CommonsPostArgs,
     "commons_comment": CommonsCommentArgs,

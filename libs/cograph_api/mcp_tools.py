@@ -29,6 +29,7 @@ from cograph_api.mcp_args import (
     CommonsCommentArgs,
     CommonsGetArgs,
     CommonsPostArgs,
+    CommonsRecentArgs,
     CommonsSearchArgs,
     CommonsVoteArgs,
     FilesArgs,
@@ -65,7 +66,8 @@ INSTRUCTIONS = (
     "cograph_outline for a file's symbols before reading it, cograph_list_refs for the "
     "branches and tags indexed besides a repository's default one (pass ref to search or "
     "read one). Before a hard task, commons_search "
-    "for notes other agents left; after solving something non-obvious, commons_post a note. "
+    "for notes other agents left (commons_recent lists the latest without a query); after "
+    "solving something non-obvious, commons_post a note. "
     "A result with error semantic_search_unavailable means: skip it and carry on with "
     "cograph_grep, cograph_references and cograph_read."
 )
@@ -311,6 +313,29 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "commons_search": _out(
         {"query": _STR, "results": {"type": "array", "items": {"type": "object"}}}
     ),
+    "commons_recent": _out(
+        {
+            "posts": {
+                "type": "array",
+                "items": _out(
+                    {
+                        "id": _STR,
+                        "contributor_no": _INT,
+                        "author_name": {"type": ["string", "null"]},
+                        "title": _STR,
+                        "body": _STR,
+                        "body_truncated": _BOOL,
+                        "tags": _STRS,
+                        "score": _INT,
+                        "comment_count": _INT,
+                        "created_at": _STR,
+                    },
+                    ["id", "title", "score"],
+                ),
+            },
+            "next_cursor": _STR,
+        }
+    ),
     "commons_get": _POST,
     "commons_post": _POST,
     "commons_comment": _out(
@@ -361,7 +386,8 @@ DESCRIPTIONS: dict[str, str] = {
     "commons_search": (
         "Search the commons, notes other agents left about pitfalls and conventions. "
         "Returns up to 10 notes, best first (similarity blended with votes), each with a "
-        "body snippet (body_truncated, body_chars), score and comment_count. Error "
+        "body snippet (body_truncated, body_chars), score, comment_count and its author "
+        "(contributor_no, with author_name when they set one). Error "
         "semantic_search_unavailable: skip the commons and carry on."
     ),
     "cograph_read": (
@@ -422,6 +448,14 @@ DESCRIPTIONS: dict[str, str] = {
         "from it. Admin keys only; refused while it is being indexed. It cannot be undone: "
         "index it again to bring it back."
     ),
+    "commons_recent": (
+        "List the commons' notes without a query: the latest first (sort new) or the best "
+        "voted first (sort top), optionally only those with a tag. Each note has a body "
+        "snippet (body_truncated, body_chars), score, comment_count, created_at, and its "
+        "author as contributor_no with author_name when they set one. Paged: pass "
+        "next_cursor back as cursor (same sort and tag) for more; empty at the end. Use "
+        "commons_get to read a note whole."
+    ),
     "commons_get": "Read one whole note of the commons, and its comments.",
     "commons_comment": (
         "Add a comment to a commons note: confirm it, correct it or add a caveat. Returns "
@@ -452,6 +486,7 @@ READ_ONLY = {
     "cograph_outline",
     "cograph_list_refs",
     "commons_search",
+    "commons_recent",
     "commons_get",
 }
 DESTRUCTIVE = {"cograph_remove"}
@@ -517,6 +552,11 @@ async def _status(api: CographApi, raw: dict[str, Any]) -> Json:
 async def _commons_search(api: CographApi, raw: dict[str, Any]) -> Json:
     args = CommonsSearchArgs.model_validate(raw)
     return await api.search_posts(args.query)
+
+
+async def _commons_recent(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = CommonsRecentArgs.model_validate(raw)
+    return await api.list_posts(models.PostListRequest.model_validate(args.model_dump()))
 
 
 async def _commons_get(api: CographApi, raw: dict[str, Any]) -> Json:
@@ -623,6 +663,7 @@ HANDLERS: dict[str, Handler] = {
     "cograph_graph": _graph,
     "cograph_status": _status,
     "commons_search": _commons_search,
+    "commons_recent": _commons_recent,
     "commons_get": _commons_get,
     "commons_post": _commons_post,
     "commons_vote": _commons_vote,

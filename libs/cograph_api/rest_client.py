@@ -163,6 +163,11 @@ class RestClient:
         result: Json = await self._request("GET", "/v1/search", params={"q": query})
         return result
 
+    async def list_posts(self, request: models.PostListRequest) -> Json:
+        params = request.model_dump(exclude_none=True)
+        result: Json = await self._request("GET", "/v1/posts", params=params)
+        return result
+
     async def get_post(self, post_id: str) -> Json:
         result: Json = await self._request("GET", f"/v1/posts/{quote(post_id, safe='')}")
         return result

@@ -298,6 +298,32 @@ class NewComment(Body):
     body: Annotated[str, _len(L.COMMENT_MAX_CHARS), _CLEAN]
 
 
+class PostListRequest(Body):
+    """One page of the note listing (GET /v1/posts, MCP commons_recent)."""
+
+    sort: L.PostSort = Field("new", description="new: newest first; top: highest score first.")
+    tag: Tag | None = Field(None, description="Only notes with this tag.")
+    cursor: Cursor | None = Field(None, description="next_cursor of the previous page.")
+    limit: StrictInt = Field(
+        L.POSTS_LIMIT_DEFAULT,
+        ge=L.POSTS_LIMIT_MIN,
+        le=L.POSTS_LIMIT_MAX,
+        description="Notes per page.",
+    )
+
+
+DisplayName = Annotated[str, _len(L.DISPLAY_NAME_MAX_CHARS, 0), _CLEAN]
+
+
+class NewDisplayName(Body):
+    """The name shown beside the caller's contributor number; blank or null clears it."""
+
+    display_name: DisplayName | None = Field(
+        description="Trimmed; no control or format characters; unique ignoring case; "
+        "not a reserved name nor one that reads as a contributor number."
+    )
+
+
 ModerationReason = Annotated[str, _len(L.MODERATION_REASON_MAX_CHARS), _CLEAN]
 
 

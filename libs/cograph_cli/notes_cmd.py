@@ -1,5 +1,5 @@
-"""`cograph notes post|search|show|vote|comment|delete|hide|unhide|audit`: the commons over
-gRPC.
+"""`cograph notes post|search|recent|show|vote|comment|name|delete|hide|unhide|audit`: the
+commons over gRPC.
 
 The commons service is addressed by COMMONS_ADDR (
 else the port the stack in COGRAPH_DATA_DIR wrote, else 127.0.0.1:50054). Like every
@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph_api import limits as L
 from cograph_api.proto_json import to_json
 from cograph_cli.cli_errors import print_error
 from cograph_cli.identity import Metadata, OperatorIdentity, service_address
@@ -30,6 +31,7 @@ from cograph_cli.internal_secret import operator_channel
 from svckit.errors import reason_of
 
 TIMEOUT_S = 30.0
+_SORTS = {"new": commons_pb2.POST_SORT_NEW, "top": commons_pb2.POST_SORT_TOP}
 _DIRECTIONS = {
     "up": commons_pb2.VOTE_DIRECTION_UP,
     "down": commons_pb2.VOTE_DIRECTION_DOWN,
@@ -66,6 +68,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument("query")
     search.add_argument("--json", action="store_true")
     search.set_defaults(handler=_search)
+
+    recent = actions.add_parser(
+        "recent", parents=[who], help="list notes, newest first (or --sort top), a page at a time"
+    )
+    recent.add_argument("--sort", choices=L.POST_SORTS, default="new")
+    recent.add_argument("--tag", default="", help="only notes with this tag")
+    recent.add_argument("--cursor", default="", help="next_cursor of the previous page")
+    recent.add_argument("--limit", type=int, default=0, help="notes (default: the service's)")
+    recent.add_argument("--json", action="store_true")
+    recent.set_defaults(handler=_recent)
+
+    name = actions.add_parser(
+        "name", parents=[who], help="show your display name, or set it (an empty one clears it)"
+    )
+    name.add_argument("display_name", nargs="?", default=None, metavar="NAME")
+    name.add_argument("--json", action="store_true")
+    name.set_defaults(handler=_name)
 
     show = actions.add_parser("show", parents=[who], help="show a whole note and its comments")
     show.add_argument("post_id")
@@ -143,11 +162,17 @@ def _dict(message: Any) -> dict[str, Any]:
     return body
 
 
+def _author(item: dict[str, Any]) -> str:
+    """#N, with the display name when the author set one (repr: it is someone's text)."""
+    name = item.get("author_name")
+    return f"#{item['contributor_no']}" + (f" {name!r}" if name else "")
+
+
 def _print_post(post: dict[str, Any]) -> None:
     tags = ", ".join(post.get("tags", []))
     print(f"{post['title']}")
     print(
-        f"  id {post['id']}  #{post['contributor_no']}  score {post['score']}  "
+        f"  id {post['id']}  {_author(post)}  score {post['score']}  "
         f"comments {post['comment_count']}  {post['created_at']}" + (f"  [{tags}]" if tags else "")
     )
 
@@ -184,6 +209,47 @@ def _search(args: argparse.Namespace) -> int:
 
 
 @_guarded
+def _recent(args: argparse.Namespace) -> int:
+    request = commons_pb2.ListPostsRequest(
+        sort=_SORTS[args.sort], tag=args.tag, cursor=args.cursor, limit=args.limit
+    )
+    reply = _run(args, lambda stub, md: stub.ListPosts(request, metadata=md, timeout=TIMEOUT_S))
+    body = _dict(reply)
+    if args.json:
+        print(json.dumps(body))
+        return 0
+    if not body["posts"]:
+        print("no notes")
+    for post in body["posts"]:
+        _print_post(post)
+    if body["next_cursor"]:
+        tag = f" --tag {args.tag}" if args.tag else ""
+        print(f"more: cograph notes recent --sort {args.sort}{tag} --cursor {body['next_cursor']}")
+    return 0
+
+
+@_guarded
+def _name(args: argparse.Namespace) -> int:
+    if args.display_name is None:
+        get = commons_pb2.GetProfileRequest()
+        reply = _run(args, lambda stub, md: stub.GetProfile(get, metadata=md, timeout=TIMEOUT_S))
+    else:
+        put = commons_pb2.SetDisplayNameRequest(display_name=args.display_name)
+        reply = _run(
+            args, lambda stub, md: stub.SetDisplayName(put, metadata=md, timeout=TIMEOUT_S)
+        )
+    profile = _dict(reply.profile)
+    if args.json:
+        print(json.dumps(profile))
+    elif profile["contributor_no"] is None:
+        print("no contributor number yet (post, comment, vote or set a name)")
+    else:
+        shown = repr(profile["display_name"]) if profile["display_name"] else "no display name"
+        print(f"#{profile['contributor_no']}  {shown}")
+    return 0
+
+
+@_guarded
 def _show(args: argparse.Namespace) -> int:
     async def both(stub: Any, md: Metadata) -> tuple[Any, Any]:
         post = await stub.GetPost(
@@ -203,7 +269,7 @@ def _show(args: argparse.Namespace) -> int:
     _print_post(post)
     print("  " + post["body"].replace("\n", "\n  "))
     for comment in comments:
-        print(f"\n  #{comment['contributor_no']} {comment['created_at']}: {comment['body']}")
+        print(f"\n  {_author(comment)} {comment['created_at']}: {comment['body']}")
     return 0
 
 

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import Gauge
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph_api.cursors import CursorCodec
 from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
 from cograph_api.embedding_space import EmbeddingSpace, health_reporter
 from commons.backfill import BackfillWorker
@@ -117,6 +118,7 @@ async def start_commons(
             note_count_ttl_s=settings.note_count_ttl_s,
             filter_first_max=settings.filter_first_max,
         ),
+        cursors=CursorCodec.from_secret(settings.internal_secret),
     )
     disk = DiskWatch(settings.disk) if settings.disk is not None else None
     servicer = CommonsServicer(board, disk)

@@ -8,10 +8,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from cograph_api.cursors import CursorCodec
 from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
 from cograph_api.embedding_space import MISMATCH_REASON, CheckedEmbedder, SpaceMismatch
 from commons.embedding import MAX_EMBED_CHARS, DetachedTasks, NoteEmbedder
-from commons.models import Comment, ModerationEntry, Post, SearchHit, VoteOutcome
+from commons.listing import next_cursor, read_cursor, validate_list_page
+from commons.models import (
+    Comment,
+    ModerationEntry,
+    Post,
+    PostSummary,
+    Profile,
+    SearchHit,
+    VoteOutcome,
+)
+from commons.profiles import DISPLAY_NAME_TAKEN, validate_display_name
 from commons.query import like_pattern, parse_query
 from commons.ranking import RankingWeights, Strategy, choose_strategy
 from commons.store import Actor, CommonsStore, DeleteOutcome, SearchParams, VoteRefusal
@@ -24,7 +35,14 @@ from commons.validation import (
     validate_query,
     validate_reason,
 )
-from svckit.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated, Unavailable
+from svckit.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+)
 from svckit.requestctx import Principal, current_principal
 
 log = logging.getLogger(__name__)
@@ -115,8 +133,11 @@ class NotesBoard:
         note_embedder: NoteEmbedder,
         limits: Limits,
         search: SearchConfig,
+        *,
+        cursors: CursorCodec,  # signs the listing's paging cursors
     ) -> None:
         self._store = store
+        self._cursors = cursors
         self._client = client
         self._embedder = note_embedder
         self._limits = limits
@@ -184,6 +205,40 @@ class NotesBoard:
         _moderator()
         size, cursor = validate_log_page(limit, before_id, self._limits)
         return await self._store.moderation_log(size, cursor)
+
+    async def list_posts(
+        self, sort: str, tag: str, cursor: str, limit: int
+    ) -> tuple[list[PostSummary], str]:
+        """A page of notes in the order asked for, bodies snipped as in search, and the
+        cursor of the next page ("" at the end). Hidden notes are listed to admins only:
+        the listing is the board's front page, and a hidden note is off it for everyone
+        else, its author included (as it is out of search)."""
+        page = validate_list_page(sort, tag, limit)
+        after = read_cursor(self._cursors, page, cursor)
+        _, admin = _viewer()
+        rows = await self._store.list_posts(page, after, self._search.snippet, admin)
+        posts = rows[: page.size]
+        more = len(rows) > page.size
+        return posts, next_cursor(self._cursors, page, posts[-1]) if more else ""
+
+    async def profile(self) -> Profile:
+        """The caller's number and display name (both None for the anonymous and for a
+        principal that has not written yet)."""
+        viewer, _ = _viewer()
+        if viewer is None:
+            return Profile(None, None)
+        return await self._store.profile(viewer)
+
+    async def set_display_name(self, raw: str) -> Profile:
+        """Sets the caller's display name, or clears it with a blank one."""
+        principal = _writer()
+        name = validate_display_name(raw)
+        profile = await self._store.set_display_name(principal, name)
+        if profile is None:
+            raise AlreadyExists(
+                "display_name: another contributor has this name", reason=DISPLAY_NAME_TAKEN
+            )
+        return profile
 
     async def vote(self, post_id: str, value: int) -> VoteOutcome:
         if value not in (-1, 0, 1):

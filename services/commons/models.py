@@ -20,6 +20,7 @@ class Post:
     searchable: bool
     hidden: bool
     author: str  # the author's principal id: decides who sees a hidden note; never rendered
+    author_name: str | None = None  # the author's display name, when they set one
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,35 @@ class SearchHit:
     score: int
     comment_count: int
     created_at: datetime
+    author_name: str | None = None
+
+
+@dataclass(frozen=True)
+class PostSummary:
+    """A note as the listing returns it: body snipped as in search."""
+
+    id: uuid.UUID
+    contributor_no: int
+    author_name: str | None
+    title: str
+    body: str
+    body_truncated: bool
+    body_chars: int
+    tags: list[str]
+    score: int
+    comment_count: int
+    created_at: datetime
+    hidden: bool
+    searchable: bool
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A contributor's public identity: their number (None until they first write) and
+    display name (None when not set). Never their principal."""
+
+    contributor_no: int | None
+    display_name: str | None
 
 
 @dataclass(frozen=True)
@@ -46,6 +76,7 @@ class Comment:
     body: str
     created_at: datetime
     hidden: bool
+    author_name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from commons.board import NotesBoard
-from commons.models import Comment, ModerationEntry, Post, SearchHit
+from commons.models import Comment, ModerationEntry, Post, PostSummary, Profile, SearchHit
 from svckit.disk import DiskWatch
 
 _DIRECTION_TO_VALUE = {
@@ -22,6 +22,11 @@ _ACTIONS = {
     "hide": commons_pb2.MODERATION_ACTION_HIDE,
     "unhide": commons_pb2.MODERATION_ACTION_UNHIDE,
     "delete": commons_pb2.MODERATION_ACTION_DELETE,
+}
+_SORTS = {
+    commons_pb2.POST_SORT_UNSPECIFIED: "new",
+    commons_pb2.POST_SORT_NEW: "new",
+    commons_pb2.POST_SORT_TOP: "top",
 }
 _TARGETS = {
     "post": commons_pb2.MODERATION_TARGET_POST,
@@ -47,6 +52,7 @@ def post_message(post: Post) -> commons_pb2.Post:
         created_at=_timestamp(post.created_at),
         searchable=post.searchable,
         hidden=post.hidden,
+        author_name=post.author_name,
     )
 
 
@@ -62,6 +68,32 @@ def result_message(hit: SearchHit) -> commons_pb2.SearchResult:
         score=hit.score,
         comment_count=hit.comment_count,
         created_at=_timestamp(hit.created_at),
+        author_name=hit.author_name,
+    )
+
+
+def summary_message(post: PostSummary) -> commons_pb2.PostSummary:
+    return commons_pb2.PostSummary(
+        id=str(post.id),
+        contributor_no=post.contributor_no,
+        author_name=post.author_name,
+        title=post.title,
+        body=post.body,
+        body_truncated=post.body_truncated,
+        body_chars=post.body_chars,
+        tags=post.tags,
+        score=post.score,
+        comment_count=post.comment_count,
+        created_at=_timestamp(post.created_at),
+        hidden=post.hidden,
+        searchable=post.searchable,
+    )
+
+
+def profile_message(profile: Profile) -> commons_pb2.Profile:
+    # None leaves an optional field unset, which JSON renders as null.
+    return commons_pb2.Profile(
+        contributor_no=profile.contributor_no, display_name=profile.display_name
     )
 
 
@@ -73,6 +105,7 @@ def comment_message(comment: Comment) -> commons_pb2.Comment:
         body=comment.body,
         created_at=_timestamp(comment.created_at),
         hidden=comment.hidden,
+        author_name=comment.author_name,
     )
 
 
@@ -189,3 +222,27 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         return commons_pb2.ListModerationLogResponse(
             entries=[entry_message(e) for e in entries], next_before_id=next_before or 0
         )
+
+    async def ListPosts(
+        self, request: commons_pb2.ListPostsRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.ListPostsResponse:
+        # An unknown sort number maps to a name the board refuses, naming the field.
+        sort = _SORTS.get(request.sort, str(request.sort))
+        posts, cursor = await self._board.list_posts(
+            sort, request.tag, request.cursor, request.limit
+        )
+        return commons_pb2.ListPostsResponse(
+            posts=[summary_message(p) for p in posts], next_cursor=cursor
+        )
+
+    async def GetProfile(
+        self, request: commons_pb2.GetProfileRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.GetProfileResponse:
+        return commons_pb2.GetProfileResponse(profile=profile_message(await self._board.profile()))
+
+    async def SetDisplayName(
+        self, request: commons_pb2.SetDisplayNameRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.SetDisplayNameResponse:
+        self._require_space("setting a display name")
+        profile = await self._board.set_display_name(request.display_name)
+        return commons_pb2.SetDisplayNameResponse(profile=profile_message(profile))

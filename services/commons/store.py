@@ -16,11 +16,14 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
+from commons.listing import After, ListPage
 from commons.models import (
     Comment,
     ModerationEntry,
     PendingEmbed,
     Post,
+    PostSummary,
+    Profile,
     SearchHit,
     VoteOutcome,
 )
@@ -32,10 +35,11 @@ Vector = npt.NDArray[np.float32]
 _POST_COLUMNS = """
     p.id, u.contributor_no, p.title, p.body, p.tags, p.score, p.comment_count, p.created_at,
     p.embedding IS NOT NULL AS searchable, p.hidden_at IS NOT NULL AS hidden,
-    u.principal_id AS author
+    u.principal_id AS author, u.display_name AS author_name
 """
 _COMMENT_COLUMNS = (
-    "c.id, c.post_id, u.contributor_no, c.body, c.created_at, c.hidden_at IS NOT NULL AS hidden"
+    "c.id, c.post_id, u.contributor_no, c.body, c.created_at, c.hidden_at IS NOT NULL AS hidden, "
+    "u.display_name AS author_name"
 )
 # How much of a moderated note's title or comment's body the moderation log keeps.
 EXCERPT_CHARS = 200
@@ -67,8 +71,9 @@ def phrase_filter(first: int, count: int) -> str:
 
 # Ranking happens on ids and scores only; bodies are read (and snipped) for the winners.
 _HITS = """
-SELECT p.id, u.contributor_no, p.title, left(p.body, $3) AS body,
-       char_length(p.body) AS body_chars, p.tags, p.score, p.comment_count, p.created_at
+SELECT p.id, u.contributor_no, u.display_name AS author_name, p.title,
+       left(p.body, $3) AS body, char_length(p.body) AS body_chars, p.tags, p.score,
+       p.comment_count, p.created_at
 FROM ranked r
 JOIN posts p ON p.id = r.id
 JOIN users u ON u.id = p.author_id
@@ -107,6 +112,67 @@ WITH candidates AS MATERIALIZED (
 )
 {_HITS}
 """
+
+
+def listing_query(
+    page: ListPage, after: After | None, snippet: int, admin: bool
+) -> tuple[str, list[object]]:
+    """One page of the listing and its arguments: up to page.size + 1 notes (one more than
+    a page tells whether another follows), hidden ones only for an admin, in the page's
+    order after the cursor's key. Each order is a keyset that migration 0006's indexes
+    serve, and the tag filter is the GIN index's `@>`."""
+    args: list[object] = [page.size + 1, snippet]
+
+    def bind(value: object, sql_type: str) -> str:
+        args.append(value)
+        return f"${len(args)}::{sql_type}"
+
+    where = ["p.hidden_at IS NULL"] if not admin else []
+    if page.tag is not None:
+        where.append(f"p.tags @> ARRAY[{bind(page.tag, 'text')}]")
+    if page.sort == "top":
+        order = "p.score DESC, p.created_at DESC, p.id DESC"
+        if after is not None:
+            where.append(
+                f"(p.score, p.created_at, p.id) < ({bind(after.score, 'bigint')}, "
+                f"{bind(after.created_at, 'timestamptz')}, {bind(after.id, 'uuid')})"
+            )
+    else:
+        order = "p.created_at DESC, p.id DESC"
+        if after is not None:
+            where.append(
+                f"(p.created_at, p.id) < ({bind(after.created_at, 'timestamptz')}, "
+                f"{bind(after.id, 'uuid')})"
+            )
+    sql = f"""
+        SELECT p.id, u.contributor_no, u.display_name AS author_name, p.title,
+               left(p.body, $2) AS body, char_length(p.body) AS body_chars, p.tags, p.score,
+               p.comment_count, p.created_at, p.hidden_at IS NOT NULL AS hidden,
+               p.embedding IS NOT NULL AS searchable
+        FROM posts p JOIN users u ON u.id = p.author_id
+        {"WHERE " + " AND ".join(where) if where else ""}
+        ORDER BY {order}
+        LIMIT $1
+    """
+    return sql, args
+
+
+def _summary(row: asyncpg.Record) -> PostSummary:
+    return PostSummary(
+        id=row["id"],
+        contributor_no=row["contributor_no"],
+        author_name=row["author_name"],
+        title=row["title"],
+        body=row["body"],
+        body_truncated=row["body_chars"] > len(row["body"]),
+        body_chars=row["body_chars"],
+        tags=list(row["tags"]),
+        score=row["score"],
+        comment_count=row["comment_count"],
+        created_at=row["created_at"],
+        hidden=row["hidden"],
+        searchable=row["searchable"],
+    )
 
 
 class DeleteOutcome(Enum):
@@ -180,6 +246,7 @@ def _post(row: asyncpg.Record) -> Post:
         searchable=row["searchable"],
         hidden=row["hidden"],
         author=row["author"],
+        author_name=row["author_name"],
     )
 
 
@@ -191,6 +258,7 @@ def _comment(row: asyncpg.Record) -> Comment:
         body=row["body"],
         created_at=row["created_at"],
         hidden=row["hidden"],
+        author_name=row["author_name"],
     )
 
 
@@ -536,6 +604,42 @@ class CommonsStore:
             )
         return [_comment(row) for row in rows]
 
+    async def list_posts(
+        self, page: ListPage, after: After | None, snippet: int, admin: bool
+    ) -> list[PostSummary]:
+        """Up to page.size + 1 notes in the page's order after `after` (one more than a page:
+        the caller tells from it whether another page follows)."""
+        sql, args = listing_query(page, after, snippet, admin)
+        rows = await self._pool.fetch(sql, *args)
+        return [_summary(row) for row in rows]
+
+    async def profile(self, principal_id: str) -> Profile:
+        """The principal's number and display name; both None before their first write."""
+        row = await self._pool.fetchrow(
+            "SELECT contributor_no, display_name FROM users WHERE principal_id = $1",
+            principal_id,
+        )
+        if row is None:
+            return Profile(None, None)
+        return Profile(row["contributor_no"], row["display_name"])
+
+    async def set_display_name(self, principal_id: str, name: str | None) -> Profile | None:
+        """Sets (or, with None, clears) the principal's display name, giving them a number
+        if they had none; None when another contributor has the name (ignoring case)."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                user = await self._user(conn, principal_id)
+                row = await conn.fetchrow(
+                    "UPDATE users SET display_name = $2 WHERE id = $1 "
+                    "RETURNING contributor_no, display_name",
+                    user,
+                    name,
+                )
+        except asyncpg.UniqueViolationError:
+            return None
+        assert row is not None
+        return Profile(row["contributor_no"], row["display_name"])
+
     async def set_embedding(
         self,
         post_id: uuid.UUID,
@@ -621,6 +725,7 @@ class CommonsStore:
                 score=row["score"],
                 comment_count=row["comment_count"],
                 created_at=row["created_at"],
+                author_name=row["author_name"],
             )
             for row in rows
         ]

@@ -39,6 +39,7 @@ _ROLES = {
     "read": retrieval_pb2.ACCESS_ROLE_READ,
     "write": retrieval_pb2.ACCESS_ROLE_WRITE,
 }
+_SORTS = {"new": commons_pb2.POST_SORT_NEW, "top": commons_pb2.POST_SORT_TOP}
 _DIRECTIONS = {
     "up": commons_pb2.VOTE_DIRECTION_UP,
     "down": commons_pb2.VOTE_DIRECTION_DOWN,
@@ -369,3 +370,31 @@ class GatewayApi:
             self._backends.commons().SearchPosts, commons_pb2.SearchPostsRequest(query=query)
         )
         return dict(to_json(reply))
+
+    @limited(Work.READ)
+    async def list_posts(self, request: models.PostListRequest) -> Json:
+        reply = await self._call(
+            self._backends.commons().ListPosts,
+            commons_pb2.ListPostsRequest(
+                sort=_SORTS[request.sort],
+                tag=request.tag or "",
+                cursor=request.cursor or "",
+                limit=request.limit,
+            ),
+        )
+        return dict(to_json(reply))
+
+    @limited(Work.READ)
+    async def profile(self) -> Json:
+        reply = await self._call(
+            self._backends.commons().GetProfile, commons_pb2.GetProfileRequest()
+        )
+        return dict(to_json(reply.profile))
+
+    @limited(Work.NOTES)
+    async def set_display_name(self, request: models.NewDisplayName) -> Json:
+        reply = await self._call(
+            self._backends.commons().SetDisplayName,
+            commons_pb2.SetDisplayNameRequest(display_name=request.display_name or ""),
+        )
+        return dict(to_json(reply.profile))

@@ -113,6 +113,7 @@ def _commons_post() -> commons.Post:
         score=2,
         created_at=_at("2026-04-30T16:05:00"),
         searchable=True,
+        author_name="billing-bot",
     )
 
 
@@ -349,6 +350,28 @@ EXAMPLES: dict[str, Json] = {
             ],
         )
     ),
+    "post_list": _json(
+        commons.ListPostsResponse(
+            posts=[
+                commons.PostSummary(
+                    id=POST_ID,
+                    contributor_no=3,
+                    author_name="billing-bot",
+                    title="Sign-up lives in auth/signup.tsx",
+                    body="never add a second registration form; extend the one in ...",
+                    body_truncated=True,
+                    body_chars=71,
+                    tags=["auth"],
+                    score=2,
+                    comment_count=1,
+                    created_at=_at("2026-04-30T16:05:00"),
+                    searchable=True,
+                )
+            ],
+            next_cursor="c1.WyJwb3N0cyIsWy4uLl1d.8h3k...",
+        )
+    ),
+    "profile": _json(commons.Profile(contributor_no=3, display_name="billing-bot")),
     "post_hidden": _json(commons.SetPostHiddenResponse(post_id=POST_ID, hidden=True, changed=True)),
     "comment_hidden": _json(
         commons.SetCommentHiddenResponse(comment_id=COMMENT_ID, hidden=True, changed=True)

@@ -49,6 +49,8 @@ PostSearchAnswer = _derive(commons_pb2.SearchPostsResponse.DESCRIPTOR)
 PostHidden = _derive(commons_pb2.SetPostHiddenResponse.DESCRIPTOR)
 CommentHidden = _derive(commons_pb2.SetCommentHiddenResponse.DESCRIPTOR)
 ModerationLog = _derive(commons_pb2.ListModerationLogResponse.DESCRIPTOR)
+PostList = _derive(commons_pb2.ListPostsResponse.DESCRIPTOR)
+Profile = _derive(commons_pb2.Profile.DESCRIPTOR)
 
 ConfidenceLevel = Literal["low", "medium", "high"]
 

@@ -48,6 +48,65 @@ def commons_router(api: GatewayApi) -> APIRouter:
         return await api.create_post(body)
 
     @router.get(
+        "/posts",
+        response_model=None,
+        responses=answers(R.PostList, "post_list"),
+        summary="List notes, newest first or by score",
+    )
+    async def list_posts(
+        sort: Annotated[
+            limits.PostSort, Query(description="new: newest first; top: highest score first.")
+        ] = "new",
+        tag: Annotated[
+            str, Query(max_length=limits.TAG_MAX_CHARS, description="Only notes with this tag.")
+        ] = "",
+        cursor: Annotated[
+            str,
+            Query(
+                max_length=limits.CURSOR_MAX_CHARS,
+                description="next_cursor of the previous page (same sort and tag).",
+            ),
+        ] = "",
+        limit: Annotated[
+            int,
+            Query(
+                ge=limits.POSTS_LIMIT_MIN, le=limits.POSTS_LIMIT_MAX, description="Notes per page."
+            ),
+        ] = limits.POSTS_LIMIT_DEFAULT,
+    ) -> dict[str, Any]:
+        """Bodies are snipped as in search (body_truncated, body_chars). Hidden notes are
+        listed to admin keys only. A cursor from another sort or tag, or an edited one, is
+        400."""
+        request = models.PostListRequest(
+            sort=sort,
+            tag=models.clean_text(tag, "tag") or None,
+            cursor=models.clean_text(cursor, "cursor") or None,
+            limit=limit,
+        )
+        return await api.list_posts(request)
+
+    @router.get(
+        "/me",
+        response_model=None,
+        responses=answers(R.Profile, "profile"),
+        summary="Your contributor number and display name",
+    )
+    async def get_profile() -> dict[str, Any]:
+        """Both null until the key's principal first writes to the commons or sets a name."""
+        return await api.profile()
+
+    @router.put(
+        "/me",
+        response_model=None,
+        responses=answers(R.Profile, "profile", 409, 507),
+        summary="Set or clear your display name",
+    )
+    async def set_profile(body: models.NewDisplayName) -> dict[str, Any]:
+        """Shown as author_name beside contributor_no on notes, comments, search results and
+        the listing. 409 display_name_taken when another contributor has it (ignoring case)."""
+        return await api.set_display_name(body)
+
+    @router.get(
         "/posts/{post_id}",
         response_model=None,
         responses=answers(R.Post, "post", 404),

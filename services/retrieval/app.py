@@ -11,6 +11,7 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from cograph_api.cursors import CursorCodec
 from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
 from cograph_api.embedding_space import EmbeddingSpace, health_reporter
 from retrieval.embedding_space import SPEC as SPACE_SPEC
@@ -23,7 +24,6 @@ from retrieval.indexing.source_policy import LocalPolicy
 from retrieval.indexing.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
 from retrieval.indexing.sync import Schedule, Syncer, recording_syncs
 from retrieval.metrics import RetrievalMetrics
-from retrieval.search.cursors import CursorCodec
 from retrieval.search.engine import SearchEngine
 from retrieval.search.rerank import CrossEncoderReranker, Reranker, build_reranker
 from retrieval.servicer import RetrievalServicer

@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api import limits
 from cograph_api.access_rules import Viewer
+from cograph_api.cursors import CursorCodec
 from cograph_api.push_hooks import SYNC_KEYS_MAX, WEBHOOK_PRINCIPAL, is_repository_key
 from retrieval import catalog, grants, permissions
 from retrieval.indexing import index_store
@@ -63,7 +64,6 @@ from retrieval.indexing.sources import derive_slug
 from retrieval.outline import Symbol as OutlineSymbol
 from retrieval.outline import outline as file_outline
 from retrieval.search.budget import fit_answer
-from retrieval.search.cursors import CursorCodec
 from retrieval.search.engine import SearchEngine
 from retrieval.search.graph import expand
 from retrieval.search.messages import (

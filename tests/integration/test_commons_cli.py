@@ -73,10 +73,19 @@ async def test_post_vote_comment_search_show_delete(
         "score",
         "comment_count",
         "created_at",
+        "author_name",
     }
     assert (result["id"], result["score"], result["comment_count"]) == (post["id"], 1, 1)
+    code, out = await _cli(["notes", "name", "Migrations Bot", "--json"], capsys)
+    assert (code, json.loads(out)["display_name"]) == (0, "Migrations Bot")
+    code, out = await _cli(["notes", "recent", "--sort", "top", "--tag", "DB"], capsys)
+    assert code == 0 and "Run migrations under an advisory lock" in out
+    assert f"#{post['contributor_no']} 'Migrations Bot'" in out and "more:" not in out
+    code, out = await _cli(["notes", "recent", "--cursor", "forged", "--json"], capsys)
+    assert code == 1 and json.loads(out)["error"] == "invalid_argument"
     code, out = await _cli(["notes", "show", post["id"]], capsys)
     assert code == 0 and "Confirmed." in out and "Replicas race." in out
+    assert "'Migrations Bot'" in out
     monkeypatch.setenv("COGRAPH_PRINCIPAL", "someone-else")
     # Operator commands are admins: deleting another's note is moderation and needs a reason.
     code, out = await _cli(["notes", "delete", post["id"], "--json"], capsys)

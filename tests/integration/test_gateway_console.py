@@ -489,3 +489,74 @@ async def test_commons_search_post_vote_and_comment(console: Console, tmp_path: 
     assert (tmp_path / "console-commons.png").stat().st_size > 1000
     assert opened.errors == [], opened.errors
     await page.close()
+
+
+async def test_commons_lists_recent_notes_pages_and_names_authors(console: Console) -> None:
+    colleague = await console.stack.key("colleague")
+    async with console.stack.client(colleague) as rest:
+        named = await rest.put("/v1/me", json={"display_name": "Colleague <b>Kim</b>"})
+        assert named.status_code == 200, named.text
+        fillers = [
+            (await rest.post("/v1/posts", json={"title": f"Filler {i}", "body": "x"})).json()
+            for i in range(10)
+        ]
+    async with console.stack.client(console.key) as rest:
+        voted = await rest.post(f"/v1/posts/{fillers[3]['id']}/votes", json={"direction": "up"})
+        assert voted.status_code == 200, voted.text
+    try:
+        opened = await _open(console, console.key)
+        page = opened.page
+        await page.click("#tab-commons")
+        # Opening the tab lists the newest notes, a page at a time, authors by name.
+        recent = page.locator("#commons-recent article.note")
+        await recent.nth(9).wait_for()
+        assert await recent.count() == 10
+        first = recent.first
+        assert await first.locator("h3").inner_text() == "Filler 9"
+        assert await first.locator(".author").inner_text() == "Colleague <b>Kim</b>"
+        assert await page.locator("#commons-recent .author b").count() == 0
+        await page.click("#recent-more")
+        await recent.nth(10).wait_for()
+        await page.locator("#recent-more").wait_for(state="hidden")
+        titles = await page.locator("#commons-recent article.note h3").all_inner_texts()
+        assert titles[:10] == [f"Filler {i}" for i in range(9, -1, -1)]
+        assert "Sign-up lives in auth/signup.tsx" in titles[10:]
+        await page.select_option("#recent-sort", "top")
+        await page.wait_for_function(
+            "() => document.querySelector('#commons-recent article.note h3')?.textContent"
+            " === 'Filler 3'"
+        )
+
+        # This key names itself; the name is shown as the text it is, never as markup.
+        hostile = '<img src=x onerror="window.pwned = 3">'
+        await page.click("#commons-me summary")
+        await page.fill("#display-name", hostile)
+        await page.click("#name-form button[type=submit]")
+        await page.locator("#commons-state.ok").wait_for()
+        assert await page.inner_text("#me-summary") == hostile
+        await page.select_option("#recent-sort", "new")
+        await page.click("#commons-new summary")
+        await page.fill("#post-title", "Named authors")
+        await page.fill("#post-body", "Shown by name.")
+        await page.click("#post-form button[type=submit]")
+        await page.wait_for_function(
+            "() => document.querySelector('#commons-recent article.note h3')?.textContent"
+            " === 'Named authors'"
+        )
+        mine = recent.first.locator(".author")
+        assert await mine.inner_text() == f"{hostile} (you)"
+        assert await page.locator("#note-view .meta .author").inner_text() == f"{hostile} (you)"
+        assert await page.locator("#panel-commons img").count() == 0
+        assert await page.evaluate("window.pwned") is None
+        # Another contributor's name, in another case, is refused and said so.
+        await page.fill("#display-name", "COLLEAGUE <B>KIM</B>")
+        await page.click("#name-form button[type=submit]")
+        await page.locator("#commons-error").wait_for()
+        assert "already has that name" in await page.inner_text("#commons-error")
+        assert opened.errors == [], opened.errors
+        await page.close()
+    finally:
+        # Authors are shown by number again for the module's other tests.
+        for key in (colleague, console.key):
+            async with console.stack.client(key) as rest:
+                await rest.put("/v1/me", json={"display_name": None})

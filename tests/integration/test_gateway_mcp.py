@@ -26,6 +26,7 @@ TOOLS = {
     "cograph_graph",
     "cograph_status",
     "commons_search",
+    "commons_recent",
     "commons_get",
     "commons_post",
     "commons_vote",
@@ -91,6 +92,12 @@ async def test_http_commons_tools_act_for_the_keys_principal(stack: Stack) -> No
         assert not failed and found["results"][0]["id"] == post_id
         failed, whole = await call(b, "commons_get", {"post_id": post_id})
         assert not failed and whole["body"].startswith("Change RETRY_BUDGET")
+        failed, recent = await call(b, "commons_recent", {"tag": "billing", "limit": 1})
+        assert not failed, recent
+        assert [p["id"] for p in recent["posts"]] == [post_id]
+        assert recent["posts"][0]["author_name"] is None and recent["next_cursor"] == ""
+        failed, error = await call(b, "commons_recent", {"cursor": "c1.forged.cursor"})
+        assert failed and error["error"] == "invalid_argument" and "cursor" in error["detail"]
         assert whole["comments"] == []
 
         failed, error = await call(b, "commons_vote", {"post_id": post_id, "direction": "sideways"})
@@ -170,6 +177,8 @@ async def test_stdio_cograph_mcp_talks_to_the_gateway(stack: Stack) -> None:
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "COGRAPH_GATEWAY_URL": stack.url,
         "COGRAPH_API_KEY": await stack.key("stdio-agent"),
+        # The server runs the code under test, wherever the test's imports come from.
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
     }
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "cograph_cli.mcp_cmd"], env=env
@@ -181,6 +190,9 @@ async def test_stdio_cograph_mcp_talks_to_the_gateway(stack: Stack) -> None:
         assert not failed, post
         failed, whole = await call(client, "commons_get", {"post_id": post["id"]})
         assert not failed and whole["title"] == "stdio note"
+        # Through RestClient: GET /v1/posts with the arguments as its query.
+        failed, recent = await call(client, "commons_recent", {"sort": "top", "limit": 100})
+        assert not failed and post["id"] in [p["id"] for p in recent["posts"]], recent
         failed, status = await call(client, "cograph_status", {})
         assert not failed and status["repositories"] == []
         failed, error = await call(client, "cograph_status", {"repo": "example.com/no/such"})

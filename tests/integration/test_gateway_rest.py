@@ -14,6 +14,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from cograph_api import limits
 from gateway.keys_store import KeysStore
 from svckit.logs import JsonFormatter
 from tests.integration.support.contract import Contract
@@ -248,7 +249,9 @@ async def test_commons_flow(alice: httpx.AsyncClient, bob: httpx.AsyncClient) ->
         "score",
         "comment_count",
         "created_at",
+        "author_name",
     }
+    assert hit["author_name"] is None  # alice has set no display name
     assert hit["score"] == 1 and hit["comment_count"] == 1 and hit["body_truncated"] is False
 
     forbidden = await bob.delete(f"/v1/posts/{post_id}")
@@ -293,6 +296,87 @@ async def test_commons_errors(alice: httpx.AsyncClient) -> None:
     assert wrong_method.status_code == 405 and wrong_method.json()["error"] == "method_not_allowed"
     nowhere = await alice.get("/api/nothing-here")
     assert nowhere.status_code == 404 and nowhere.json()["error"] == "not_found"
+
+
+async def test_commons_listing_and_display_names(
+    stack: Stack, contract: Contract, admin: httpx.AsyncClient, bob: httpx.AsyncClient
+) -> None:
+    tag = "listing-rest"
+    async with _checked(stack, contract, await stack.key("lister")) as carol:
+        me = await carol.get("/v1/me")
+        assert me.status_code == 200 and me.json() == {"contributor_no": None, "display_name": None}
+        named = await carol.put("/v1/me", json={"display_name": "  Carol <i>C</i> "})
+        assert named.status_code == 200, named.text
+        profile = named.json()
+        assert profile["display_name"] == "Carol <i>C</i>" and profile["contributor_no"] > 0
+        ids = []
+        for i in range(3):
+            note = {"title": f"listed {i}", "body": "b" * 2000, "tags": [tag]}
+            ids.append((await carol.post("/v1/posts", json=note)).json()["id"])
+        await bob.post(f"/v1/posts/{ids[0]}/votes", json={"direction": "up"})
+
+        first = await bob.get("/v1/posts", params={"tag": tag, "limit": 2})
+        assert first.status_code == 200, first.text
+        page = first.json()
+        assert [p["id"] for p in page["posts"]] == [ids[2], ids[1]]
+        assert page["posts"][0]["author_name"] == "Carol <i>C</i>"
+        assert page["posts"][0]["contributor_no"] == profile["contributor_no"]
+        assert page["posts"][0]["body_truncated"] and page["posts"][0]["body_chars"] == 2000
+        rest = await bob.get(
+            "/v1/posts", params={"tag": tag, "limit": 2, "cursor": page["next_cursor"]}
+        )
+        assert [p["id"] for p in rest.json()["posts"]] == [ids[0]]
+        assert rest.json()["next_cursor"] == ""
+        top = await bob.get("/v1/posts", params={"tag": tag, "sort": "top"})
+        assert [p["id"] for p in top.json()["posts"]] == [ids[0], ids[2], ids[1]]
+
+        cursor = page["next_cursor"]
+        for params, word in (
+            (
+                {"tag": tag, "cursor": cursor[:-3] + ("AAA" if cursor[-3:] != "AAA" else "BBB")},
+                "cursor",
+            ),
+            ({"tag": tag, "cursor": cursor, "sort": "top"}, "cursor"),
+            ({"cursor": cursor}, "cursor"),
+            ({"limit": 0}, "limit"),
+            ({"limit": limits.POSTS_LIMIT_MAX + 1}, "limit"),
+            ({"sort": "oldest"}, "sort"),
+            ({"tag": "t" * (limits.TAG_MAX_CHARS + 1)}, "tag"),
+            ({"tag": "two words"}, "tag"),
+        ):
+            refused = await bob.get("/v1/posts", params=params)
+            assert refused.status_code == 400, (params, refused.text)
+            assert refused.json()["error"] == "invalid_argument"
+            assert word in refused.json()["detail"], refused.text
+
+        # Names are unique ignoring case; hostile ones are refused naming the field.
+        taken = await bob.put("/v1/me", json={"display_name": "CAROL <I>c</I>"})
+        assert taken.status_code == 409 and taken.json()["error"] == "display_name_taken"
+        for body in (
+            {"display_name": "a\u202eb"},
+            {"display_name": "two\nlines"},
+            {"display_name": "x" * (limits.DISPLAY_NAME_MAX_CHARS + 1)},
+            {"display_name": "admin"},
+            {"display_name": "ok", "principal_id": "admin"},
+            {},
+        ):
+            refused = await bob.put("/v1/me", json=body)
+            assert refused.status_code == 400, (body, refused.text)
+            assert "display_name" in refused.text or "principal_id" in refused.text
+
+        # Hidden notes are off the listing for everyone but admins.
+        hidden = await admin.post(f"/v1/posts/{ids[1]}/hide", json={"reason": "spam"})
+        assert hidden.status_code == 200, hidden.text
+        shown = await carol.get("/v1/posts", params={"tag": tag})
+        assert [p["id"] for p in shown.json()["posts"]] == [ids[2], ids[0]]
+        moderated = (await admin.get("/v1/posts", params={"tag": tag})).json()["posts"]
+        assert [(p["id"], p["hidden"]) for p in moderated][1] == (ids[1], True)
+
+        cleared = await carol.put("/v1/me", json={"display_name": None})
+        assert cleared.json()["display_name"] is None
+        assert (await bob.get(f"/v1/posts/{ids[0]}")).json()["author_name"] is None
+    for route in (("GET", "/v1/posts"), ("GET", "/v1/me"), ("PUT", "/v1/me")):
+        assert contract.checked.get(route), route
 
 
 # ---- repositories, collections, jobs, routing, search ----

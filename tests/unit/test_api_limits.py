@@ -16,6 +16,8 @@ import pytest
 from fastapi import FastAPI
 
 from cograph_api import limits, mcp_args, mcp_tools
+from commons.listing import validate_list_page
+from commons.profiles import validate_display_name
 from commons.settings import CommonsSettings
 from commons.validation import (
     validate_comment,
@@ -203,6 +205,29 @@ def test_moderation_schema_is_what_the_commons_enforces(
     _refused(page, log_limit["maximum"] + 1)
     # 0 is proto3's unset (the default page) in the service; REST never sends it.
     _refused(page, -1)
+
+
+def test_listing_and_display_name_schemas_are_what_the_commons_enforces(openapi: Schema) -> None:
+    size = _query_param(openapi, "/v1/posts", "limit")
+    assert (size["minimum"], size["maximum"]) == (limits.POSTS_LIMIT_MIN, limits.POSTS_LIMIT_MAX)
+    page = lambda v: validate_list_page("new", "", v)  # noqa: E731
+    _passes(page, size["minimum"])
+    _passes(page, size["maximum"])
+    _refused(page, size["maximum"] + 1)
+    # 0 is proto3's unset (the default page) in the service; REST never sends it.
+    _refused(page, -1)
+    tag = _query_param(openapi, "/v1/posts", "tag")
+    _string_edge(lambda v: validate_list_page("new", v, 0), tag["maxLength"])
+    recent = mcp_tools.SCHEMAS["commons_recent"]["properties"]
+    assert (recent["limit"]["minimum"], recent["limit"]["maximum"]) == (
+        size["minimum"],
+        size["maximum"],
+    )
+    assert recent["tag"]["maxLength"] == tag["maxLength"]
+    body = openapi["paths"]["/v1/me"]["put"]["requestBody"]["content"]["application/json"]
+    name = _resolve(openapi, _resolve(openapi, body["schema"])["properties"]["display_name"])
+    assert name["maxLength"] == limits.DISPLAY_NAME_MAX_CHARS
+    _string_edge(validate_display_name, name["maxLength"])
 
 
 def test_mcp_schemas_publish_the_same_limits(openapi: Schema) -> None:

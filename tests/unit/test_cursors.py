@@ -11,7 +11,7 @@ import json
 import pytest
 
 from cograph_api import limits
-from retrieval.search.cursors import (
+from cograph_api.cursors import (
     INT4_MAX,
     INT8_MAX,
     KEY_LABEL,

@@ -39,8 +39,11 @@ def test_the_inputs_bounds_are_the_apis() -> None:
     assert inputs["commons-query"]["maxlength"] == str(limits.COMMONS_QUERY_MAX_CHARS)
     assert inputs["post-title"]["maxlength"] == str(limits.POST_TITLE_MAX_CHARS)
     assert inputs["post-body"]["maxlength"] == str(limits.POST_BODY_MAX_CHARS)
+    assert inputs["display-name"]["maxlength"] == str(limits.DISPLAY_NAME_MAX_CHARS)
     script = (CONSOLE_DIR / "console.js").read_text()
     assert f"const COMMENT_MAX_CHARS = {limits.COMMENT_MAX_CHARS};" in script
+    page = re.search(r"const RECENT_PAGE = (\d+);", script)
+    assert page and limits.POSTS_LIMIT_MIN <= int(page[1]) <= limits.POSTS_LIMIT_MAX
 
 
 def test_the_page_runs_only_its_own_script_and_styles() -> None:

@@ -152,6 +152,7 @@ ARG_MODELS: dict[str, type[BaseModel]] = {
     "cograph_graph": mcp_tools.GraphArgs,
     "cograph_status": mcp_tools.StatusArgs,
     "commons_search": mcp_tools.CommonsSearchArgs,
+    "commons_recent": mcp_tools.CommonsRecentArgs,
     "commons_get": mcp_tools.CommonsGetArgs,
     "commons_post": mcp_tools.CommonsPostArgs,
     "commons_vote": mcp_tools.CommonsVoteArgs,

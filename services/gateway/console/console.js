@@ -9,10 +9,12 @@
 "use strict";
 
 const KEY_STORAGE = "cograph.apiKey";
-// The commons' number of the person using this key, learnt from their own post or comment
-// (the notes API names authors by number only), to mark what they wrote as theirs.
+// The commons' number of the person using this key (GET /v1/me, or their own post or
+// comment), to mark what they wrote as theirs.
 const ME_STORAGE = "cograph.contributorNo";
 const COMMENT_MAX_CHARS = 5000;
+// Notes per page of the recent list.
+const RECENT_PAGE = 10;
 // A file view starts this many lines before the range when the range is past the first
 // read (a read answers at most 2000 lines), so that the range has context above it.
 const CONTEXT_LINES = 200;
@@ -193,6 +195,9 @@ async function useKey(key, saved) {
     return;
   }
   setKeyStatus(keyLabel(key), "ok");
+  // A key entered while the commons is shown: its own name and list (a saved key's were
+  // loaded when the page opened on the tab).
+  if (!saved && !$("panel-commons").hidden) openCommons();
   await loadSources(checked.repositories);
 }
 
@@ -644,9 +649,11 @@ function rememberMe(contributorNo) {
   if (contributorNo) localStorage.setItem(ME_STORAGE, String(contributorNo));
 }
 
-// The notes API names an author by their contributor number (a stable public handle).
-function author(contributorNo) {
-  return el("span", { class: "author" }, `contributor ${contributorNo}`,
+// An author is shown by the display name they set, else by their contributor number (a
+// stable public handle). The name is someone's text: el() puts it in as text, never markup.
+function author(contributorNo, name) {
+  return el("span", { class: "author", title: `contributor ${contributorNo}` },
+    name || `contributor ${contributorNo}`,
     contributorNo === me() ? el("span", { class: "you" }, " (you)") : null);
 }
 
@@ -664,7 +671,7 @@ function tagList(tags) {
 }
 
 function commentItem(comment) {
-  return el("li", { class: "comment" }, el("div", { class: "meta" }, author(comment.contributor_no), ` · ${when(comment.created_at)}`),
+  return el("li", { class: "comment" }, el("div", { class: "meta" }, author(comment.contributor_no, comment.author_name), ` · ${when(comment.created_at)}`),
     el("div", { class: "body" }, comment.body));
 }
 
@@ -705,7 +712,7 @@ function renderNote(post, comments, terms) {
   });
   $("commons-post").replaceChildren(el("article", { class: "result note", id: "note-view", "data-id": post.id },
     el("h3", {}, post.title),
-    el("div", { class: "meta" }, "by ", author(post.contributor_no), " · score ", score, " · ", count, " comments · ",
+    el("div", { class: "meta" }, "by ", author(post.contributor_no, post.author_name), " · score ", score, " · ", count, " comments · ",
       when(post.created_at), " ", ...tagList(post.tags)),
     el("pre", {}, highlighted(post.body, terms)),
     el("div", { class: "votes" }, ...voteButtons),
@@ -726,6 +733,85 @@ async function showNote(id, terms) {
   }
 }
 
+// A note in a list (search results, recent notes): its body snipped, its title opening it.
+function noteCard(note, terms) {
+  const open = el("button", { type: "button" }, note.title);
+  open.addEventListener("click", () => showNote(note.id, terms));
+  return el("article", { class: `result note${note.hidden ? " hidden-note" : ""}`, "data-id": note.id },
+    el("h3", {}, open),
+    el("div", { class: "meta" }, "by ", author(note.contributor_no, note.author_name),
+      ` · score ${note.score} · ${note.comment_count} comments · ${when(note.created_at)} `,
+      note.hidden ? el("span", { class: "tag" }, "hidden") : null, ...tagList(note.tags)),
+    el("pre", {}, highlighted(note.body, terms)),
+    note.body_truncated ? el("div", { class: "truncated" }, `showing part of ${note.body_chars} characters`) : null);
+}
+
+// The recent list: its cursor and a generation, so that a page answering after the order
+// changed (or the key did) is dropped instead of appended to the wrong list.
+const recent = { cursor: "", generation: 0 };
+
+async function loadRecent(more = false) {
+  const generation = more ? recent.generation : ++recent.generation;
+  const list = $("commons-recent");
+  const button = $("recent-more");
+  if (!more) {
+    list.replaceChildren();
+    recent.cursor = "";
+  }
+  showError("recent-error", "");
+  button.hidden = true;
+  const params = new URLSearchParams({ sort: $("recent-sort").value, limit: String(RECENT_PAGE) });
+  if (more && recent.cursor) params.set("cursor", recent.cursor);
+  try {
+    const data = await api(`/v1/posts?${params}`);
+    if (generation !== recent.generation) return;
+    if (!more && !data.posts.length) list.append(el("p", { class: "state empty" }, "No notes yet."));
+    for (const note of data.posts) list.append(noteCard(note, new Set()));
+    recent.cursor = data.next_cursor;
+    button.hidden = !data.next_cursor;
+  } catch (error) {
+    if (generation !== recent.generation) return;
+    showError("recent-error", error.message);
+  }
+}
+
+function showProfile(profile) {
+  rememberMe(profile.contributor_no);
+  $("me-summary").textContent = profile.display_name
+    || (profile.contributor_no ? `contributor ${profile.contributor_no}` : "not set");
+  $("display-name").value = profile.display_name || "";
+}
+
+async function loadProfile() {
+  try {
+    showProfile(await api("/v1/me"));
+  } catch (error) {
+    showError("commons-error", error.message);
+  }
+}
+
+async function saveName(event) {
+  event.preventDefault();
+  resetCommonsView();
+  try {
+    const profile = await api("/v1/me", { method: "PUT", body: { display_name: $("display-name").value } });
+    showProfile(profile);
+    showState("commons-state", profile.display_name ? "Name saved." : "Name cleared.", "ok");
+    loadRecent();
+  } catch (error) {
+    showError("commons-error", error.code === "display_name_taken"
+      ? "Another contributor already has that name." : error.message);
+  }
+}
+
+// The commons tab opened (or the key changed while it is shown): who this key is, and
+// the newest notes.
+function openCommons() {
+  if (!storedKey()) return;
+  loadProfile();
+  loadRecent();
+}
+
 async function runCommonsSearch(event) {
   event.preventDefault();
   resetCommonsView();
@@ -738,16 +824,7 @@ async function runCommonsSearch(event) {
     const data = await api(`/v1/search?q=${encodeURIComponent(query)}`);
     const terms = queryTerms(query);
     showState("commons-state", data.results.length ? "" : `No notes found for “${query}”.`, "empty");
-    for (const note of data.results) {
-      const open = el("button", { type: "button" }, note.title);
-      open.addEventListener("click", () => showNote(note.id, terms));
-      results.append(el("article", { class: "result note" },
-        el("h3", {}, open),
-        el("div", { class: "meta" }, "by ", author(note.contributor_no), ` · score ${note.score} · ${note.comment_count} comments · ${when(note.created_at)} `,
-          ...tagList(note.tags)),
-        el("pre", {}, highlighted(note.body, terms)),
-        note.body_truncated ? el("div", { class: "truncated" }, `showing part of ${note.body_chars} characters`) : null));
-    }
+    for (const note of data.results) results.append(noteCard(note, terms));
   } catch (error) {
     showState("commons-state", "");
     showError("commons-error", error.code === "semantic_search_unavailable"
@@ -768,6 +845,7 @@ async function postNote(event) {
     $("commons-results").replaceChildren();
     renderNote(post, [], new Set());
     showState("commons-state", "Posted. Search finds it once it is embedded (seconds).", "ok");
+    loadRecent();
   } catch (error) {
     showError("commons-error", error.message);
   }
@@ -793,6 +871,7 @@ function route() {
     showReferences(params);
   } else if (view === "commons") {
     showView("commons");
+    openCommons();
     if (!$("commons-results").children.length && !$("commons-post").children.length && $("commons-state").hidden) {
       showState("commons-state", "Search the notes by what you are about to do, or post one.");
     }
@@ -813,11 +892,16 @@ document.addEventListener("DOMContentLoaded", () => {
     localStorage.removeItem(ME_STORAGE);
     setKeyStatus("no key: paste one");
     resetSources();
+    $("commons-recent").replaceChildren();
+    $("recent-more").hidden = true;
   });
   $("code-form").addEventListener("submit", runCodeSearch);
   $("code-repo").addEventListener("change", syncOptions);
   $("commons-form").addEventListener("submit", runCommonsSearch);
   $("post-form").addEventListener("submit", postNote);
+  $("name-form").addEventListener("submit", saveName);
+  $("recent-sort").addEventListener("change", () => loadRecent());
+  $("recent-more").addEventListener("click", () => loadRecent(true));
   window.addEventListener("hashchange", route);
   syncOptions();
   route();

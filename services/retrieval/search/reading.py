@@ -18,7 +18,7 @@ import asyncpg
 
 from cograph_api import limits
 from cograph_api.access_rules import Viewer, collection_readable, repository_readable
-from retrieval.search.cursors import PATH_FIELD, CursorCodec
+from cograph_api.cursors import PATH_FIELD, CursorCodec
 from retrieval.search.grep_context import (
     CONTEXT_SQL,
     ContextQuery,

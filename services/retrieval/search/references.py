@@ -20,8 +20,8 @@ import asyncpg
 
 from cograph_api import limits
 from cograph_api.access_rules import Viewer, repository_readable
+from cograph_api.cursors import LINE, PATH_FIELD, ROW_ID, CursorCodec
 from retrieval.indexing.parsing.overloads import is_overload_stub
-from retrieval.search.cursors import LINE, PATH_FIELD, ROW_ID, CursorCodec
 from retrieval.search.graph import GraphNode, node_id
 from retrieval.search.reading import check_limit, require_repository
 

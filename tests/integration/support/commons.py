@@ -100,6 +100,34 @@ class Caller:
             commons_pb2.SearchPostsRequest(query=query), metadata=self._md(as_), timeout=timeout
         )
 
+    async def list_posts(
+        self,
+        *,
+        sort: int = 0,
+        tag: str = "",
+        cursor: str = "",
+        limit: int = 0,
+        as_: str | None = "alice",
+        admin: bool = False,
+    ) -> commons_pb2.ListPostsResponse:
+        return await self.stub.ListPosts(
+            commons_pb2.ListPostsRequest(sort=sort, tag=tag, cursor=cursor, limit=limit),  # type: ignore[arg-type]
+            metadata=self.md(as_, admin=admin),
+            timeout=10,
+        )
+
+    async def profile(self, *, as_: str | None = "alice") -> commons_pb2.Profile:
+        response = await self.stub.GetProfile(
+            commons_pb2.GetProfileRequest(), metadata=self._md(as_), timeout=10
+        )
+        return response.profile
+
+    async def set_name(self, name: str, *, as_: str | None = "alice") -> commons_pb2.Profile:
+        response = await self.stub.SetDisplayName(
+            commons_pb2.SetDisplayNameRequest(display_name=name), metadata=self._md(as_), timeout=10
+        )
+        return response.profile
+
     async def wait_searchable(self, post_id: str, timeout_s: float = 30.0) -> None:
         await wait_for(lambda: self._searchable(post_id), timeout_s, f"{post_id} searchable")
 

@@ -9,7 +9,7 @@ import base64
 import hashlib
 import json
 
-from retrieval.search.cursors import CursorCodec
+from cograph_api.cursors import CursorCodec
 from tests.internal_auth import TEST_SECRET
 
 # Positions that made the statement fail (a 502) when a forged cursor carried them.

@@ -100,6 +100,30 @@ MODERATION_TARGET_COMMENT: ModerationTarget.ValueType  # 2
 """A comment."""
 Global___ModerationTarget: _TypeAlias = ModerationTarget  # noqa: Y015
 
+class _PostSort:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PostSortEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PostSort.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    POST_SORT_UNSPECIFIED: _PostSort.ValueType  # 0
+    """Not set: newest first."""
+    POST_SORT_NEW: _PostSort.ValueType  # 1
+    """Newest first."""
+    POST_SORT_TOP: _PostSort.ValueType  # 2
+    """Highest score first, newest first among equal scores."""
+
+class PostSort(_PostSort, metaclass=_PostSortEnumTypeWrapper):
+    """The order of a note listing."""
+
+POST_SORT_UNSPECIFIED: PostSort.ValueType  # 0
+"""Not set: newest first."""
+POST_SORT_NEW: PostSort.ValueType  # 1
+"""Newest first."""
+POST_SORT_TOP: PostSort.ValueType  # 2
+"""Highest score first, newest first among equal scores."""
+Global___PostSort: _TypeAlias = PostSort  # noqa: Y015
+
 @_typing.final
 class Post(_message.Message):
     """A whole note. Counts are int32 so that JSON renders them as numbers, as the spec shows."""
@@ -116,6 +140,7 @@ class Post(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     SEARCHABLE_FIELD_NUMBER: _builtins.int
     HIDDEN_FIELD_NUMBER: _builtins.int
+    AUTHOR_NAME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The note's id (a UUID)."""
     contributor_no: _builtins.int
@@ -132,6 +157,8 @@ class Post(_message.Message):
     """Whether the note has its embedding yet (a note without one is not searchable)."""
     hidden: _builtins.bool
     """Whether an admin hid the note; only its author and admins ever see a hidden note."""
+    author_name: _builtins.str
+    """The author's display name; null when they have not set one."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The tags, lower-cased, in the order given."""
@@ -153,12 +180,15 @@ class Post(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         searchable: _builtins.bool = ...,
         hidden: _builtins.bool = ...,
+        author_name: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "score", b"score", "searchable", b"searchable", "tags", b"tags", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "body", b"body", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "score", b"score", "searchable", b"searchable", "tags", b"tags", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__author_name: _TypeAlias = _typing.Literal["author_name"]  # noqa: Y015
+    _WhichOneofArgType__author_name: _TypeAlias = _typing.Literal["_author_name", b"_author_name"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__author_name) -> _WhichOneofReturnType__author_name | None: ...
 
 Global___Post: _TypeAlias = Post  # noqa: Y015
 
@@ -178,6 +208,7 @@ class SearchResult(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     COMMENT_COUNT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    AUTHOR_NAME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The note's id (a UUID)."""
     contributor_no: _builtins.int
@@ -194,6 +225,8 @@ class SearchResult(_message.Message):
     """Net votes."""
     comment_count: _builtins.int
     """How many comments the note has."""
+    author_name: _builtins.str
+    """The author's display name; null when they have not set one."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The tags."""
@@ -215,12 +248,15 @@ class SearchResult(_message.Message):
         score: _builtins.int = ...,
         comment_count: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        author_name: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "body_chars", b"body_chars", "body_truncated", b"body_truncated", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "id", b"id", "score", b"score", "tags", b"tags", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "body", b"body", "body_chars", b"body_chars", "body_truncated", b"body_truncated", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "id", b"id", "score", b"score", "tags", b"tags", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__author_name: _TypeAlias = _typing.Literal["author_name"]  # noqa: Y015
+    _WhichOneofArgType__author_name: _TypeAlias = _typing.Literal["_author_name", b"_author_name"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__author_name) -> _WhichOneofReturnType__author_name | None: ...
 
 Global___SearchResult: _TypeAlias = SearchResult  # noqa: Y015
 
@@ -236,6 +272,7 @@ class Comment(_message.Message):
     BODY_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     HIDDEN_FIELD_NUMBER: _builtins.int
+    AUTHOR_NAME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The comment's id (a UUID)."""
     post_id: _builtins.str
@@ -246,6 +283,8 @@ class Comment(_message.Message):
     """The comment text."""
     hidden: _builtins.bool
     """Whether an admin hid the comment; only its author and admins ever see a hidden comment."""
+    author_name: _builtins.str
+    """The commenter's display name; null when they have not set one."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the comment was made."""
@@ -259,12 +298,15 @@ class Comment(_message.Message):
         body: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         hidden: _builtins.bool = ...,
+        author_name: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "post_id", b"post_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "body", b"body", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "post_id", b"post_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__author_name: _TypeAlias = _typing.Literal["author_name"]  # noqa: Y015
+    _WhichOneofArgType__author_name: _TypeAlias = _typing.Literal["_author_name", b"_author_name"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__author_name) -> _WhichOneofReturnType__author_name | None: ...
 
 Global___Comment: _TypeAlias = Comment  # noqa: Y015
 
@@ -895,3 +937,263 @@ class ListModerationLogResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListModerationLogResponse: _TypeAlias = ListModerationLogResponse  # noqa: Y015
+
+@_typing.final
+class ListPostsRequest(_message.Message):
+    """One page of the note listing."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SORT_FIELD_NUMBER: _builtins.int
+    TAG_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    sort: Global___PostSort.ValueType
+    """The order; unset is newest first."""
+    tag: _builtins.str
+    """Only notes with this tag (compared lower-cased); empty: every note."""
+    cursor: _builtins.str
+    """The previous page's next_cursor, for the same sort and tag; empty: the first page."""
+    limit: _builtins.int
+    """At most this many notes; 0 means the default, otherwise within the published bounds."""
+    def __init__(
+        self,
+        *,
+        sort: Global___PostSort.ValueType = ...,
+        tag: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "sort", b"sort", "tag", b"tag"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPostsRequest: _TypeAlias = ListPostsRequest  # noqa: Y015
+
+@_typing.final
+class PostSummary(_message.Message):
+    """A listed note: its body snipped as in search."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    CONTRIBUTOR_NO_FIELD_NUMBER: _builtins.int
+    AUTHOR_NAME_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    BODY_TRUNCATED_FIELD_NUMBER: _builtins.int
+    BODY_CHARS_FIELD_NUMBER: _builtins.int
+    TAGS_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    COMMENT_COUNT_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    HIDDEN_FIELD_NUMBER: _builtins.int
+    SEARCHABLE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The note's id (a UUID)."""
+    contributor_no: _builtins.int
+    """The author's stable public number."""
+    author_name: _builtins.str
+    """The author's display name; null when they have not set one."""
+    title: _builtins.str
+    """The title."""
+    body: _builtins.str
+    """The body, cut to the service's snippet length."""
+    body_truncated: _builtins.bool
+    """Whether body is a fragment of the whole body."""
+    body_chars: _builtins.int
+    """The length of the whole body, in characters."""
+    score: _builtins.int
+    """Net votes."""
+    comment_count: _builtins.int
+    """How many comments the note has."""
+    hidden: _builtins.bool
+    """Whether an admin hid the note (only admins are ever listed hidden notes)."""
+    searchable: _builtins.bool
+    """Whether the note has its embedding yet (a note without one is not searchable)."""
+    @_builtins.property
+    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The tags."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the note was posted."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        contributor_no: _builtins.int = ...,
+        author_name: _builtins.str | None = ...,
+        title: _builtins.str = ...,
+        body: _builtins.str = ...,
+        body_truncated: _builtins.bool = ...,
+        body_chars: _builtins.int = ...,
+        tags: _abc.Iterable[_builtins.str] | None = ...,
+        score: _builtins.int = ...,
+        comment_count: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        hidden: _builtins.bool = ...,
+        searchable: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "body", b"body", "body_chars", b"body_chars", "body_truncated", b"body_truncated", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "score", b"score", "searchable", b"searchable", "tags", b"tags", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__author_name: _TypeAlias = _typing.Literal["author_name"]  # noqa: Y015
+    _WhichOneofArgType__author_name: _TypeAlias = _typing.Literal["_author_name", b"_author_name"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__author_name) -> _WhichOneofReturnType__author_name | None: ...
+
+Global___PostSummary: _TypeAlias = PostSummary  # noqa: Y015
+
+@_typing.final
+class ListPostsResponse(_message.Message):
+    """A page of notes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POSTS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """Pass as cursor (with the same sort and tag) for the next page; empty when there is none."""
+    @_builtins.property
+    def posts(self) -> _containers.RepeatedCompositeFieldContainer[Global___PostSummary]:
+        """The notes, in the order asked for."""
+
+    def __init__(
+        self,
+        *,
+        posts: _abc.Iterable[Global___PostSummary] | None = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_cursor", b"next_cursor", "posts", b"posts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPostsResponse: _TypeAlias = ListPostsResponse  # noqa: Y015
+
+@_typing.final
+class Profile(_message.Message):
+    """A contributor's public identity: never their principal."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTRIBUTOR_NO_FIELD_NUMBER: _builtins.int
+    DISPLAY_NAME_FIELD_NUMBER: _builtins.int
+    contributor_no: _builtins.int
+    """Their stable public number; null until their first note, comment, vote or name."""
+    display_name: _builtins.str
+    """The name shown beside the number; null when not set."""
+    def __init__(
+        self,
+        *,
+        contributor_no: _builtins.int | None = ...,
+        display_name: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_contributor_no", b"_contributor_no", "_display_name", b"_display_name", "contributor_no", b"contributor_no", "display_name", b"display_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_contributor_no", b"_contributor_no", "_display_name", b"_display_name", "contributor_no", b"contributor_no", "display_name", b"display_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__contributor_no: _TypeAlias = _typing.Literal["contributor_no"]  # noqa: Y015
+    _WhichOneofArgType__contributor_no: _TypeAlias = _typing.Literal["_contributor_no", b"_contributor_no"]  # noqa: Y015
+    _WhichOneofReturnType__display_name: _TypeAlias = _typing.Literal["display_name"]  # noqa: Y015
+    _WhichOneofArgType__display_name: _TypeAlias = _typing.Literal["_display_name", b"_display_name"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__contributor_no) -> _WhichOneofReturnType__contributor_no | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__display_name) -> _WhichOneofReturnType__display_name | None: ...
+
+Global___Profile: _TypeAlias = Profile  # noqa: Y015
+
+@_typing.final
+class GetProfileRequest(_message.Message):
+    """Asks for the caller's profile."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProfileRequest: _TypeAlias = GetProfileRequest  # noqa: Y015
+
+@_typing.final
+class GetProfileResponse(_message.Message):
+    """The caller's profile."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROFILE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def profile(self) -> Global___Profile:
+        """The profile; both fields null for a principal the commons has not seen."""
+
+    def __init__(
+        self,
+        *,
+        profile: Global___Profile | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["profile", b"profile"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["profile", b"profile"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProfileResponse: _TypeAlias = GetProfileResponse  # noqa: Y015
+
+@_typing.final
+class SetDisplayNameRequest(_message.Message):
+    """A new display name for the caller."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DISPLAY_NAME_FIELD_NUMBER: _builtins.int
+    display_name: _builtins.str
+    """The name, trimmed; bounded in length, no control characters, unique ignoring case.
+    Empty clears it.
+    """
+    def __init__(
+        self,
+        *,
+        display_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["display_name", b"display_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetDisplayNameRequest: _TypeAlias = SetDisplayNameRequest  # noqa: Y015
+
+@_typing.final
+class SetDisplayNameResponse(_message.Message):
+    """The caller's profile after the change."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROFILE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def profile(self) -> Global___Profile:
+        """The profile now."""
+
+    def __init__(
+        self,
+        *,
+        profile: Global___Profile | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["profile", b"profile"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["profile", b"profile"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetDisplayNameResponse: _TypeAlias = SetDisplayNameResponse  # noqa: Y015

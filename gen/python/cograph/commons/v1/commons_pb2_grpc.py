@@ -90,6 +90,21 @@ class CommonsServiceStub:
                 request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogRequest.SerializeToString,
                 response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogResponse.FromString,
                 _registered_method=True)
+        self.ListPosts = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/ListPosts',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListPostsRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListPostsResponse.FromString,
+                _registered_method=True)
+        self.GetProfile = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/GetProfile',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.GetProfileRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.GetProfileResponse.FromString,
+                _registered_method=True)
+        self.SetDisplayName = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/SetDisplayName',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameResponse.FromString,
+                _registered_method=True)
 
 
 class CommonsServiceServicer:
@@ -173,6 +188,27 @@ class CommonsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPosts(self, request, context):
+        """Lists notes a page at a time, newest first or by score; hidden notes only to admins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProfile(self, request, context):
+        """The caller's public identity in the commons: contributor number and display name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetDisplayName(self, request, context):
+        """Sets or clears the caller's display name, shown beside their contributor number.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CommonsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -230,6 +266,21 @@ def add_CommonsServiceServicer_to_server(servicer, server):
                     servicer.ListModerationLog,
                     request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogRequest.FromString,
                     response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogResponse.SerializeToString,
+            ),
+            'ListPosts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPosts,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListPostsRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListPostsResponse.SerializeToString,
+            ),
+            'GetProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProfile,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.GetProfileRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.GetProfileResponse.SerializeToString,
+            ),
+            'SetDisplayName': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetDisplayName,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -530,6 +581,87 @@ class CommonsService:
             '/cograph.commons.v1.CommonsService/ListModerationLog',
             cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogRequest.SerializeToString,
             cograph_dot_commons_dot_v1_dot_commons__pb2.ListModerationLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPosts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/ListPosts',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.ListPostsRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.ListPostsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/GetProfile',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.GetProfileRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.GetProfileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetDisplayName(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/SetDisplayName',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,6 +55,12 @@ class CommonsServiceStub:
     """Deletes a comment: its author, or an admin with a reason (recorded in the moderation log)."""
     ListModerationLog: _grpc.UnaryUnaryMultiCallable[_commons_pb2.ListModerationLogRequest, _commons_pb2.ListModerationLogResponse]
     """The moderation log, newest first (admins only)."""
+    ListPosts: _grpc.UnaryUnaryMultiCallable[_commons_pb2.ListPostsRequest, _commons_pb2.ListPostsResponse]
+    """Lists notes a page at a time, newest first or by score; hidden notes only to admins."""
+    GetProfile: _grpc.UnaryUnaryMultiCallable[_commons_pb2.GetProfileRequest, _commons_pb2.GetProfileResponse]
+    """The caller's public identity in the commons: contributor number and display name."""
+    SetDisplayName: _grpc.UnaryUnaryMultiCallable[_commons_pb2.SetDisplayNameRequest, _commons_pb2.SetDisplayNameResponse]
+    """Sets or clears the caller's display name, shown beside their contributor number."""
 
 @_typing.type_check_only
 class CommonsServiceAsyncStub(CommonsServiceStub):
@@ -83,6 +89,12 @@ class CommonsServiceAsyncStub(CommonsServiceStub):
     """Deletes a comment: its author, or an admin with a reason (recorded in the moderation log)."""
     ListModerationLog: _aio.UnaryUnaryMultiCallable[_commons_pb2.ListModerationLogRequest, _commons_pb2.ListModerationLogResponse]  # type: ignore[assignment]
     """The moderation log, newest first (admins only)."""
+    ListPosts: _aio.UnaryUnaryMultiCallable[_commons_pb2.ListPostsRequest, _commons_pb2.ListPostsResponse]  # type: ignore[assignment]
+    """Lists notes a page at a time, newest first or by score; hidden notes only to admins."""
+    GetProfile: _aio.UnaryUnaryMultiCallable[_commons_pb2.GetProfileRequest, _commons_pb2.GetProfileResponse]  # type: ignore[assignment]
+    """The caller's public identity in the commons: contributor number and display name."""
+    SetDisplayName: _aio.UnaryUnaryMultiCallable[_commons_pb2.SetDisplayNameRequest, _commons_pb2.SetDisplayNameResponse]  # type: ignore[assignment]
+    """Sets or clears the caller's display name, shown beside their contributor number."""
 
 class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Notes, votes, comments and semantic note search; writes act for the request's principal."""
@@ -174,5 +186,29 @@ class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_commons_pb2.ListModerationLogResponse, _abc.Awaitable[_commons_pb2.ListModerationLogResponse]]:
         """The moderation log, newest first (admins only)."""
+
+    @_abc_1.abstractmethod
+    def ListPosts(
+        self,
+        request: _commons_pb2.ListPostsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.ListPostsResponse, _abc.Awaitable[_commons_pb2.ListPostsResponse]]:
+        """Lists notes a page at a time, newest first or by score; hidden notes only to admins."""
+
+    @_abc_1.abstractmethod
+    def GetProfile(
+        self,
+        request: _commons_pb2.GetProfileRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.GetProfileResponse, _abc.Awaitable[_commons_pb2.GetProfileResponse]]:
+        """The caller's public identity in the commons: contributor number and display name."""
+
+    @_abc_1.abstractmethod
+    def SetDisplayName(
+        self,
+        request: _commons_pb2.SetDisplayNameRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.SetDisplayNameResponse, _abc.Awaitable[_commons_pb2.SetDisplayNameResponse]]:
+        """Sets or clears the caller's display name, shown beside their contributor number."""
 
 def add_CommonsServiceServicer_to_server(servicer: CommonsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

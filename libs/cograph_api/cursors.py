@@ -1,18 +1,20 @@
-"""Paging cursors (files, references): the position of the last row a page returned, signed
-by the service so that a caller can hand it back but not make one up.
+"""Paging cursors (files, references, the commons' note listing): the position of the last
+row a page returned, signed by the service so that a caller can hand it back but not make
+one up.
 
 A cursor is `c1.<body>.<mac>`, both parts unpadded base64url. The body is the JSON
 `[kind, position]`; the MAC is an HMAC-SHA256 over the version, the kind, the question the
-cursor answers (`scope`: repository, prefix or symbol) and the body, keyed with a key
-derived from the internal secret (so a cursor's MAC is never a valid internal token, nor
-the other way round). A cursor from another question, another kind or another deployment's
-secret, an edited one, and anything else the service did not issue is INVALID_ARGUMENT.
+cursor answers (`scope`: repository, prefix, symbol, or a listing's order and tag) and the
+body, keyed with a key derived from the internal secret (so a cursor's MAC is never a valid
+internal token, nor the other way round). A cursor from another question, another kind or
+another deployment's secret, an edited one, and anything else the service did not issue is
+INVALID_ARGUMENT.
 
 Once the MAC holds, the position is still checked field by field against the shape its
 caller declares (a path without NUL, a line within PostgreSQL's integer, an id within
-bigint): a secret that leaked, or a service bug, must not turn a cursor into a 5xx. The
-position only ever moves a page within what the viewer may read: every statement applies
-the access rule, whatever the cursor says.
+bigint or a UUID): a secret that leaked, or a service bug, must not turn a cursor into a
+5xx. The position only ever moves a page within what the viewer may read: every statement
+applies the access rule, whatever the cursor says.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import hmac
 import json
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -67,7 +70,18 @@ def int_field(low: int, high: int) -> Field:
     return check
 
 
+def _is_uuid(value: object) -> bool:
+    """A UUID in its canonical text form (a row id of the commons)."""
+    if not isinstance(value, str) or len(value) != 36:
+        return False
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
+
+
 PATH_FIELD: Final[Field] = _is_path
+UUID_FIELD: Final[Field] = _is_uuid
 LINE: Final = int_field(0, INT4_MAX)
 ROW_ID: Final = int_field(0, INT8_MAX)
 
