@@ -192,6 +192,9 @@ async def test_stream_queries_use_their_indexes(search_env: SearchEnv) -> None:
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             # tsvector has no binary COPY format: stage it as text, then cast.
             async with conn.transaction():
+                # The load maintains the HNSW indexes row by row (seconds on a busy machine):
+                # set-up, not what the test measures, so the pool's statement timeout is lifted.
+                await conn.execute("SET LOCAL statement_timeout = '300s'")
                 await conn.execute(
                     "CREATE TEMP TABLE bulk (i int, tsv text, embedding vector(384)) ON COMMIT DROP"
                 )
