@@ -843,8 +843,9 @@ def test_production_overlay() -> None:
     assert covered == set(deployments)
 
 
-# The gateway and the router run the slim image (no PyTorch, no model); the rest the full one.
-SLIM_SERVICES = frozenset({"gateway", "router"})
+# Every service but the embedder runs the slim image (no PyTorch, no model): the embedder
+# alone loads the model (tests/unit/test_slim_image.py checks what the others import).
+SLIM_SERVICES = frozenset({"gateway", "router", "commons", "retrieval"})
 
 
 def _image_of(name: str) -> str:
@@ -1485,7 +1486,7 @@ def test_dockerfile_is_multi_stage_on_an_exact_python_slim() -> None:
     assert list(stages)[-1] == "runtime", "a plain `docker build` builds the full image"
 
 
-def test_the_slim_target_has_no_torch_and_runs_the_gateway_and_router() -> None:
+def test_the_slim_target_has_no_torch_and_runs_every_service_but_the_embedder() -> None:
     stages = _stages()
     assert "slim" in stages
     copies = [a for k, a in stages["slim"] if k == "COPY"]
@@ -1495,11 +1496,25 @@ def test_the_slim_target_has_no_torch_and_runs_the_gateway_and_router() -> None:
     assert "download.pytorch.org" not in text and "export_int8" not in text
     users = [a for k, a in stages["slim"] if k == "USER"]
     assert users and users[-1].split(":")[0] == "10001"
-    for name in ("gateway", "router"):
+    exposed = {int(p) for k, a in stages["slim"] if k == "EXPOSE" for p in a.split()}
+    assert exposed == {*(SERVICES[name] for name in SLIM_SERVICES), METRICS_PORT}
+    assert set(SERVICES) - {"embedder"} == SLIM_SERVICES
+    for name in SERVICES:
         workload = _workloads()[name]
         images = {c["image"] for c in _pod(workload)["containers"]}
         images |= {c["image"] for c in _pod(workload).get("initContainers", [])}
-        assert images == {"cograph-slim"}, (name, images)
+        assert images == {_image_of(name)}, (name, images)
+    assert _image_of("embedder") == "cograph"
+
+
+def test_both_images_have_git_for_retrieval() -> None:
+    """Retrieval clones over https and ssh (deploy keys): git, ssh and the CA certificates
+    are installed in the stage both images start from."""
+    stages = _stages()
+    text = " ".join(a for k, a in stages["user"] if k == "RUN")
+    assert {"git", "openssh-client", "ca-certificates"} <= set(text.split())
+    assert stages["slim"][0][1].split()[0] == "user"
+    assert stages["runtime"][0][1].split()[0] == "user"
 
 
 def test_dockerfile_runs_as_a_numeric_non_root_user() -> None:
