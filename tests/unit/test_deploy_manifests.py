@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -1684,6 +1684,10 @@ def test_grafana_dashboard_component_renders(tmp_path: Path) -> None:
 INGRESS_FILE = COMPONENTS / "ingress-tls" / "ingress.yaml"
 NGINX = "nginx.ingress.kubernetes.io/"
 ISSUER_ANNOTATION = "cert-manager.io/cluster-issuer"
+# How long ingress-nginx keeps an idle connection to an upstream: its controller ConfigMap's
+# `upstream-keepalive-timeout` (no Ingress annotation sets it), 60 s unless the cluster's
+# controller changes it. The gateway must keep a connection longer (GATEWAY_KEEPALIVE_S).
+INGRESS_NGINX_UPSTREAM_KEEPALIVE_S = 60
 
 
 def _nginx_size(text: str) -> int:
@@ -1729,6 +1733,11 @@ def _check_ingress(ingress: Obj, settings: Any = None) -> None:
         seconds = int(annotations[f"{NGINX}{timeout}"])
         assert longest < seconds <= 2 * longest + 10, f"{timeout}: {seconds} s"
     assert int(annotations[f"{NGINX}proxy-connect-timeout"]) <= 10
+    # The proxy closes an idle upstream connection before the gateway does; otherwise it now
+    # and then sends a request on a connection the gateway is closing, and answers 502.
+    assert settings.keepalive_s > INGRESS_NGINX_UPSTREAM_KEEPALIVE_S, (
+        f"GATEWAY_KEEPALIVE_S={settings.keepalive_s}: not above the proxy's keep-alive"
+    )
 
 
 def test_ingress_publishes_the_gateway_api_over_tls_only() -> None:
@@ -1771,6 +1780,12 @@ def test_the_ingress_checks_refuse_what_must_not_be_published() -> None:
     for ingress in broken:
         with pytest.raises((AssertionError, KeyError)):
             _check_ingress(ingress)
+    # A gateway closing idle connections before the proxy does (uvicorn's default, 5 s).
+    settings = _gateway_settings()
+    for keepalive in (5, INGRESS_NGINX_UPSTREAM_KEEPALIVE_S):
+        with pytest.raises(AssertionError, match="GATEWAY_KEEPALIVE_S"):
+            _check_ingress(good, replace(settings, keepalive_s=keepalive))
+    _check_ingress(good, replace(settings, keepalive_s=61))
 
 
 def test_production_publishes_the_gateway_through_the_ingress() -> None:
