@@ -689,6 +689,12 @@ META: dict[str, Meta] = {
         "How stale a key's `last_used_at` may get before it is written again, in seconds."
     ),
     "GATEWAY_MCP_ENABLED": Meta("Serves MCP over streamable HTTP at `/mcp`."),
+    "GATEWAY_KEEPALIVE_S": Meta(
+        "How long an idle client connection stays open, in seconds. Keep it above the "
+        "longest a proxy in front keeps an idle connection to the gateway (ingress-nginx's "
+        "`upstream-keepalive-timeout`, 60 s), so that the proxy closes first; below it, the "
+        "proxy now and then reuses a connection the gateway is closing and answers 502."
+    ),
     "GATEWAY_METRICS_LISTEN": Meta(
         METRICS_LISTEN.format(who="the gateway")
         + " Never the API's port, so an Ingress that publishes the API does not publish them.",

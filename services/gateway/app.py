@@ -126,6 +126,24 @@ def build_app(
     return app
 
 
+def server_config(app: FastAPI, settings: GatewaySettings) -> uvicorn.Config:
+    """uvicorn's configuration for the API listener."""
+    host, port = settings.host_port
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+        # Longer than any proxy in front keeps an idle upstream connection, so that the proxy
+        # always closes first: a gateway closing one the proxy is reusing at that instant
+        # answers that request with the proxy's 502 (GATEWAY_KEEPALIVE_S).
+        timeout_keep_alive=settings.keepalive_s,
+    )
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its signal handlers: the process's composition root owns signals."""
 
@@ -188,16 +206,7 @@ async def start_gateway(
     metrics = Metrics()
     app = build_app(settings, backends, pool, keys, metrics)
     host, port = settings.host_port
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-    )
-    server = _Server(config)
+    server = _Server(server_config(app, settings))
     try:
         # Bound here, exclusively, so that a port in use stops the start with PortInUse
         # (naming the holder) rather than uvicorn's log line and SystemExit.

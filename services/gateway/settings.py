@@ -15,6 +15,13 @@ from svckit.metrics import MetricsSettings
 # that has no router yet still comes up (cograph up sets ADDR only for services it runs).
 BACKEND_NAMES: tuple[str, ...] = ("retrieval", "router", "commons")
 
+# How long an idle client connection stays open, by default: above ingress-nginx's
+# upstream-keepalive-timeout (60 s), the longest the Ingress in deploy/k8s keeps one to the
+# gateway, so that the proxy, not the gateway, closes it (uvicorn's own 5 s gives the proxy
+# an occasional 502 when it reuses a connection the gateway is closing).
+KEEPALIVE_DEFAULT_S = 75
+KEEPALIVE_MAX_S = 3600
+
 # A push webhook's secret, at least (as the internal secret): a shorter one could be guessed
 # offline from one delivery's signature.
 WEBHOOK_SECRET_MIN_BYTES = 32
@@ -97,6 +104,8 @@ class GatewaySettings:
     gitlab_webhook_secret: bytes | None = field(default=None, repr=False)
     # Where /metrics is served (svckit.metrics): a listener of its own, never the API port.
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    # Seconds an idle client connection is kept open (uvicorn's timeout_keep_alive).
+    keepalive_s: int = KEEPALIVE_DEFAULT_S
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -141,6 +150,9 @@ class GatewaySettings:
                 what="the GitLab webhook secret token",
             ),
             metrics=MetricsSettings.from_env(env, "gateway"),
+            keepalive_s=env.int(
+                "GATEWAY_KEEPALIVE_S", KEEPALIVE_DEFAULT_S, min=1, max=KEEPALIVE_MAX_S
+            ),
         )
 
     @property

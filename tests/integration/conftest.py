@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -49,6 +50,15 @@ def pg_server_url() -> Iterator[str]:
             yield url
         finally:
             server.stop()
+
+
+@pytest.fixture
+def pg_home() -> Iterator[Path]:
+    """A private directory, removed after the test, for a test that starts a PostgreSQL of
+    its own (an EmbeddedPostgres, `cograph up`): never under tmp_path, whose base another
+    pytest run re-tightens, locking the server's user out of its data (support/pg_home.py)."""
+    with server_home() as home:
+        yield home
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

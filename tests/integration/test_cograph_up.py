@@ -31,11 +31,14 @@ from tests.internal_auth import signed_metadata
 
 @contextlib.contextmanager
 def _cograph_up(
-    tmp_path: Path, port_base: int = 0, **extra_env: str
+    root: Path, port_base: int = 0, **extra_env: str
 ) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    """`cograph up` with its data (the embedded PostgreSQL's included) in `root`/data: a
+    directory from the `pg_home` fixture, never under tmp_path, whose base another pytest
+    run re-tightens, locking the server's own user out (tests/integration/support/pg_home.py)."""
     env = {
         **os.environ,
-        "COGRAPH_DATA_DIR": str(tmp_path / "data"),
+        "COGRAPH_DATA_DIR": str(root / "data"),
         "EMBEDDER_CACHE_DIR": str(MODEL_CACHE),
         **extra_env,
     }
@@ -77,8 +80,8 @@ def _cograph_up(
 
 
 @pytest.fixture
-def up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
-    with _cograph_up(tmp_path) as started:
+def up(pg_home: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    with _cograph_up(pg_home) as started:
         yield started
 
 
@@ -386,9 +389,9 @@ def test_killed_services_and_postgres_are_restarted_and_nothing_else_moves(
     assert not [p for p in _descendants(process.pid) if p.is_running()]
 
 
-def test_repeated_fast_crashes_give_up_on_that_service_only(tmp_path: Path) -> None:
+def test_repeated_fast_crashes_give_up_on_that_service_only(pg_home: Path) -> None:
     with _cograph_up(
-        tmp_path, COGRAPH_UP_GIVE_UP_CRASHES="3", COGRAPH_UP_RESTART_BACKOFF_S="0.2"
+        pg_home, COGRAPH_UP_GIVE_UP_CRASHES="3", COGRAPH_UP_RESTART_BACKOFF_S="0.2"
     ) as (process, endpoints):
         output = _Output(process)
         children = _descendants(process.pid)
@@ -438,8 +441,8 @@ def test_repeated_fast_crashes_give_up_on_that_service_only(tmp_path: Path) -> N
         assert not alive, f"orphans left: {alive}"
 
 
-def test_sigterm_during_a_restart_backoff_stops_everything(tmp_path: Path) -> None:
-    with _cograph_up(tmp_path, COGRAPH_UP_RESTART_BACKOFF_S="20") as (process, endpoints):
+def test_sigterm_during_a_restart_backoff_stops_everything(pg_home: Path) -> None:
+    with _cograph_up(pg_home, COGRAPH_UP_RESTART_BACKOFF_S="20") as (process, endpoints):
         output = _Output(process)
         children = _descendants(process.pid)
         postgres = psutil.Process(_postmaster_pid(endpoints))
@@ -455,9 +458,9 @@ def test_sigterm_during_a_restart_backoff_stops_everything(tmp_path: Path) -> No
         assert not any("router is serving again" in line for line in output.lines)
 
 
-def test_giving_up_on_postgres_stops_everything(tmp_path: Path) -> None:
+def test_giving_up_on_postgres_stops_everything(pg_home: Path) -> None:
     with _cograph_up(
-        tmp_path, COGRAPH_UP_GIVE_UP_CRASHES="2", COGRAPH_UP_RESTART_BACKOFF_S="0.2"
+        pg_home, COGRAPH_UP_GIVE_UP_CRASHES="2", COGRAPH_UP_RESTART_BACKOFF_S="0.2"
     ) as (process, endpoints):
         output = _Output(process)
         children = _descendants(process.pid)
@@ -472,18 +475,18 @@ def test_giving_up_on_postgres_stops_everything(tmp_path: Path) -> None:
         assert not restarted.is_running() or restarted.status() == psutil.STATUS_ZOMBIE
 
 
-def test_postgres_on_a_full_disk_waits_for_room_and_is_not_given_up(tmp_path: Path) -> None:
+def test_postgres_on_a_full_disk_waits_for_room_and_is_not_given_up(pg_home: Path) -> None:
     """A full disk is no crash: the watch waits for room instead of restarting the server
     into the same failure until it gives up, and restarts it once there is room. The disk
     is this machine's, its floor set a margin below what is free and a ballast file taking
     twice the margin (as in test_disk_full.py)."""
-    data = tmp_path / "data"
+    data = pg_home / "data"
     data.mkdir()
     free_mb = shutil.disk_usage(data).free // 2**20
     margin_mb = min(1024, free_mb // 4)
     assert margin_mb >= 100, f"the test needs at least 400 MB free, not {free_mb} MB"
     with _cograph_up(
-        tmp_path,
+        pg_home,
         COGRAPH_DISK_MIN_FREE_MB=str(free_mb - margin_mb),
         COGRAPH_DISK_CHECK_S="0.2",
         COGRAPH_UP_GIVE_UP_CRASHES="2",
@@ -531,14 +534,14 @@ def _free_port_block(count: int) -> int:
     raise AssertionError("no block of free ports found")
 
 
-def test_second_stack_on_ports_in_use_exits_naming_the_port(tmp_path: Path) -> None:
+def test_second_stack_on_ports_in_use_exits_naming_the_port(pg_home: Path) -> None:
     base = _free_port_block(5)
-    with _cograph_up(tmp_path / "first", port_base=base) as (process, endpoints):
+    with _cograph_up(pg_home / "first", port_base=base) as (process, endpoints):
         assert endpoints["embedder"] == f"127.0.0.1:{base}"
         embedder_pid = _service_pids(process)["embedder"]
         env = {
             **os.environ,
-            "COGRAPH_DATA_DIR": str(tmp_path / "second"),
+            "COGRAPH_DATA_DIR": str(pg_home / "second"),
             "EMBEDDER_CACHE_DIR": str(MODEL_CACHE),
         }
         for name in (
@@ -563,11 +566,11 @@ def test_second_stack_on_ports_in_use_exits_naming_the_port(tmp_path: Path) -> N
         assert f"pid {embedder_pid} (" in error and "-m embedder" in error, error
         assert "cograph is up" not in second.stdout
         # Refused before anything started: no PostgreSQL, no service of the second stack.
-        assert not (tmp_path / "second" / "pg").exists()
+        assert not (pg_home / "second" / "pg").exists()
         leftovers = [
             p
             for p in psutil.process_iter(["cmdline"])
-            if str(tmp_path / "second") in " ".join(p.info["cmdline"] or [])
+            if str(pg_home / "second") in " ".join(p.info["cmdline"] or [])
         ]
         assert not leftovers, leftovers
 

@@ -154,16 +154,16 @@ async def test_failed_migration_leaves_nothing_half_applied(
         await conn.close()
 
 
-async def test_embedded_postgres_keeps_data_between_runs(tmp_path: Path) -> None:
+async def test_embedded_postgres_keeps_data_between_runs(pg_home: Path) -> None:
     loop = asyncio.get_running_loop()
-    server = EmbeddedPostgres(tmp_path / "pg")
+    server = EmbeddedPostgres(pg_home / "pg")
     url = await loop.run_in_executor(None, server.start)
     conn = await asyncpg.connect(url)
     await conn.execute("CREATE TABLE kept (v text); INSERT INTO kept VALUES ('still here')")
     await conn.close()
     await loop.run_in_executor(None, server.stop)
 
-    again = EmbeddedPostgres(tmp_path / "pg")
+    again = EmbeddedPostgres(pg_home / "pg")
     url = await loop.run_in_executor(None, again.start)
     try:
         conn = await asyncpg.connect(url)

@@ -2,12 +2,17 @@
 over one real stack: the key checked, code results in ranked order with whole-word marks,
 the file view (highlighted, scrolled to the range, its outline), references and the graph
 as links, explain per result, the empty, low-confidence and error states, and the commons
-(search, post, vote, comment)."""
+(search, post, vote, comment, the recent notes). Each state checked is also saved as a
+screenshot, under `$COGRAPH_TEST_ARTIFACTS/console/<test>/` when that is set (a folder to
+keep, say as a CI job's artifacts), else in the test's tmp_path; each file is checked to be
+a PNG of the whole viewport."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import struct
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -15,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page, ViewportSize, async_playwright
 
 from tests.integration.support.stacks import Stack, gateway_stack, wait_job, wait_searchable
 
@@ -31,6 +36,8 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+VIEWPORT = ViewportSize(width=1280, height=900)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SLUG = "example.com/acme/cfg"
 # ParseConfig starts past a screenful of lines, so the file view must scroll to it.
 PADDING = 240
@@ -141,7 +148,7 @@ class Opened:
 
 
 async def _open(console: Console, key: str | None = None) -> Opened:
-    page = await console.browser.new_page(viewport={"width": 1280, "height": 900})
+    page = await console.browser.new_page(viewport=VIEWPORT)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     # A Content-Security-Policy refusal is a console message, not a page error.
@@ -156,6 +163,37 @@ async def _open(console: Console, key: str | None = None) -> Opened:
         await page.locator("#key-status.ok").wait_for()
         await page.wait_for_selector(f"#code-repo option[value='repo:{SLUG}']", state="attached")
     return Opened(page, errors)
+
+
+@dataclass
+class Screenshots:
+    """Where a test saves a screenshot of each state it checks."""
+
+    directory: Path
+    taken: list[Path]
+
+    async def take(self, page: Page, state: str) -> Path:
+        """The viewport as `<state>.png`, checked to be a PNG of the viewport's size (a
+        blank or failed capture would still leave a file). Not the full page: a long file
+        view would make it several times slower."""
+        path = self.directory / f"{state}.png"
+        await page.screenshot(path=str(path))
+        data = path.read_bytes()
+        assert data.startswith(PNG_SIGNATURE), f"{path}: not a PNG"
+        # The first chunk is IHDR: its width and height, big-endian, after length and type.
+        assert data[12:16] == b"IHDR", f"{path}: no IHDR"
+        assert struct.unpack(">II", data[16:24]) == (VIEWPORT["width"], VIEWPORT["height"])
+        assert len(data) > 2000, f"{path}: {len(data)} bytes, an empty page"
+        self.taken.append(path)
+        return path
+
+
+@pytest.fixture
+def shots(request: pytest.FixtureRequest, tmp_path: Path) -> Screenshots:
+    root = os.environ.get("COGRAPH_TEST_ARTIFACTS")
+    directory = Path(root) / "console" / request.node.name if root else tmp_path
+    directory.mkdir(parents=True, exist_ok=True)
+    return Screenshots(directory, [])
 
 
 async def _search(page: Page, query: str, source: str = f"repo:{SLUG}") -> None:
@@ -231,7 +269,7 @@ async def test_the_key_is_checked_when_entered(console: Console) -> None:
 
 
 async def test_results_in_ranked_order_with_whole_word_marks_and_graph_links(
-    console: Console,
+    console: Console, shots: Screenshots
 ) -> None:
     opened = await _open(console, console.key)
     page = opened.page
@@ -307,6 +345,7 @@ async def test_results_in_ranked_order_with_whole_word_marks_and_graph_links(
     # The graph is a list of links into the files.
     node = page.locator("#code-graph-view ul.nodes a[href^='#file']").first
     await node.wait_for()
+    await shots.take(page, "results")
     # Every end of an edge is named, the results' too (no bare chunk ids).
     assert not re.search(r"\bcode:\d", await page.inner_text("#code-graph-view"))
     await node.click()
@@ -318,7 +357,9 @@ async def test_results_in_ranked_order_with_whole_word_marks_and_graph_links(
     await page.close()
 
 
-async def test_file_view_outline_references_and_hostile_content(console: Console) -> None:
+async def test_file_view_outline_references_and_hostile_content(
+    console: Console, shots: Screenshots
+) -> None:
     opened = await _open(console, console.key)
     page = opened.page
     await _search(page, "ParseConfig")
@@ -343,6 +384,7 @@ async def test_file_view_outline_references_and_hostile_content(console: Console
             return line.top >= view.top && line.bottom <= view.bottom;
         }}"""
     )
+    await shots.take(page, "file-view")
     # The outline: a symbol's link marks its lines.
     load = page.locator("#file-outline a", has_text="load").first
     await load.wait_for()
@@ -356,6 +398,7 @@ async def test_file_view_outline_references_and_hostile_content(console: Console
     use = page.locator("#refs-list ul.uses a", has_text="main.py")
     await use.first.wait_for()
     assert "config.py" in await page.inner_text("#refs-list ul.definitions")
+    await shots.take(page, "references")
     await use.first.click()
     await page.locator("#panel-file .line.hll").first.wait_for()
     assert (await page.inner_text("#file-title")) == f"{SLUG}/main.py"
@@ -374,11 +417,14 @@ async def test_file_view_outline_references_and_hostile_content(console: Console
     await page.locator("#file-error").wait_for()
     assert "not_found" in await page.inner_text("#file-error")
     assert await page.locator("#file-code .line").count() == 0
+    await shots.take(page, "file-error")
     assert opened.errors == [], opened.errors
     await page.close()
 
 
-async def test_explain_per_result_and_the_empty_low_and_error_states(console: Console) -> None:
+async def test_explain_per_result_and_the_empty_low_and_error_states(
+    console: Console, shots: Screenshots
+) -> None:
     opened = await _open(console, console.key)
     page = opened.page
     await _search(page, "ParseConfig")
@@ -391,12 +437,15 @@ async def test_explain_per_result_and_the_empty_low_and_error_states(console: Co
     assert await view.locator("table.provenance").count() == 1
     # Asked for one result only.
     assert await page.locator("#code-results .explain-view:not([hidden])").count() == 1
+    await second.scroll_into_view_if_needed()
+    await shots.take(page, "explain")
 
     # Low confidence: results, and the state saying none is a good answer.
     await _search(page, "zzqqxx nothing here")
     assert await page.locator("#code-results li.result").count() > 0
     assert "No good answer" in await page.inner_text("#code-state.low")
     assert await page.locator("#code-results .explain-view:not([hidden])").count() == 0
+    await shots.take(page, "low-confidence")
 
     # An error replaces everything the previous search showed, and stays in its tab.
     await page.fill("#code-since", "2030-01-02T00:00")
@@ -406,6 +455,7 @@ async def test_explain_per_result_and_the_empty_low_and_error_states(console: Co
     assert await page.locator("#code-results li").count() == 0
     assert await page.inner_text("#code-streams") == ""
     assert await page.locator("#code-state").is_hidden()
+    await shots.take(page, "error")
     await page.click("#tab-commons")
     assert await page.locator("#commons-error").is_hidden()
     await page.click("#tab-code")
@@ -417,6 +467,7 @@ async def test_explain_per_result_and_the_empty_low_and_error_states(console: Co
     assert await page.locator("#code-error").is_hidden()
     assert "No results" in await page.inner_text("#code-state.empty")
     assert await page.locator("#code-results li").count() == 0
+    await shots.take(page, "empty")
 
     # A collection searches its md_collection chunks (the only layer it has).
     await page.fill("#code-since", "")
@@ -436,7 +487,7 @@ async def test_explain_per_result_and_the_empty_low_and_error_states(console: Co
     await page.close()
 
 
-async def test_commons_search_post_vote_and_comment(console: Console, tmp_path: Path) -> None:
+async def test_commons_search_post_vote_and_comment(console: Console, shots: Screenshots) -> None:
     opened = await _open(console, console.key)
     page = opened.page
     await page.click("#tab-commons")
@@ -453,6 +504,7 @@ async def test_commons_search_post_vote_and_comment(console: Console, tmp_path: 
     assert "Config files load through ParseConfig" in await mine.inner_text()
     assert "(you)" in await mine.locator(".meta .author").inner_text()
     assert await mine.locator(".tag").all_inner_texts() == ["config", "python"]
+    await shots.take(page, "commons-post")
     # An author cannot vote on their own note: the refusal is shown.
     await mine.locator("button.vote-up").click()
     await page.locator("#commons-error").wait_for()
@@ -467,6 +519,7 @@ async def test_commons_search_post_vote_and_comment(console: Console, tmp_path: 
     assert "Sign-up lives in auth/signup.tsx" in await found.inner_text()
     assert "registration" in await page.locator("#commons-results mark").all_inner_texts()
     assert "contributor" in await found.locator(".author").inner_text()
+    await shots.take(page, "commons-search")
     await found.locator("h3 button").click()
     note = page.locator(f"#note-view[data-id='{console.other_note}']")
     await note.wait_for()
@@ -474,6 +527,7 @@ async def test_commons_search_post_vote_and_comment(console: Console, tmp_path: 
     await note.locator("button.vote-up").click()
     await note.locator("button.vote-up[aria-pressed=true]").wait_for()
     assert await note.locator(".score").inner_text() == "1"
+    await shots.take(page, "commons-vote")
     # Pressing it again withdraws the vote.
     await note.locator("button.vote-up").click()
     await note.locator("button.vote-up[aria-pressed=false]").wait_for()
@@ -485,13 +539,18 @@ async def test_commons_search_post_vote_and_comment(console: Console, tmp_path: 
     assert "Also true for the admin sign-up page." in await comment.inner_text()
     assert "(you)" in await comment.locator(".author").inner_text()
     assert await note.locator(".comment-count").inner_text() == "1"
-    await page.screenshot(path=str(tmp_path / "console-commons.png"), full_page=True)
-    assert (tmp_path / "console-commons.png").stat().st_size > 1000
+    await comment.scroll_into_view_if_needed()
+    await shots.take(page, "commons-comment")
+    assert [p.name for p in shots.taken] == [
+        f"commons-{state}.png" for state in ("post", "search", "vote", "comment")
+    ]
     assert opened.errors == [], opened.errors
     await page.close()
 
 
-async def test_commons_lists_recent_notes_pages_and_names_authors(console: Console) -> None:
+async def test_commons_lists_recent_notes_pages_and_names_authors(
+    console: Console, shots: Screenshots
+) -> None:
     colleague = await console.stack.key("colleague")
     async with console.stack.client(colleague) as rest:
         named = await rest.put("/v1/me", json={"display_name": "Colleague <b>Kim</b>"})
@@ -515,6 +574,7 @@ async def test_commons_lists_recent_notes_pages_and_names_authors(console: Conso
         assert await first.locator("h3").inner_text() == "Filler 9"
         assert await first.locator(".author").inner_text() == "Colleague <b>Kim</b>"
         assert await page.locator("#commons-recent .author b").count() == 0
+        await shots.take(page, "commons-list")
         await page.click("#recent-more")
         await recent.nth(10).wait_for()
         await page.locator("#recent-more").wait_for(state="hidden")

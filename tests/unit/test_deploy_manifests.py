@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -843,8 +843,9 @@ def test_production_overlay() -> None:
     assert covered == set(deployments)
 
 
-# The gateway and the router run the slim image (no PyTorch, no model); the rest the full one.
-SLIM_SERVICES = frozenset({"gateway", "router"})
+# Every service but the embedder runs the slim image (no PyTorch, no model): the embedder
+# alone loads the model (tests/unit/test_slim_image.py checks what the others import).
+SLIM_SERVICES = frozenset({"gateway", "router", "commons", "retrieval"})
 
 
 def _image_of(name: str) -> str:
@@ -1485,7 +1486,7 @@ def test_dockerfile_is_multi_stage_on_an_exact_python_slim() -> None:
     assert list(stages)[-1] == "runtime", "a plain `docker build` builds the full image"
 
 
-def test_the_slim_target_has_no_torch_and_runs_the_gateway_and_router() -> None:
+def test_the_slim_target_has_no_torch_and_runs_every_service_but_the_embedder() -> None:
     stages = _stages()
     assert "slim" in stages
     copies = [a for k, a in stages["slim"] if k == "COPY"]
@@ -1495,11 +1496,25 @@ def test_the_slim_target_has_no_torch_and_runs_the_gateway_and_router() -> None:
     assert "download.pytorch.org" not in text and "export_int8" not in text
     users = [a for k, a in stages["slim"] if k == "USER"]
     assert users and users[-1].split(":")[0] == "10001"
-    for name in ("gateway", "router"):
+    exposed = {int(p) for k, a in stages["slim"] if k == "EXPOSE" for p in a.split()}
+    assert exposed == {*(SERVICES[name] for name in SLIM_SERVICES), METRICS_PORT}
+    assert set(SERVICES) - {"embedder"} == SLIM_SERVICES
+    for name in SERVICES:
         workload = _workloads()[name]
         images = {c["image"] for c in _pod(workload)["containers"]}
         images |= {c["image"] for c in _pod(workload).get("initContainers", [])}
-        assert images == {"cograph-slim"}, (name, images)
+        assert images == {_image_of(name)}, (name, images)
+    assert _image_of("embedder") == "cograph"
+
+
+def test_both_images_have_git_for_retrieval() -> None:
+    """Retrieval clones over https and ssh (deploy keys): git, ssh and the CA certificates
+    are installed in the stage both images start from."""
+    stages = _stages()
+    text = " ".join(a for k, a in stages["user"] if k == "RUN")
+    assert {"git", "openssh-client", "ca-certificates"} <= set(text.split())
+    assert stages["slim"][0][1].split()[0] == "user"
+    assert stages["runtime"][0][1].split()[0] == "user"
 
 
 def test_dockerfile_runs_as_a_numeric_non_root_user() -> None:
@@ -1669,6 +1684,10 @@ def test_grafana_dashboard_component_renders(tmp_path: Path) -> None:
 INGRESS_FILE = COMPONENTS / "ingress-tls" / "ingress.yaml"
 NGINX = "nginx.ingress.kubernetes.io/"
 ISSUER_ANNOTATION = "cert-manager.io/cluster-issuer"
+# How long ingress-nginx keeps an idle connection to an upstream: its controller ConfigMap's
+# `upstream-keepalive-timeout` (no Ingress annotation sets it), 60 s unless the cluster's
+# controller changes it. The gateway must keep a connection longer (GATEWAY_KEEPALIVE_S).
+INGRESS_NGINX_UPSTREAM_KEEPALIVE_S = 60
 
 
 def _nginx_size(text: str) -> int:
@@ -1714,6 +1733,11 @@ def _check_ingress(ingress: Obj, settings: Any = None) -> None:
         seconds = int(annotations[f"{NGINX}{timeout}"])
         assert longest < seconds <= 2 * longest + 10, f"{timeout}: {seconds} s"
     assert int(annotations[f"{NGINX}proxy-connect-timeout"]) <= 10
+    # The proxy closes an idle upstream connection before the gateway does; otherwise it now
+    # and then sends a request on a connection the gateway is closing, and answers 502.
+    assert settings.keepalive_s > INGRESS_NGINX_UPSTREAM_KEEPALIVE_S, (
+        f"GATEWAY_KEEPALIVE_S={settings.keepalive_s}: not above the proxy's keep-alive"
+    )
 
 
 def test_ingress_publishes_the_gateway_api_over_tls_only() -> None:
@@ -1756,6 +1780,12 @@ def test_the_ingress_checks_refuse_what_must_not_be_published() -> None:
     for ingress in broken:
         with pytest.raises((AssertionError, KeyError)):
             _check_ingress(ingress)
+    # A gateway closing idle connections before the proxy does (uvicorn's default, 5 s).
+    settings = _gateway_settings()
+    for keepalive in (5, INGRESS_NGINX_UPSTREAM_KEEPALIVE_S):
+        with pytest.raises(AssertionError, match="GATEWAY_KEEPALIVE_S"):
+            _check_ingress(good, replace(settings, keepalive_s=keepalive))
+    _check_ingress(good, replace(settings, keepalive_s=61))
 
 
 def test_production_publishes_the_gateway_through_the_ingress() -> None:

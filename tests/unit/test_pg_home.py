@@ -1,9 +1,11 @@
 """The test session's PostgreSQL keeps its data where no other pytest run reaches: not
 under pytest's base temporary directory, nor under the per-user directory that every run
-re-tightens and prunes; and the directory is gone after the session."""
+re-tightens and prunes; and the directory is gone after the session. So does every server
+an integration test starts of its own."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,37 @@ def test_the_directory_is_removed_when_the_session_fails() -> None:
         kept.append(home)
         raise RuntimeError("the server did not start")
     assert not kept[0].exists()
+
+
+# What starts a PostgreSQL of its own in an integration test, with its data directory (or
+# the data directory of `cograph up`, which holds the server's) as an argument.
+SERVER_STARTERS = {"EmbeddedPostgres", "_cograph_up"}
+
+
+def _starts_under_tmp_path(tree: ast.AST) -> list[int]:
+    """Lines where a server starter is called with anything made from tmp_path."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name not in SERVER_STARTERS:
+            continue
+        names = {n.id for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.Name)}
+        if names & {"tmp_path", "tmp_path_factory"}:
+            found.append(node.lineno)
+    return found
+
+
+def test_no_integration_test_starts_a_server_under_tmp_path() -> None:
+    """Tests that start their own server take its directory from the `pg_home` fixture."""
+    root = Path(__file__).resolve().parents[1] / "integration"
+    offending = [
+        f"{path.name}:{line}"
+        for path in sorted(root.rglob("*.py"))
+        for line in _starts_under_tmp_path(ast.parse(path.read_text()))
+    ]
+    assert not offending, offending
+    bad = ast.parse("EmbeddedPostgres(tmp_path / 'pg')\n_cograph_up(tmp_path / 'a', port_base=1)")
+    assert _starts_under_tmp_path(bad) == [1, 2]
+    assert _starts_under_tmp_path(ast.parse("EmbeddedPostgres(pg_home / 'pg')")) == []
