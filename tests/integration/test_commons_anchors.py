@@ -10,17 +10,27 @@ like a repository that does not exist, and never sees the anchor in a note or a 
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import pytest_asyncio
 
+from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from cograph_api.anchors import COMMONS_PRINCIPAL
+from cograph_cli import notes_cmd
+from tests.integration.support.commons import Caller
 from tests.integration.support.git_repos import JAN, commit_all, git, write
 from tests.integration.support.mcp_client import call
 from tests.integration.support.mcp_client import http_client as mcp
 from tests.integration.support.stacks import Stack, gateway_stack, wait_job
+from tests.internal_auth import signed_channel, use_test_secret
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -277,3 +287,40 @@ async def test_an_unreadable_repository_is_refused_like_a_missing_one(stack: Sta
     assert seen.json()["anchors"] == []
     assert "billing/ledger.py" not in seen.text
     assert len(await _anchors(stack, alice, post_id)) == 1
+
+
+async def test_only_the_commons_rechecks_and_only_admins_ask_it_to(
+    stack: Stack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RecheckAnchors compares anchors of every repository: no principal but the commons'
+    own may call it, an admin included; the check the commons runs is an admin's to ask
+    for (CheckAnchors, `cograph notes anchors --check`)."""
+    assert stack.retrieval is not None and stack.commons is not None
+    async with signed_channel(f"127.0.0.1:{stack.retrieval.port}") as channel:
+        retrieval = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        for principal, admin in (("admin", True), ("alice", False), (COMMONS_PRINCIPAL, True)):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await retrieval.RecheckAnchors(
+                    retrieval_pb2.RecheckAnchorsRequest(repository_ids=[1]),
+                    metadata=Caller.md(principal, admin=admin),
+                    timeout=10,
+                )
+            assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    async with signed_channel(f"127.0.0.1:{stack.commons.port}") as channel:
+        commons = commons_pb2_grpc.CommonsServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await commons.CheckAnchors(
+                commons_pb2.CheckAnchorsRequest(), metadata=Caller.md("alice"), timeout=10
+            )
+        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+
+    monkeypatch.setenv("COMMONS_ADDR", f"127.0.0.1:{stack.commons.port}")
+    use_test_secret(monkeypatch)
+    parser = argparse.ArgumentParser(prog="cograph")
+    notes_cmd.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["notes", "anchors", "--repo", SLUG, "--check", "--json"])
+    code: int = await asyncio.to_thread(args.handler, args)
+    body = json.loads(capsys.readouterr().out)
+    assert code == 0, body
+    assert body["check"]["repositories"] == 1
+    assert isinstance(body["anchors"], list) and body["truncated"] is False
