@@ -274,8 +274,9 @@ META: dict[str, Meta] = {
     "RETRIEVAL_ADDR": Meta(
         "Where retrieval is found. The gateway fronts only the backends whose address is set "
         "(`cograph up` sets them): an unset one's routes answer 503 and `/readyz` does not wait "
-        "for it. `cograph index`, `collection` and `search` call it directly.",
-        default="gateway: unset; CLI: `127.0.0.1:50052`",
+        "for it. `cograph index`, `collection` and `search` call it directly. The commons "
+        "calls it to resolve and re-check notes' anchors.",
+        default="gateway: unset; commons and CLI: `127.0.0.1:50052`",
         allowed=HOST_PORT,
     ),
     "ROUTER_ADDR": Meta(
@@ -642,6 +643,19 @@ META: dict[str, Meta] = {
         "How often the backfill worker looks for notes left without a vector, in seconds."
     ),
     "COMMONS_BACKFILL_BATCH": Meta("Notes the backfill embeds per round."),
+    "COMMONS_RETRIEVAL_TIMEOUT_S": Meta(
+        "The deadline of each call the commons makes to retrieval for notes' anchors "
+        "(resolving them when a note is posted, anchored or confirmed, which readers may see "
+        "them, and their staleness checks), in seconds."
+    ),
+    "COMMONS_ANCHOR_CHECK_INTERVAL_S": Meta(
+        "How often the commons checks anchors against repositories that published a newer "
+        "index, in seconds; also the most one check runs (the next resumes what is left). "
+        "An admin runs one at once with `cograph notes anchors --check`."
+    ),
+    "COMMONS_ANCHOR_CHECK_BATCH": Meta(
+        "Anchors a staleness check sends retrieval per call (at most `ANCHORS_RECHECK_MAX`, 500)."
+    ),
     "SEARCH_LIMIT": Meta("Notes a search returns."),
     "SEARCH_BODY_SNIPPET": Meta(
         "Characters of a note's body in search results (`body_truncated` says when it is cut)."

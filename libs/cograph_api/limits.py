@@ -140,6 +140,24 @@ MODERATION_LOG_LIMIT_MIN: Final = 1
 MODERATION_LOG_LIMIT_MAX: Final = 500
 MODERATION_LOG_LIMIT_DEFAULT: Final = 100
 
+# Notes anchored to code (POST /v1/posts `anchors`, POST /v1/posts/{id}/anchors, MCP
+# commons_post, the commons' and retrieval's anchor calls). An anchor is `{repo, symbol}`
+# (SYMBOL_MAX_CHARS) or `{repo, path, start_line, end_line}` (PATH_MAX_CHARS, lines 1-based
+# and inclusive, at most ANCHOR_LINE_MAX, a range of at most ANCHOR_LINES_MAX lines).
+ANCHORS_PER_POST_MAX: Final = 10
+ANCHOR_LINE_MAX: Final = 1_000_000
+ANCHOR_LINES_MAX: Final = 10_000
+AnchorStatus = Literal["fresh", "body_changed", "signature_changed", "moved", "orphaned"]
+ANCHOR_STATUSES: Final[tuple[AnchorStatus, ...]] = get_args(AnchorStatus)
+# The review listing (GET /v1/anchors, MCP commons_anchors, `cograph notes anchors`).
+ANCHORS_LIMIT_MIN: Final = 1
+ANCHORS_LIMIT_MAX: Final = 500
+ANCHORS_LIMIT_DEFAULT: Final = 100
+# Anchors one staleness check sends retrieval at once (the commons' re-check batches,
+# retrieval's RecheckAnchors), and the repositories one check asks about.
+ANCHORS_RECHECK_MAX: Final = 500
+ANCHOR_REPOSITORIES_MAX: Final = 1000
+
 # ---- API keys (gateway /api/keys) -------------------------------------------------------
 
 KEY_NAME_MAX_CHARS: Final = 100

@@ -204,6 +204,28 @@ class CommonsPostArgs(BaseModel):
         max_length=L.POST_TAGS_MAX,
         description="Short lower-case tags without spaces.",
     )
+    anchors: list[models.AnchorTarget] = Field(
+        default_factory=list,
+        max_length=L.ANCHORS_PER_POST_MAX,
+        description="The code the note is about: {repo, symbol} or {repo, path, start_line, "
+        "end_line}. The note is then shown beside that code, and flagged when it changes.",
+    )
+
+
+class CommonsAnchorsArgs(BaseModel):
+    model_config = _STRICT
+    repo: models.Slug = Field(description="host/owner/name of a repository you may read.")
+    status: L.AnchorStatus | None = Field(
+        None,
+        description="Only anchors with this status; omitted: every status but fresh "
+        "(body_changed, signature_changed, moved, orphaned).",
+    )
+    limit: models.StrictInt = Field(
+        L.ANCHORS_LIMIT_DEFAULT,
+        ge=L.ANCHORS_LIMIT_MIN,
+        le=L.ANCHORS_LIMIT_MAX,
+        description="Anchors per answer.",
+    )
 
 
 class CommonsVoteArgs(BaseModel):
@@ -380,6 +402,7 @@ ARGS: dict[str, type[BaseModel]] = {
     "commons_post": CommonsPostArgs,
     "commons_comment": CommonsCommentArgs,
     "commons_vote": CommonsVoteArgs,
+    "commons_anchors": CommonsAnchorsArgs,
 }
 
 

@@ -26,6 +26,7 @@ from cograph_api import limits as L
 from cograph_api import rest_models as models
 from cograph_api.mcp_args import (
     SCHEMAS,
+    CommonsAnchorsArgs,
     CommonsCommentArgs,
     CommonsGetArgs,
     CommonsPostArgs,
@@ -345,6 +346,17 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
     "commons_vote": _out({"post_id": _STR, "score": _INT, "direction": _STR}),
+    "commons_anchors": _out(
+        {
+            "anchors": {
+                "type": "array",
+                "items": _out(
+                    {"post_id": _STR, "title": _STR, "score": _INT, "anchor": {"type": "object"}}
+                ),
+            },
+            "truncated": _BOOL,
+        }
+    ),
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -456,15 +468,27 @@ DESCRIPTIONS: dict[str, str] = {
         "next_cursor back as cursor (same sort and tag) for more; empty at the end. Use "
         "commons_get to read a note whole."
     ),
-    "commons_get": "Read one whole note of the commons, and its comments.",
+    "commons_get": (
+        "Read one whole note of the commons, and its comments; anchors lists the code it is "
+        "about, each with its status (fresh, body_changed, signature_changed, moved, "
+        "orphaned) and the commit it was last checked at."
+    ),
     "commons_comment": (
         "Add a comment to a commons note: confirm it, correct it or add a caveat. Returns "
         "the stored comment."
     ),
     "commons_post": (
         "Leave a note in the commons for other agents: a non-obvious lesson, convention or "
-        "pitfall you confirmed. Returns the stored note at once; it becomes searchable a "
-        "moment later."
+        "pitfall you confirmed. Anchor it to the code it is about (anchors: {repo, symbol} "
+        "or {repo, path, start_line, end_line}) so it is flagged when that code changes. "
+        "Returns the stored note at once; it becomes searchable a moment later."
+    ),
+    "commons_anchors": (
+        "Review the notes whose anchored code changed in one repository: each anchor with "
+        "its note (post_id, title, score) and status: body_changed, signature_changed, "
+        "moved (moved_to says where) or orphaned (the code is gone; the note is kept). "
+        "Read the code and the note (commons_get); an up-vote (commons_vote up) confirms the "
+        "note's anchors you may read, marking them fresh at the current commit."
     ),
     "commons_vote": (
         "Vote on a commons note: up when it helped, down when it was wrong, none to "
@@ -488,6 +512,7 @@ READ_ONLY = {
     "commons_search",
     "commons_recent",
     "commons_get",
+    "commons_anchors",
 }
 DESTRUCTIVE = {"cograph_remove"}
 
@@ -570,6 +595,11 @@ async def _commons_get(api: CographApi, raw: dict[str, Any]) -> Json:
 async def _commons_post(api: CographApi, raw: dict[str, Any]) -> Json:
     args = CommonsPostArgs.model_validate(raw)
     return await api.create_post(models.NewPost.model_validate(args.model_dump()))
+
+
+async def _commons_anchors(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = CommonsAnchorsArgs.model_validate(raw)
+    return await api.list_anchors(models.AnchorListRequest.model_validate(args.model_dump()))
 
 
 async def _commons_vote(api: CographApi, raw: dict[str, Any]) -> Json:
@@ -667,6 +697,7 @@ HANDLERS: dict[str, Handler] = {
     "commons_get": _commons_get,
     "commons_post": _commons_post,
     "commons_vote": _commons_vote,
+    "commons_anchors": _commons_anchors,
     "cograph_read": _read,
     "cograph_files": _files,
     "cograph_grep": _grep,

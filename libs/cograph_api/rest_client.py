@@ -178,7 +178,13 @@ class RestClient:
         return result
 
     async def create_post(self, request: models.NewPost) -> Json:
-        result: Json = await self._request("POST", "/v1/posts", json=request.model_dump())
+        body = request.model_dump(exclude_none=True)
+        result: Json = await self._request("POST", "/v1/posts", json=body)
+        return result
+
+    async def list_anchors(self, request: models.AnchorListRequest) -> Json:
+        params = request.model_dump(exclude_none=True)
+        result: Json = await self._request("GET", "/v1/anchors", params=params)
         return result
 
     async def vote(self, post_id: str, request: models.Vote) -> Json:

@@ -282,10 +282,73 @@ class IndexCollectionRequest(Body):
     grant_principal_ids: list[Name] = Field(default_factory=list, max_length=L.GRANTS_MAX)
 
 
+AnchorLine = Annotated[int, Field(strict=True, ge=1, le=L.ANCHOR_LINE_MAX)]
+
+
+class SymbolAnchor(Body):
+    """An anchor on a symbol: `{repo, symbol}`, optionally narrowed to a file."""
+
+    repo: Slug = Field(description="host/owner/name of an indexed repository you may read.")
+    symbol: Symbol = Field(description="A qualified name, or a bare name only one symbol has.")
+    path: FilePath | None = Field(None, description="Only the symbol of that name in this file.")
+
+
+class LinesAnchor(Body):
+    """An anchor on a line range: the smallest symbol covering it."""
+
+    repo: Slug = Field(description="host/owner/name of an indexed repository you may read.")
+    path: FilePath = Field(description="The file, as indexed.")
+    start_line: AnchorLine = Field(description="The range's first line (1-based).")
+    end_line: AnchorLine = Field(description="The range's last line (inclusive).")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LinesAnchor:
+        if self.end_line < self.start_line:
+            raise ValueError("end_line: must not be before start_line")
+        if self.end_line - self.start_line + 1 > L.ANCHOR_LINES_MAX:
+            raise ValueError(f"a range of at most {L.ANCHOR_LINES_MAX} lines")
+        return self
+
+
+# Code a note is about: `{repo, symbol}` or `{repo, path, start_line, end_line}`.
+AnchorTarget = SymbolAnchor | LinesAnchor
+
+
 class NewPost(Body):
     title: PostTitle = Field(description="One line stating the lesson.")
     body: PostBody
     tags: list[Tag] = Field(default_factory=list, max_length=L.POST_TAGS_MAX)
+    anchors: list[AnchorTarget] = Field(
+        default_factory=list,
+        max_length=L.ANCHORS_PER_POST_MAX,
+        description="Code the note is about, in repositories you may read; each is resolved "
+        "now and re-checked whenever its repository is indexed again.",
+    )
+
+
+class NewAnchors(Body):
+    """Anchors for a posted note (POST /v1/posts/{id}/anchors)."""
+
+    anchors: list[AnchorTarget] = Field(
+        min_length=1,
+        max_length=L.ANCHORS_PER_POST_MAX,
+        description="The note holds at most ANCHORS_PER_POST_MAX anchors in all.",
+    )
+
+
+class AnchorListRequest(Body):
+    """The review listing (GET /v1/anchors, MCP commons_anchors)."""
+
+    repo: Slug = Field(description="host/owner/name of a repository you may read.")
+    status: L.AnchorStatus | None = Field(
+        None, description="Only anchors with this status; unset: every status but fresh."
+    )
+    limit: StrictInt = Field(
+        L.ANCHORS_LIMIT_DEFAULT,
+        ge=L.ANCHORS_LIMIT_MIN,
+        le=L.ANCHORS_LIMIT_MAX,
+        description="Anchors per answer.",
+    )
 
 
 class Vote(Body):

@@ -1,5 +1,5 @@
-"""`cograph notes post|search|recent|show|vote|comment|name|delete|hide|unhide|audit`: the
-commons over gRPC.
+"""`cograph notes post|search|recent|show|vote|comment|name|delete|hide|unhide|audit|anchors`:
+the commons over gRPC.
 
 The commons service is addressed by COMMONS_ADDR (
 else the port the stack in COGRAPH_DATA_DIR wrote, else 127.0.0.1:50054). Like every
@@ -126,6 +126,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         moderate.add_argument("post_id", metavar="ID")
         moderate.add_argument("--reason", required=True, help="why (kept in the moderation log)")
         moderate.set_defaults(handler=_set_hidden, hidden=hidden)
+
+    anchors = actions.add_parser(
+        "anchors",
+        parents=[who],
+        help="notes whose anchored code changed in a repository (--check: check now, admin)",
+    )
+    anchors.add_argument("--repo", default="", help="host/owner/name of the repository")
+    anchors.add_argument(
+        "--status", choices=L.ANCHOR_STATUSES, default=None, help="default: every but fresh"
+    )
+    anchors.add_argument("--limit", type=int, default=0, help="anchors (default: the service's)")
+    anchors.add_argument(
+        "--check",
+        action="store_true",
+        help="first compare every anchor with its repository's newest index",
+    )
+    anchors.add_argument("--json", action="store_true")
+    anchors.set_defaults(handler=_anchors)
 
     audit = actions.add_parser("audit", parents=[who], help="the moderation log, newest first")
     audit.add_argument("--limit", type=int, default=0, help="entries (default: the service's)")
@@ -268,6 +286,8 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     _print_post(post)
     print("  " + post["body"].replace("\n", "\n  "))
+    for anchor in post.get("anchors", []):
+        print(f"  anchored: {_anchor_line({'anchor': anchor, 'post_id': post['id'], **post})}")
     for comment in comments:
         print(f"\n  {_author(comment)} {comment['created_at']}: {comment['body']}")
     return 0
@@ -355,4 +375,60 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"  {entry['target_excerpt']!r}")
     if body["next_before_id"]:
         print(f"more: cograph notes audit --before {body['next_before_id']}")
+    return 0
+
+
+def _anchor_line(note: dict[str, Any]) -> str:
+    anchor = note["anchor"]
+    place = f"{anchor['path']}:{anchor['start_line']}-{anchor['end_line']}"
+    moved = anchor.get("moved_to")
+    where = f" -> {moved['path']}:{moved['start_line']}-{moved['end_line']}" if moved else ""
+    return (
+        f"{anchor['status']:<17} {anchor['qualified_name']} ({place}){where}  "
+        f"checked at {anchor['checked_commit'][:12]}\n  note {note['post_id']}  "
+        f"score {note['score']}  {note['title']}"
+    )
+
+
+@_guarded
+def _anchors(args: argparse.Namespace) -> int:
+    if not args.repo and not args.check:
+        print_error(args.json, "usage", "give --repo, --check, or both")
+        return 2
+    checked: dict[str, Any] | None = None
+    if args.check:
+        reply = _run(
+            args,
+            lambda stub, md: stub.CheckAnchors(
+                commons_pb2.CheckAnchorsRequest(), metadata=md, timeout=TIMEOUT_S
+            ),
+        )
+        checked = _dict(reply)
+    body: dict[str, Any] = {}
+    if args.repo:
+        status = (
+            commons_pb2.AnchorStatus.Value(f"ANCHOR_STATUS_{args.status.upper()}")
+            if (args.status)
+            else commons_pb2.ANCHOR_STATUS_UNSPECIFIED
+        )
+        request = commons_pb2.ListAnchorsRequest(repo=args.repo, status=status, limit=args.limit)
+        body = _dict(
+            _run(args, lambda stub, md: stub.ListAnchors(request, metadata=md, timeout=TIMEOUT_S))
+        )
+    if args.json:
+        print(json.dumps({**body, **({"check": checked} if checked is not None else {})}))
+        return 0
+    if checked is not None:
+        print(
+            f"checked {checked['checked']} anchors in {checked['repositories']} repositories; "
+            f"{checked['changed']} changed status"
+        )
+    if args.repo:
+        notes = body.get("anchors", [])
+        if not notes:
+            print("no anchors to review")
+        for note in notes:
+            print(_anchor_line(note))
+        if body.get("truncated"):
+            print("(more: raise --limit)")
     return 0

@@ -12,9 +12,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import Gauge
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api.cursors import CursorCodec
 from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
 from cograph_api.embedding_space import EmbeddingSpace, health_reporter
+from commons.anchor_watch import AnchorWatch
+from commons.anchors import AnchorDesk
 from commons.backfill import BackfillWorker
 from commons.board import NotesBoard, SearchConfig
 from commons.embedding import NoteEmbedder
@@ -47,6 +50,8 @@ class CommonsApp:
     backfill: BackfillWorker
     channel: grpc.aio.Channel | None  # owned only when we dialled it
     space: EmbeddingSpace | None = None  # the embedder's model against the stored vectors'
+    retrieval_channel: grpc.aio.Channel | None = None  # anchors' resolution and checks
+    anchor_watch: AnchorWatch | None = None
 
     @property
     def port(self) -> int:
@@ -54,6 +59,8 @@ class CommonsApp:
 
     async def stop(self) -> None:
         await self.host.stop()
+        if self.anchor_watch is not None:
+            await self.anchor_watch.stop()
         if self.space is not None:
             await self.space.stop()
         await self.backfill.stop()
@@ -61,6 +68,8 @@ class CommonsApp:
         await self.board.log_tasks.drain(DRAIN_S)
         if self.channel is not None:
             await self.channel.close(None)
+        if self.retrieval_channel is not None:
+            await self.retrieval_channel.close(None)
         await self.pool.close()
 
 
@@ -120,6 +129,23 @@ async def start_commons(
         ),
         cursors=CursorCodec.from_secret(settings.internal_secret),
     )
+    # Anchors are resolved as the caller (the current request's principal is signed into
+    # each call) and re-checked as the commons itself (anchor_watch).
+    retrieval_channel = dial(
+        settings.retrieval_addr,
+        signer=TokenSigner(settings.internal_secret),
+        default_timeout_s=settings.retrieval_timeout_s,
+        tracer_provider=tracer_provider,
+    )
+    retrieval = retrieval_pb2_grpc.RetrievalServiceStub(retrieval_channel)
+    anchor_watch = AnchorWatch(
+        pool,
+        retrieval,
+        interval_s=settings.anchor_check_interval_s,
+        batch=settings.anchor_check_batch,
+        timeout_s=settings.retrieval_timeout_s,
+    )
+    board.attach_anchors(AnchorDesk(pool, retrieval, settings.retrieval_timeout_s), anchor_watch)
     disk = DiskWatch(settings.disk) if settings.disk is not None else None
     servicer = CommonsServicer(board, disk)
     metrics = _metrics(pool, store)
@@ -141,6 +167,7 @@ async def start_commons(
     except Exception:
         if owned is not None:
             await owned.close(None)
+        await retrieval_channel.close(None)
         await pool.close()
         raise
     report = health_reporter(host)
@@ -149,9 +176,12 @@ async def start_commons(
     space.start()
     backfill = BackfillWorker(note_embedder, settings.backfill_interval_s)
     backfill.start()
+    anchor_watch.start()
     await host.set_serving()
     log.info("commons serving", extra={"port": host.port, "metrics": host.metrics_address})
-    return CommonsApp(host, pool, board, note_embedder, backfill, owned, space)
+    return CommonsApp(
+        host, pool, board, note_embedder, backfill, owned, space, retrieval_channel, anchor_watch
+    )
 
 
 def _metrics(pool: asyncpg.Pool, store: CommonsStore) -> ServiceMetrics:

@@ -8,12 +8,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import grpc
+
+from cograph.commons.v1 import commons_pb2
 from cograph_api.cursors import CursorCodec
 from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
 from cograph_api.embedding_space import MISMATCH_REASON, CheckedEmbedder, SpaceMismatch
+from commons.anchor_watch import AnchorWatch, CheckOutcome, unavailable
+from commons.anchors import AnchorDesk, targets_of
 from commons.embedding import MAX_EMBED_CHARS, DetachedTasks, NoteEmbedder
 from commons.listing import next_cursor, read_cursor, validate_list_page
 from commons.models import (
+    Anchor,
+    AnchoredNote,
     Comment,
     ModerationEntry,
     Post,
@@ -34,9 +41,11 @@ from commons.validation import (
     validate_post,
     validate_query,
     validate_reason,
+    validate_review,
 )
 from svckit.errors import (
     AlreadyExists,
+    FailedPrecondition,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -137,6 +146,9 @@ class NotesBoard:
         cursors: CursorCodec,  # signs the listing's paging cursors
     ) -> None:
         self._store = store
+        # Set by attach_anchors; without them notes cannot be anchored.
+        self._anchors: AnchorDesk | None = None
+        self._watch: AnchorWatch | None = None
         self._cursors = cursors
         self._client = client
         self._embedder = note_embedder
@@ -145,19 +157,74 @@ class NotesBoard:
         self._note_count: tuple[float, int] | None = None  # (monotonic time, count)
         self.log_tasks = DetachedTasks()
 
-    async def create_post(self, title: str, body: str, tags: Sequence[str]) -> Post:
-        """Stores the note and returns; the vector is written by a detached task."""
+    def attach_anchors(self, desk: AnchorDesk, watch: AnchorWatch) -> None:
+        """Lets notes be anchored to code (resolved by `desk`, re-checked by `watch`)."""
+        self._anchors = desk
+        self._watch = watch
+
+    def _desk(self) -> AnchorDesk:
+        if self._anchors is None:
+            raise FailedPrecondition("anchors: this commons has no code index to resolve them")
+        return self._anchors
+
+    async def create_post(
+        self,
+        title: str,
+        body: str,
+        tags: Sequence[str],
+        anchors: Sequence[commons_pb2.AnchorTarget] = (),
+    ) -> Post:
+        """Stores the note (and its anchors, resolved as the caller first: a refused anchor
+        stores nothing) and returns; the vector is written by a detached task."""
         author = _writer()
         new = validate_post(title, body, list(tags), self._limits)
-        post = await self._store.create_post(author, new)
+        resolved = await self._desk().resolve(targets_of(anchors)) if anchors else []
+        post = await self._store.create_post(author, new, resolved)
         self._embedder.embed_later(post.id, post.title, post.body)
         return post
 
     async def get_post(self, post_id: str) -> Post:
+        """The note with the anchors the reader may see (in repositories they may read)."""
         post = await self._store.get_post(parse_post_id(post_id), *_viewer())
         if post is None:
             raise NotFound(f"post {post_id} not found")
+        if post.anchors:
+            post = replace(post, anchors=await self._desk().visible(post.anchors))
         return post
+
+    async def add_anchors(self, post_id: str, anchors: Sequence[commons_pb2.AnchorTarget]) -> Post:
+        """Anchors a posted note: its author or an admin, who must read the code."""
+        post = await self.get_post(post_id)
+        await self._desk().add(post.id, anchors, post.author)
+        return await self.get_post(post_id)
+
+    async def confirm_anchor(self, post_id: str, anchor_id: str) -> Anchor:
+        """Its note's author or an admin marks an anchor fresh at the current commit."""
+        principal = _signed_in()
+        post = await self.get_post(post_id)
+        if not principal.admin and principal.id != post.author:
+            raise PermissionDenied("only its author or an admin may confirm an anchor")
+        return await self._desk().confirm(post.id, parse_post_id(anchor_id, "anchor_id"))
+
+    async def check_anchors(self) -> CheckOutcome:
+        """Runs the anchors' staleness check now (admins only)."""
+        _moderator()
+        if self._watch is None:
+            raise FailedPrecondition("anchors: this commons has no code index to check them")
+        try:
+            return await self._watch.check()
+        except grpc.aio.AioRpcError as err:
+            raise Unavailable(unavailable(err)) from None
+
+    async def review_anchors(
+        self, repo: str, status: str | None, limit: int
+    ) -> tuple[list[AnchoredNote], bool]:
+        """Anchors of a readable repository whose code changed (or with `status`), with
+        their notes; and whether more matched than `limit`."""
+        slug, wanted, size = validate_review(repo, status, limit)
+        # One more than asked tells whether more matched.
+        rows = await self._desk().review(slug, wanted, size + 1)
+        return rows[:size], len(rows) > size
 
     def _actor(self, reason: str) -> Actor:
         """The deleting principal; a reason, when given, is checked whoever gives it."""
@@ -255,6 +322,9 @@ class NotesBoard:
             raise PermissionDenied(
                 "direction: authors cannot vote on their own notes", reason=OWN_POST_VOTE
             )
+        if value == 1 and self._anchors is not None:
+            # Whoever finds the note right and may read its code confirms its anchors.
+            await self._anchors.confirm_by_vote(outcome.post_id)
         return outcome
 
     async def add_comment(self, post_id: str, body: str) -> tuple[Comment, int]:

@@ -3,8 +3,42 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where anchored code lies: its file, qualified name and lines."""
+
+    path: str
+    qualified_name: str
+    start_line: int
+    end_line: int
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A note's anchor: the code it was resolved (or last confirmed) to, and how it fares."""
+
+    id: uuid.UUID
+    post_id: uuid.UUID
+    repository_id: int  # retrieval's id: decides who may see the anchor; never rendered
+    repo: str
+    symbol: str  # as given; '' when anchored by lines
+    qualified_name: str
+    path: str
+    start_line: int
+    end_line: int
+    kind: str
+    signature_hash: str
+    body_hash: str
+    commit: str
+    status: str  # fresh, body_changed, signature_changed, moved, orphaned
+    checked_commit: str
+    checked_generation: int
+    checked_at: datetime
+    moved_to: Place | None = None
 
 
 @dataclass(frozen=True)
@@ -21,6 +55,8 @@ class Post:
     hidden: bool
     author: str  # the author's principal id: decides who sees a hidden note; never rendered
     author_name: str | None = None  # the author's display name, when they set one
+    # Only those in repositories the reader may read (commons.anchors.AnchorDesk.visible).
+    anchors: list[Anchor] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -110,3 +146,13 @@ class ModerationEntry:
     target_excerpt: str
     reason: str
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class AnchoredNote:
+    """One anchor with its note, as the review listing returns it."""
+
+    post_id: uuid.UUID
+    title: str
+    score: int
+    anchor: Anchor

@@ -9,7 +9,16 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from commons.board import NotesBoard
-from commons.models import Comment, ModerationEntry, Post, PostSummary, Profile, SearchHit
+from commons.models import (
+    Anchor,
+    AnchoredNote,
+    Comment,
+    ModerationEntry,
+    Post,
+    PostSummary,
+    Profile,
+    SearchHit,
+)
 from svckit.disk import DiskWatch
 
 _DIRECTION_TO_VALUE = {
@@ -34,6 +43,16 @@ _TARGETS = {
 }
 
 
+_ANCHOR_STATUSES = {
+    "fresh": commons_pb2.ANCHOR_STATUS_FRESH,
+    "body_changed": commons_pb2.ANCHOR_STATUS_BODY_CHANGED,
+    "signature_changed": commons_pb2.ANCHOR_STATUS_SIGNATURE_CHANGED,
+    "moved": commons_pb2.ANCHOR_STATUS_MOVED,
+    "orphaned": commons_pb2.ANCHOR_STATUS_ORPHANED,
+}
+_STATUS_NAMES = {number: name for name, number in _ANCHOR_STATUSES.items()}
+
+
 def _timestamp(value: datetime) -> Timestamp:
     stamp = Timestamp()
     stamp.FromDatetime(value)
@@ -53,6 +72,42 @@ def post_message(post: Post) -> commons_pb2.Post:
         searchable=post.searchable,
         hidden=post.hidden,
         author_name=post.author_name,
+        anchors=[anchor_message(a) for a in post.anchors],
+    )
+
+
+def anchor_message(anchor: Anchor) -> commons_pb2.Anchor:
+    moved = anchor.moved_to
+    return commons_pb2.Anchor(
+        id=str(anchor.id),
+        repo=anchor.repo,
+        symbol=anchor.symbol,
+        qualified_name=anchor.qualified_name,
+        path=anchor.path,
+        start_line=anchor.start_line,
+        end_line=anchor.end_line,
+        kind=anchor.kind,
+        status=_ANCHOR_STATUSES[anchor.status],
+        commit=anchor.commit,
+        checked_commit=anchor.checked_commit,
+        checked_at=_timestamp(anchor.checked_at),
+        moved_to=commons_pb2.AnchorPlace(
+            path=moved.path,
+            qualified_name=moved.qualified_name,
+            start_line=moved.start_line,
+            end_line=moved.end_line,
+        )
+        if moved is not None
+        else None,
+    )
+
+
+def anchored_message(note: AnchoredNote) -> commons_pb2.AnchoredNote:
+    return commons_pb2.AnchoredNote(
+        post_id=str(note.post_id),
+        title=note.title,
+        score=note.score,
+        anchor=anchor_message(note.anchor),
     )
 
 
@@ -139,7 +194,9 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         self, request: commons_pb2.CreatePostRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.CreatePostResponse:
         self._require_space("posting a note")
-        post = await self._board.create_post(request.title, request.body, list(request.tags))
+        post = await self._board.create_post(
+            request.title, request.body, list(request.tags), list(request.anchors)
+        )
         return commons_pb2.CreatePostResponse(post=post_message(post))
 
     async def GetPost(
@@ -246,3 +303,34 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         self._require_space("setting a display name")
         profile = await self._board.set_display_name(request.display_name)
         return commons_pb2.SetDisplayNameResponse(profile=profile_message(profile))
+
+    async def AddAnchors(
+        self, request: commons_pb2.AddAnchorsRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.AddAnchorsResponse:
+        self._require_space("anchoring a note")
+        post = await self._board.add_anchors(request.post_id, list(request.anchors))
+        return commons_pb2.AddAnchorsResponse(post=post_message(post))
+
+    async def ConfirmAnchor(
+        self, request: commons_pb2.ConfirmAnchorRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.ConfirmAnchorResponse:
+        anchor = await self._board.confirm_anchor(request.post_id, request.anchor_id)
+        return commons_pb2.ConfirmAnchorResponse(anchor=anchor_message(anchor))
+
+    async def ListAnchors(
+        self, request: commons_pb2.ListAnchorsRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.ListAnchorsResponse:
+        # An unknown status number maps to a name the board refuses, naming the field.
+        status = _STATUS_NAMES.get(request.status, str(request.status)) if request.status else None
+        notes, truncated = await self._board.review_anchors(request.repo, status, request.limit)
+        return commons_pb2.ListAnchorsResponse(
+            anchors=[anchored_message(n) for n in notes], truncated=truncated
+        )
+
+    async def CheckAnchors(
+        self, request: commons_pb2.CheckAnchorsRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.CheckAnchorsResponse:
+        outcome = await self._board.check_anchors()
+        return commons_pb2.CheckAnchorsResponse(
+            repositories=outcome.repositories, checked=outcome.checked, changed=outcome.changed
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cograph_api import limits
 from commons.ranking import RankingWeights
 from commons.validation import Limits
 from svckit.config import (
@@ -48,6 +49,11 @@ class CommonsSettings:
     disk: DiskSettings | None = None
     # Where /metrics is served (svckit.metrics); the default serves nothing.
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    # Retrieval, which resolves and re-checks notes' anchors (commons.anchors).
+    retrieval_addr: str = "127.0.0.1:50052"
+    retrieval_timeout_s: float = 5.0  # each anchor call's deadline
+    anchor_check_interval_s: float = 30.0  # between staleness checks; also a pass's budget
+    anchor_check_batch: int = 200  # anchors sent to retrieval per call
 
     @classmethod
     def from_env(cls, env: Env) -> CommonsSettings:
@@ -88,4 +94,12 @@ class CommonsSettings:
                 "EMBEDDING_SPACE_CHECK_S", 10.0, min=0.05, max=3600.0
             ),
             disk=DiskSettings.from_env(env),
+            retrieval_addr=env.str("RETRIEVAL_ADDR", "127.0.0.1:50052"),
+            retrieval_timeout_s=env.float("COMMONS_RETRIEVAL_TIMEOUT_S", 5.0, min=0.1, max=120.0),
+            anchor_check_interval_s=env.float(
+                "COMMONS_ANCHOR_CHECK_INTERVAL_S", 30.0, min=0.05, max=86_400.0
+            ),
+            anchor_check_batch=env.int(
+                "COMMONS_ANCHOR_CHECK_BATCH", 200, min=1, max=limits.ANCHORS_RECHECK_MAX
+            ),
         )

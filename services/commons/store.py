@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import Enum
 
@@ -16,6 +16,8 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
+from commons import anchor_store
+from commons.anchor_store import NewAnchor
 from commons.listing import After, ListPage
 from commons.models import (
     Comment,
@@ -317,7 +319,10 @@ class CommonsStore:
                 return created
         raise RuntimeError(f"could not create or find the user for principal {principal_id!r}")
 
-    async def create_post(self, principal_id: str, post: NewPost) -> Post:
+    async def create_post(
+        self, principal_id: str, post: NewPost, anchors: Sequence[NewAnchor] = ()
+    ) -> Post:
+        """Stores the note and its anchors (already resolved) in one transaction."""
         async with self._pool.acquire() as conn, conn.transaction():
             author = await self._user(conn, principal_id)
             row = await conn.fetchrow(
@@ -333,7 +338,10 @@ class CommonsStore:
                 post.body,
                 post.tags,
             )
-        assert row is not None
+            assert row is not None
+            if anchors:
+                await anchor_store.insert(conn, row["id"], anchors)
+                return replace(_post(row), anchors=await anchor_store.of_post(conn, row["id"]))
         return _post(row)
 
     async def get_post(self, post_id: uuid.UUID, viewer: str | None, admin: bool) -> Post | None:
@@ -345,7 +353,9 @@ class CommonsStore:
             viewer,
             admin,
         )
-        return _post(row) if row is not None else None
+        if row is None:
+            return None
+        return replace(_post(row), anchors=await anchor_store.of_post(self._pool, post_id))
 
     async def delete_post(self, post_id: uuid.UUID, actor: Actor) -> DeleteOutcome:
         """Deletes the note for its author, or for an admin with a reason (logged)."""

@@ -114,3 +114,20 @@ def parse_post_id(value: str, field: str = "post_id") -> uuid.UUID:
         return uuid.UUID(value.strip())
     except (ValueError, AttributeError):
         raise InvalidArgument(f"{field}: must be a UUID (got {value[:60]!r})") from None
+
+
+def validate_review(repo: str, status: str | None, limit: int) -> tuple[str, str | None, int]:
+    """The review listing's repository, status (None: every status but fresh) and size
+    (0: the default)."""
+    slug = repo.strip().lower()
+    if not slug or len(slug) > L.SLUG_MAX_CHARS or any(ord(ch) < 32 for ch in slug):
+        raise InvalidArgument(f"repo: required, at most {L.SLUG_MAX_CHARS} characters")
+    if status is not None and status not in L.ANCHOR_STATUSES:
+        raise InvalidArgument(f"status: one of {', '.join(L.ANCHOR_STATUSES)}")
+    if limit == 0:
+        limit = L.ANCHORS_LIMIT_DEFAULT
+    if not L.ANCHORS_LIMIT_MIN <= limit <= L.ANCHORS_LIMIT_MAX:
+        raise InvalidArgument(
+            f"limit: must be {L.ANCHORS_LIMIT_MIN}..{L.ANCHORS_LIMIT_MAX} (got {limit})"
+        )
+    return slug, status, limit

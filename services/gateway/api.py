@@ -47,6 +47,17 @@ _DIRECTIONS = {
 }
 
 
+def _anchor_targets(anchors: Sequence[models.AnchorTarget]) -> list[commons_pb2.AnchorTarget]:
+    return [
+        commons_pb2.AnchorTarget(repo=a.repo, symbol=a.symbol, path=a.path or "")
+        if isinstance(a, models.SymbolAnchor)
+        else commons_pb2.AnchorTarget(
+            repo=a.repo, path=a.path, start_line=a.start_line, end_line=a.end_line
+        )
+        for a in anchors
+    ]
+
+
 def _build(cls: type[M], data: Json) -> M:
     try:
         return from_json(cls, data)
@@ -289,10 +300,45 @@ class GatewayApi:
         reply = await self._call(
             self._backends.commons().CreatePost,
             commons_pb2.CreatePostRequest(
-                title=request.title, body=request.body, tags=request.tags
+                title=request.title,
+                body=request.body,
+                tags=request.tags,
+                anchors=_anchor_targets(request.anchors),
             ),
         )
         return dict(to_json(reply.post))
+
+    @limited(Work.NOTES)
+    async def add_anchors(self, post_id: str, request: models.NewAnchors) -> Json:
+        reply = await self._call(
+            self._backends.commons().AddAnchors,
+            commons_pb2.AddAnchorsRequest(
+                post_id=post_id, anchors=_anchor_targets(request.anchors)
+            ),
+        )
+        return dict(to_json(reply.post))
+
+    @limited(Work.NOTES)
+    async def confirm_anchor(self, post_id: str, anchor_id: str) -> Json:
+        reply = await self._call(
+            self._backends.commons().ConfirmAnchor,
+            commons_pb2.ConfirmAnchorRequest(post_id=post_id, anchor_id=anchor_id),
+        )
+        return dict(to_json(reply.anchor))
+
+    @limited(Work.READ)
+    async def list_anchors(self, request: models.AnchorListRequest) -> Json:
+        reply = await self._call(
+            self._backends.commons().ListAnchors,
+            commons_pb2.ListAnchorsRequest(
+                repo=request.repo,
+                status=commons_pb2.AnchorStatus.Value(f"ANCHOR_STATUS_{request.status.upper()}")
+                if request.status
+                else commons_pb2.ANCHOR_STATUS_UNSPECIFIED,
+                limit=request.limit,
+            ),
+        )
+        return dict(to_json(reply))
 
     @limited(Work.READ)
     async def get_post(self, post_id: str) -> Json:

@@ -24,6 +24,7 @@ Json = dict[str, Any]
 REPO = "github.com/acme/billing"
 COMMIT = "4f9c2b7e1d0a63c5b8e2f1a7d9c4e6b3a1f0c2d8"
 POST_ID = "0b6f3c52-8a4e-4d7b-9c1f-2e5a7d8b9c10"
+ANCHOR_ID = "6d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6"
 COMMENT_ID = "5d2e8f41-3b7c-4a9e-8d6f-1c2b3a4e5f60"
 
 
@@ -114,7 +115,36 @@ def _commons_post() -> commons.Post:
         created_at=_at("2026-04-30T16:05:00"),
         searchable=True,
         author_name="billing-bot",
+        anchors=[_anchor()],
     )
+
+
+def _anchor(status: commons.AnchorStatus.ValueType = commons.ANCHOR_STATUS_FRESH) -> commons.Anchor:
+    anchor = commons.Anchor(
+        id=ANCHOR_ID,
+        repo="github.com/acme/web",
+        symbol="auth.signup.SignupForm",
+        qualified_name="auth.signup.SignupForm",
+        path="auth/signup.tsx",
+        start_line=12,
+        end_line=88,
+        kind="class",
+        status=status,
+        commit="3f2a9c1d7e8b6a5f4c3d2e1f0a9b8c7d6e5f4a3b",
+        checked_commit="3f2a9c1d7e8b6a5f4c3d2e1f0a9b8c7d6e5f4a3b",
+        checked_at=_at("2026-04-30T16:05:00"),
+    )
+    if status == commons.ANCHOR_STATUS_MOVED:
+        anchor.checked_commit = "9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c"
+        anchor.moved_to.CopyFrom(
+            commons.AnchorPlace(
+                path="auth/forms/signup.tsx",
+                qualified_name="auth.forms.signup.SignupForm",
+                start_line=5,
+                end_line=81,
+            )
+        )
+    return anchor
 
 
 def _comment() -> commons.Comment:
@@ -327,6 +357,19 @@ EXAMPLES: dict[str, Json] = {
     },
     "changed": {"changed": True},
     "post": _json(_commons_post()),
+    "anchor": _json(_anchor()),
+    "anchor_list": _json(
+        commons.ListAnchorsResponse(
+            anchors=[
+                commons.AnchoredNote(
+                    post_id=POST_ID,
+                    title="Sign-up lives in auth/signup.tsx",
+                    score=2,
+                    anchor=_anchor(commons.ANCHOR_STATUS_MOVED),
+                )
+            ]
+        )
+    ),
     "vote": _json(
         commons.VotePostResponse(post_id=POST_ID, score=3, direction=commons.VOTE_DIRECTION_UP)
     ),

@@ -51,6 +51,8 @@ CommentHidden = _derive(commons_pb2.SetCommentHiddenResponse.DESCRIPTOR)
 ModerationLog = _derive(commons_pb2.ListModerationLogResponse.DESCRIPTOR)
 PostList = _derive(commons_pb2.ListPostsResponse.DESCRIPTOR)
 Profile = _derive(commons_pb2.Profile.DESCRIPTOR)
+Anchor = _derive(commons_pb2.Anchor.DESCRIPTOR)
+AnchorList = _derive(commons_pb2.ListAnchorsResponse.DESCRIPTOR)
 
 ConfidenceLevel = Literal["low", "medium", "high"]
 

@@ -20,6 +20,9 @@ from gateway.routes_keys import require_admin
 PostId = Annotated[
     str, Path(min_length=1, max_length=limits.ID_MAX_CHARS, description="The note's UUID.")
 ]
+AnchorId = Annotated[
+    str, Path(min_length=1, max_length=limits.ID_MAX_CHARS, description="The anchor's UUID.")
+]
 CommentId = Annotated[
     str, Path(min_length=1, max_length=limits.ID_MAX_CHARS, description="The comment's UUID.")
 ]
@@ -124,6 +127,65 @@ def commons_router(api: GatewayApi) -> APIRouter:
     async def delete_post(post_id: PostId, reason: DeleteReason = "") -> Response:
         await api.delete_post(post_id, models.clean_text(reason, "reason"))
         return Response(status_code=204)
+
+    @router.post(
+        "/posts/{post_id}/anchors",
+        response_model=None,
+        responses=answers(R.Post, "post", 403, 404, 507),
+        summary="Anchor a posted note to code (its author or an admin)",
+    )
+    async def add_anchors(post_id: PostId, body: models.NewAnchors) -> dict[str, Any]:
+        """Each anchor is resolved now, as for POST /v1/posts: a repository you cannot read
+        answers 404 like one that does not exist. Returns the whole note."""
+        return await api.add_anchors(post_id, body)
+
+    @router.post(
+        "/posts/{post_id}/anchors/{anchor_id}/confirm",
+        response_model=None,
+        responses=answers(R.Anchor, "anchor", 403, 404, 409),
+        summary="Confirm an anchor: fresh again at the current commit",
+    )
+    async def confirm_anchor(post_id: PostId, anchor_id: AnchorId) -> dict[str, Any]:
+        """The note's author or an admin, who may read the code. The anchor then points at
+        the code as it is now (where it moved to, or the same symbol with its new
+        signature or body). 409 when the code is gone (orphaned)."""
+        return await api.confirm_anchor(post_id, anchor_id)
+
+    @router.get(
+        "/anchors",
+        response_model=None,
+        responses=answers(R.AnchorList, "anchor_list", 404),
+        summary="Notes whose anchored code changed, per repository",
+    )
+    async def list_anchors(
+        repo: Annotated[
+            str,
+            Query(
+                min_length=1,
+                max_length=limits.SLUG_MAX_CHARS,
+                description="host/owner/name of a repository you may read.",
+            ),
+        ],
+        status: Annotated[
+            limits.AnchorStatus | None,
+            Query(description="Only anchors with this status; unset: every status but fresh."),
+        ] = None,
+        limit: Annotated[
+            int,
+            Query(
+                ge=limits.ANCHORS_LIMIT_MIN,
+                le=limits.ANCHORS_LIMIT_MAX,
+                description="Anchors per answer.",
+            ),
+        ] = limits.ANCHORS_LIMIT_DEFAULT,
+    ) -> dict[str, Any]:
+        """For review: each anchor with its note (id, title, score), the longest-changed
+        first; only notes you may read. A repository you cannot read is 404, like one that
+        does not exist."""
+        request = models.AnchorListRequest(
+            repo=models.clean_text(repo, "repo"), status=status, limit=limit
+        )
+        return await api.list_anchors(request)
 
     @router.post(
         "/posts/{post_id}/votes",

@@ -16,9 +16,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api import limits
 from cograph_api.access_rules import Viewer
+from cograph_api.anchors import COMMONS_PRINCIPAL, check_target, given
 from cograph_api.cursors import CursorCodec
 from cograph_api.push_hooks import SYNC_KEYS_MAX, WEBHOOK_PRINCIPAL, is_repository_key
-from retrieval import catalog, grants, permissions
+from retrieval import anchors, catalog, grants, permissions
 from retrieval.indexing import index_store
 from retrieval.indexing.freshness import (
     Freshness,
@@ -885,6 +886,99 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         return retrieval_pb2.SyncSourceResponse(
             queued=outcome.queued, up_to_date=outcome.up_to_date
         )
+
+    # ---- anchors of notes (the commons' calls) ----
+
+    async def ResolveAnchors(
+        self, request: retrieval_pb2.ResolveAnchorsRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.ResolveAnchorsResponse:
+        """As the caller: the commons forwards the principal that posts or confirms."""
+        if len(request.targets) > limits.ANCHORS_PER_POST_MAX:
+            raise InvalidArgument(f"targets: at most {limits.ANCHORS_PER_POST_MAX}")
+        targets = [check_target(i, given(t)) for i, t in enumerate(request.targets)]
+        async with self._pool.acquire() as conn:
+            nodes = await anchors.resolve(conn, targets, Viewer.current())
+        return retrieval_pb2.ResolveAnchorsResponse(anchors=[_anchor_node(n) for n in nodes])
+
+    async def ReadableRepositories(
+        self,
+        request: retrieval_pb2.ReadableRepositoriesRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> retrieval_pb2.ReadableRepositoriesResponse:
+        async with self._pool.acquire() as conn:
+            found = await anchors.readable(
+                conn, list(request.repository_ids), list(request.slugs), Viewer.current()
+            )
+        return retrieval_pb2.ReadableRepositoriesResponse(
+            repositories=[
+                retrieval_pb2.ReadableRepository(id=rid, slug=slug) for rid, slug in found
+            ]
+        )
+
+    async def RecheckAnchors(
+        self, request: retrieval_pb2.RecheckAnchorsRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.RecheckAnchorsResponse:
+        """The commons' staleness checks, which compare anchors of every repository: only
+        its own identity may ask (no key can have it, admin or not), and only here."""
+        viewer = Viewer.current()
+        if viewer.principal_id != COMMONS_PRINCIPAL or viewer.admin:
+            raise PermissionDenied("RecheckAnchors is the commons' staleness check's call only")
+        if len(request.repository_ids) > limits.ANCHOR_REPOSITORIES_MAX:
+            raise InvalidArgument(f"repository_ids: at most {limits.ANCHOR_REPOSITORIES_MAX}")
+        if len(request.anchors) > limits.ANCHORS_RECHECK_MAX:
+            raise InvalidArgument(f"anchors: at most {limits.ANCHORS_RECHECK_MAX}")
+        stored = [
+            anchors.Stored(
+                a.id, a.repository_id, a.qualified_name, a.path, a.signature_hash, a.body_hash
+            )
+            for a in request.anchors
+        ]
+        async with self._pool.acquire() as conn:
+            repos = await anchors.generations(conn, list(request.repository_ids))
+            checks = (await anchors.recheck(conn, stored))[1] if stored else []
+        return retrieval_pb2.RecheckAnchorsResponse(
+            repositories=[
+                retrieval_pb2.RepositoryGeneration(
+                    repository_id=r.id, generation=r.generation, commit=r.commit
+                )
+                for r in repos.values()
+            ],
+            checks=[
+                retrieval_pb2.AnchorCheck(
+                    id=c.id,
+                    state=_ANCHOR_STATES[c.state],
+                    current=_anchor_node(c.current) if c.current is not None else None,
+                    commit=c.commit,
+                    generation=c.generation,
+                )
+                for c in checks
+            ],
+        )
+
+
+_ANCHOR_STATES = {
+    "fresh": retrieval_pb2.ANCHOR_STATE_FRESH,
+    "body_changed": retrieval_pb2.ANCHOR_STATE_BODY_CHANGED,
+    "signature_changed": retrieval_pb2.ANCHOR_STATE_SIGNATURE_CHANGED,
+    "moved": retrieval_pb2.ANCHOR_STATE_MOVED,
+    "orphaned": retrieval_pb2.ANCHOR_STATE_ORPHANED,
+}
+
+
+def _anchor_node(node: anchors.Node) -> retrieval_pb2.AnchorNode:
+    return retrieval_pb2.AnchorNode(
+        repository_id=node.repository_id,
+        repo=node.repo,
+        qualified_name=node.qualified_name,
+        path=node.path,
+        start_line=node.start_line,
+        end_line=node.end_line,
+        kind=node.kind,
+        signature_hash=node.signature_hash,
+        body_hash=node.body_hash,
+        commit=node.commit,
+        generation=node.generation,
+    )
 
 
 def _scope_name(value: str, max_chars: int, what: str) -> str:

@@ -31,6 +31,7 @@ TOOLS = {
     "commons_post",
     "commons_vote",
     "commons_comment",
+    "commons_anchors",
     "cograph_read",
     "cograph_files",
     "cograph_grep",

@@ -14,8 +14,10 @@ from typing import Any, cast
 
 import pytest
 from fastapi import FastAPI
+from pydantic import TypeAdapter
 
 from cograph_api import limits, mcp_args, mcp_tools
+from cograph_api import rest_models as models
 from commons.listing import validate_list_page
 from commons.profiles import validate_display_name
 from commons.settings import CommonsSettings
@@ -308,14 +310,86 @@ def test_mcp_argument_models_enforce_their_schemas(name: str) -> None:
             with pytest.raises(ValueError):
                 model.model_validate({**base, field: prop["maximum"] + 1})
         if "maxItems" in prop and "enum" not in prop["items"]:
-            item = "x"
-            model.model_validate({**base, field: [f"{item}{i}" for i in range(prop["maxItems"])]})
+            objects = "anyOf" in prop["items"]
+
+            def item(i: int, objects: bool = objects) -> object:
+                # An anchor is the one list of objects a tool takes.
+                return {"repo": "github.com/acme/x", "symbol": f"f{i}"} if objects else f"x{i}"
+
+            model.model_validate({**base, field: [item(i) for i in range(prop["maxItems"])]})
             with pytest.raises(ValueError):
                 model.model_validate(
-                    {**base, field: [f"{item}{i}" for i in range(prop["maxItems"] + 1)]}
+                    {**base, field: [item(i) for i in range(prop["maxItems"] + 1)]}
                 )
 
 
 def test_body_limit_default_is_the_shared_constant(environ: dict[str, str]) -> None:
     settings = GatewaySettings.from_env(Env(environ))
     assert settings.max_body_bytes == limits.REQUEST_BODY_MAX_BYTES
+
+
+def test_anchor_limits_are_what_both_sides_enforce(openapi: Schema) -> None:
+    """The anchors' bounds at their edges: the REST model (and so OpenAPI and MCP), and the
+    check the commons and retrieval both run (cograph_api.anchors)."""
+    from cograph_api.anchors import Target, check_count, check_target
+    from svckit.errors import InvalidArgument
+
+    def lines(start: int, end: int) -> Target:
+        return Target("github.com/acme/x", "", "a.py", start, end)
+
+    assert check_target(0, lines(1, limits.ANCHOR_LINES_MAX)).end_line == limits.ANCHOR_LINES_MAX
+    top = limits.ANCHOR_LINE_MAX
+    assert check_target(0, lines(top, top)).start_line == top
+    for start, end in ((0, 1), (1, limits.ANCHOR_LINES_MAX + 1), (top + 1, top + 1), (5, 4)):
+        with pytest.raises(InvalidArgument, match=r"anchors\[3\]"):
+            check_target(3, lines(start, end))
+    _string_edge(
+        lambda v: check_target(0, Target("github.com/acme/x", "", v, 1, 1)), limits.PATH_MAX_CHARS
+    )
+    _string_edge(
+        lambda v: check_target(0, Target("github.com/acme/x", v, "", 0, 0)),
+        limits.SYMBOL_MAX_CHARS,
+    )
+    check_count(limits.ANCHORS_PER_POST_MAX)
+    check_count(1, limits.ANCHORS_PER_POST_MAX - 1)
+    with pytest.raises(InvalidArgument, match="at most"):
+        check_count(1, limits.ANCHORS_PER_POST_MAX)
+
+    anchors = _body_field(openapi, "/v1/posts", "anchors")
+    assert anchors["maxItems"] == limits.ANCHORS_PER_POST_MAX
+    ok = {"repo": "github.com/acme/x", "path": "a.py", "start_line": 1}
+    anchor = TypeAdapter(models.AnchorTarget)
+    anchor.validate_python({**ok, "end_line": limits.ANCHOR_LINES_MAX})
+    for bad in (
+        {**ok, "end_line": limits.ANCHOR_LINES_MAX + 1},
+        {**ok, "start_line": 0, "end_line": 1},
+        {**ok, "end_line": 1, "symbol": "f"},
+        {"repo": "github.com/acme/x", "path": "a.py"},
+        {"repo": "github.com/acme/x"},
+    ):
+        with pytest.raises(ValueError):
+            anchor.validate_python(bad)
+    limit = _query_param(openapi, "/v1/anchors", "limit")
+    assert (limit["minimum"], limit["maximum"]) == (
+        limits.ANCHORS_LIMIT_MIN,
+        limits.ANCHORS_LIMIT_MAX,
+    )
+
+
+def test_anchor_review_limits_are_what_the_commons_enforces() -> None:
+    from commons.validation import validate_review
+    from svckit.errors import InvalidArgument
+
+    assert validate_review("H/o/n", None, 0) == ("h/o/n", None, limits.ANCHORS_LIMIT_DEFAULT)
+    assert (
+        validate_review("h/o/n", "moved", limits.ANCHORS_LIMIT_MAX)[2] == limits.ANCHORS_LIMIT_MAX
+    )
+    for repo, status, limit in (
+        ("h/o/n", None, limits.ANCHORS_LIMIT_MAX + 1),
+        ("h/o/n", None, -1),
+        ("h/o/n", "stale", 1),
+        ("", None, 1),
+        ("x" * (limits.SLUG_MAX_CHARS + 1), None, 1),
+    ):
+        with pytest.raises(InvalidArgument):
+            validate_review(repo, status, limit)

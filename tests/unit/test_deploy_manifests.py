@@ -1100,7 +1100,7 @@ def test_network_policies_allow_exactly_the_calls_the_code_makes() -> None:
     }
     assert callers_of == {
         "gateway": set(),
-        "retrieval": {"gateway"},
+        "retrieval": {"gateway", "commons"},
         "router": {"gateway"},
         "commons": {"gateway"},
         # The gateway only for /readyz's health check; the embedder serves embeddings to two.

@@ -156,6 +156,7 @@ ARG_MODELS: dict[str, type[BaseModel]] = {
     "commons_get": mcp_tools.CommonsGetArgs,
     "commons_post": mcp_tools.CommonsPostArgs,
     "commons_vote": mcp_tools.CommonsVoteArgs,
+    "commons_anchors": mcp_tools.CommonsAnchorsArgs,
     "commons_comment": mcp_tools.CommonsCommentArgs,
     "cograph_read": mcp_tools.ReadArgs,
     "cograph_files": mcp_tools.FilesArgs,

@@ -59,8 +59,27 @@ NUMBERS = sorted({n for v in _LIMITS.values() for n in (v - 1, v, v + 1)} | {-1,
 COUNTS = sorted({n for v in (limits.LAYERS_MAX, limits.POST_TAGS_MAX) for n in (v, v + 1)})
 
 
+# Anchors (commons_post), the one list of objects: each form, a mix, and what neither is.
+ANCHORS = (
+    {"repo": "h/o/n", "symbol": "f"},
+    {"repo": "h/o/n", "symbol": "f", "path": "a.py"},
+    {"repo": "h/o/n", "path": "a.py", "start_line": 1, "end_line": 2},
+    {"repo": "h/o/n", "symbol": "f", "start_line": 1, "end_line": 2},
+    {"repo": "h/o/n", "path": "a.py"},
+    {"repo": "h/o/n"},
+    {"symbol": "f"},
+    {"repo": "h/o/n", "symbol": ""},
+    {"repo": "h/o/n", "path": "a.py", "start_line": 0, "end_line": 1},
+    {"repo": "h/o/n", "symbol": "f", "other": 1},
+    "f",
+)
+
+
 def _values(prop: dict[str, Any]) -> Iterator[Any]:
     """Values at and just past each bound `prop` publishes or a limit sets; other types."""
+    if "anyOf" in prop:
+        yield from ANCHORS
+        return
     kind = prop["type"]
     if kind == "string":
         yield from prop.get("enum", [])
@@ -77,7 +96,10 @@ def _values(prop: dict[str, Any]) -> Iterator[Any]:
         yield from (True, False)
     elif kind == "array":
         item = prop["items"]
-        distinct = list(item.get("enum", ())) or [f"x{i}" for i in range(max(COUNTS) + 1)]
+        distinct = list(item.get("enum", ())) or [
+            {"repo": "h/o/n", "symbol": f"f{i}"} if "anyOf" in item else f"x{i}"
+            for i in range(max(COUNTS) + 1)
+        ]
         yield []
         yield distinct[:1] * 2
         for value in _values(item):

@@ -136,8 +136,10 @@ async def gateway_stack(
             stack.push_async_callback(router.stop)
             addrs["router"] = f"127.0.0.1:{router.port}"
         if "commons" in services:
+            # The commons resolves and re-checks notes' anchors through retrieval.
+            peers = {"RETRIEVAL_ADDR": addrs["retrieval"]} if "retrieval" in addrs else {}
             commons = await start_commons(
-                commons_settings(url, commons_embedder or embedder_address, **extra)
+                commons_settings(url, commons_embedder or embedder_address, **peers, **extra)
             )
             stack.push_async_callback(commons.stop)
             addrs["commons"] = f"127.0.0.1:{commons.port}"

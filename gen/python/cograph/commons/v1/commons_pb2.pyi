@@ -124,6 +124,42 @@ POST_SORT_TOP: PostSort.ValueType  # 2
 """Highest score first, newest first among equal scores."""
 Global___PostSort: _TypeAlias = PostSort  # noqa: Y015
 
+class _AnchorStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AnchorStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AnchorStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ANCHOR_STATUS_UNSPECIFIED: _AnchorStatus.ValueType  # 0
+    """Not set (a listing then asks for every status but fresh)."""
+    ANCHOR_STATUS_FRESH: _AnchorStatus.ValueType  # 1
+    """Unchanged."""
+    ANCHOR_STATUS_BODY_CHANGED: _AnchorStatus.ValueType  # 2
+    """The same symbol and signature with another body."""
+    ANCHOR_STATUS_SIGNATURE_CHANGED: _AnchorStatus.ValueType  # 3
+    """The same symbol with another signature."""
+    ANCHOR_STATUS_MOVED: _AnchorStatus.ValueType  # 4
+    """The same body under another path or name (moved_to says where)."""
+    ANCHOR_STATUS_ORPHANED: _AnchorStatus.ValueType  # 5
+    """The code is gone; the note is kept."""
+
+class AnchorStatus(_AnchorStatus, metaclass=_AnchorStatusEnumTypeWrapper):
+    """Whether the code an anchor points at changed since it was anchored or confirmed."""
+
+ANCHOR_STATUS_UNSPECIFIED: AnchorStatus.ValueType  # 0
+"""Not set (a listing then asks for every status but fresh)."""
+ANCHOR_STATUS_FRESH: AnchorStatus.ValueType  # 1
+"""Unchanged."""
+ANCHOR_STATUS_BODY_CHANGED: AnchorStatus.ValueType  # 2
+"""The same symbol and signature with another body."""
+ANCHOR_STATUS_SIGNATURE_CHANGED: AnchorStatus.ValueType  # 3
+"""The same symbol with another signature."""
+ANCHOR_STATUS_MOVED: AnchorStatus.ValueType  # 4
+"""The same body under another path or name (moved_to says where)."""
+ANCHOR_STATUS_ORPHANED: AnchorStatus.ValueType  # 5
+"""The code is gone; the note is kept."""
+Global___AnchorStatus: _TypeAlias = AnchorStatus  # noqa: Y015
+
 @_typing.final
 class Post(_message.Message):
     """A whole note. Counts are int32 so that JSON renders them as numbers, as the spec shows."""
@@ -141,6 +177,7 @@ class Post(_message.Message):
     SEARCHABLE_FIELD_NUMBER: _builtins.int
     HIDDEN_FIELD_NUMBER: _builtins.int
     AUTHOR_NAME_FIELD_NUMBER: _builtins.int
+    ANCHORS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The note's id (a UUID)."""
     contributor_no: _builtins.int
@@ -167,6 +204,10 @@ class Post(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the note was posted."""
 
+    @_builtins.property
+    def anchors(self) -> _containers.RepeatedCompositeFieldContainer[Global___Anchor]:
+        """The code the note is anchored to: only anchors in repositories the caller may read."""
+
     def __init__(
         self,
         *,
@@ -181,10 +222,11 @@ class Post(_message.Message):
         searchable: _builtins.bool = ...,
         hidden: _builtins.bool = ...,
         author_name: _builtins.str | None = ...,
+        anchors: _abc.Iterable[Global___Anchor] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "author_name", b"author_name", "body", b"body", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "score", b"score", "searchable", b"searchable", "tags", b"tags", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_author_name", b"_author_name", "anchors", b"anchors", "author_name", b"author_name", "body", b"body", "comment_count", b"comment_count", "contributor_no", b"contributor_no", "created_at", b"created_at", "hidden", b"hidden", "id", b"id", "score", b"score", "searchable", b"searchable", "tags", b"tags", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__author_name: _TypeAlias = _typing.Literal["author_name"]  # noqa: Y015
     _WhichOneofArgType__author_name: _TypeAlias = _typing.Literal["_author_name", b"_author_name"]  # noqa: Y015
@@ -319,6 +361,7 @@ class CreatePostRequest(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     BODY_FIELD_NUMBER: _builtins.int
     TAGS_FIELD_NUMBER: _builtins.int
+    ANCHORS_FIELD_NUMBER: _builtins.int
     title: _builtins.str
     """The title; required, bounded in length."""
     body: _builtins.str
@@ -327,16 +370,21 @@ class CreatePostRequest(_message.Message):
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Optional tags; bounded in number and length, no whitespace."""
 
+    @_builtins.property
+    def anchors(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnchorTarget]:
+        """Optional anchors to code the caller may read (at most ANCHORS_PER_POST_MAX)."""
+
     def __init__(
         self,
         *,
         title: _builtins.str = ...,
         body: _builtins.str = ...,
         tags: _abc.Iterable[_builtins.str] | None = ...,
+        anchors: _abc.Iterable[Global___AnchorTarget] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "tags", b"tags", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchors", b"anchors", "body", b"body", "tags", b"tags", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1197,3 +1245,396 @@ class SetDisplayNameResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SetDisplayNameResponse: _TypeAlias = SetDisplayNameResponse  # noqa: Y015
+
+@_typing.final
+class AnchorTarget(_message.Message):
+    """One anchor as a note gives it: `repo` and `symbol`, or `repo`, `path`, `start_line` and
+    `end_line`.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    SYMBOL_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """host/owner/name of an indexed repository (its default branch)."""
+    symbol: _builtins.str
+    """A qualified name, or a bare name only one symbol has; empty for a line range."""
+    path: _builtins.str
+    """A file: with the lines, the anchor is the smallest symbol covering them; with a symbol,
+    it narrows the symbol to that file.
+    """
+    start_line: _builtins.int
+    """The range's first line (1-based); 0 with a symbol."""
+    end_line: _builtins.int
+    """The range's last line (inclusive); 0 with a symbol."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        symbol: _builtins.str = ...,
+        path: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "path", b"path", "repo", b"repo", "start_line", b"start_line", "symbol", b"symbol"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnchorTarget: _TypeAlias = AnchorTarget  # noqa: Y015
+
+@_typing.final
+class AnchorPlace(_message.Message):
+    """Where moved code lies now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    QUALIFIED_NAME_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Its file."""
+    qualified_name: _builtins.str
+    """Its qualified name."""
+    start_line: _builtins.int
+    """Its first line."""
+    end_line: _builtins.int
+    """Its last line."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        qualified_name: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "path", b"path", "qualified_name", b"qualified_name", "start_line", b"start_line"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnchorPlace: _TypeAlias = AnchorPlace  # noqa: Y015
+
+@_typing.final
+class Anchor(_message.Message):
+    """A note's anchor: the code it was resolved to, and how that code fares."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    REPO_FIELD_NUMBER: _builtins.int
+    SYMBOL_FIELD_NUMBER: _builtins.int
+    QUALIFIED_NAME_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    CHECKED_COMMIT_FIELD_NUMBER: _builtins.int
+    CHECKED_AT_FIELD_NUMBER: _builtins.int
+    MOVED_TO_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The anchor's id (a UUID)."""
+    repo: _builtins.str
+    """host/owner/name."""
+    symbol: _builtins.str
+    """The symbol as given; empty when anchored by lines."""
+    qualified_name: _builtins.str
+    """The resolved symbol's qualified name."""
+    path: _builtins.str
+    """Its file."""
+    start_line: _builtins.int
+    """Its first line at the commit last checked (when fresh) or anchored."""
+    end_line: _builtins.int
+    """Its last line."""
+    kind: _builtins.str
+    """function, method, class, ..."""
+    status: Global___AnchorStatus.ValueType
+    """fresh, body_changed, signature_changed, moved or orphaned."""
+    commit: _builtins.str
+    """The commit it was anchored or last confirmed at."""
+    checked_commit: _builtins.str
+    """The commit it was last checked at."""
+    @_builtins.property
+    def checked_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was last checked."""
+
+    @_builtins.property
+    def moved_to(self) -> Global___AnchorPlace:
+        """Where the code went, when moved; null otherwise."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        repo: _builtins.str = ...,
+        symbol: _builtins.str = ...,
+        qualified_name: _builtins.str = ...,
+        path: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        status: Global___AnchorStatus.ValueType = ...,
+        commit: _builtins.str = ...,
+        checked_commit: _builtins.str = ...,
+        checked_at: _timestamp_pb2.Timestamp | None = ...,
+        moved_to: Global___AnchorPlace | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checked_at", b"checked_at", "moved_to", b"moved_to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checked_at", b"checked_at", "checked_commit", b"checked_commit", "commit", b"commit", "end_line", b"end_line", "id", b"id", "kind", b"kind", "moved_to", b"moved_to", "path", b"path", "qualified_name", b"qualified_name", "repo", b"repo", "start_line", b"start_line", "status", b"status", "symbol", b"symbol"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Anchor: _TypeAlias = Anchor  # noqa: Y015
+
+@_typing.final
+class AddAnchorsRequest(_message.Message):
+    """Anchors for a posted note."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POST_ID_FIELD_NUMBER: _builtins.int
+    ANCHORS_FIELD_NUMBER: _builtins.int
+    post_id: _builtins.str
+    """The note's id."""
+    @_builtins.property
+    def anchors(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnchorTarget]:
+        """The anchors to add (the note holds at most ANCHORS_PER_POST_MAX in all)."""
+
+    def __init__(
+        self,
+        *,
+        post_id: _builtins.str = ...,
+        anchors: _abc.Iterable[Global___AnchorTarget] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchors", b"anchors", "post_id", b"post_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddAnchorsRequest: _TypeAlias = AddAnchorsRequest  # noqa: Y015
+
+@_typing.final
+class AddAnchorsResponse(_message.Message):
+    """The note with its anchors."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def post(self) -> Global___Post:
+        """The whole note."""
+
+    def __init__(
+        self,
+        *,
+        post: Global___Post | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["post", b"post"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["post", b"post"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddAnchorsResponse: _TypeAlias = AddAnchorsResponse  # noqa: Y015
+
+@_typing.final
+class ConfirmAnchorRequest(_message.Message):
+    """Which anchor to confirm."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POST_ID_FIELD_NUMBER: _builtins.int
+    ANCHOR_ID_FIELD_NUMBER: _builtins.int
+    post_id: _builtins.str
+    """The note's id."""
+    anchor_id: _builtins.str
+    """The anchor's id."""
+    def __init__(
+        self,
+        *,
+        post_id: _builtins.str = ...,
+        anchor_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchor_id", b"anchor_id", "post_id", b"post_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConfirmAnchorRequest: _TypeAlias = ConfirmAnchorRequest  # noqa: Y015
+
+@_typing.final
+class ConfirmAnchorResponse(_message.Message):
+    """The anchor after confirmation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANCHOR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def anchor(self) -> Global___Anchor:
+        """Fresh, at the current commit."""
+
+    def __init__(
+        self,
+        *,
+        anchor: Global___Anchor | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["anchor", b"anchor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchor", b"anchor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConfirmAnchorResponse: _TypeAlias = ConfirmAnchorResponse  # noqa: Y015
+
+@_typing.final
+class ListAnchorsRequest(_message.Message):
+    """Which anchors to review."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """host/owner/name of a repository the caller may read."""
+    status: Global___AnchorStatus.ValueType
+    """Only anchors with this status; unset: every status but fresh."""
+    limit: _builtins.int
+    """At most this many; 0 means the default, otherwise within the published bounds."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        status: Global___AnchorStatus.ValueType = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "repo", b"repo", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAnchorsRequest: _TypeAlias = ListAnchorsRequest  # noqa: Y015
+
+@_typing.final
+class AnchoredNote(_message.Message):
+    """One anchor with its note."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POST_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    ANCHOR_FIELD_NUMBER: _builtins.int
+    post_id: _builtins.str
+    """The note's id."""
+    title: _builtins.str
+    """The note's title."""
+    score: _builtins.int
+    """The note's net votes."""
+    @_builtins.property
+    def anchor(self) -> Global___Anchor:
+        """The anchor."""
+
+    def __init__(
+        self,
+        *,
+        post_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        score: _builtins.int = ...,
+        anchor: Global___Anchor | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["anchor", b"anchor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchor", b"anchor", "post_id", b"post_id", "score", b"score", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnchoredNote: _TypeAlias = AnchoredNote  # noqa: Y015
+
+@_typing.final
+class ListAnchorsResponse(_message.Message):
+    """Anchors to review, the longest-changed first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANCHORS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """Whether more anchors matched than limit."""
+    @_builtins.property
+    def anchors(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnchoredNote]:
+        """The anchors and their notes."""
+
+    def __init__(
+        self,
+        *,
+        anchors: _abc.Iterable[Global___AnchoredNote] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchors", b"anchors", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAnchorsResponse: _TypeAlias = ListAnchorsResponse  # noqa: Y015
+
+@_typing.final
+class CheckAnchorsRequest(_message.Message):
+    """Asks for a staleness check now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckAnchorsRequest: _TypeAlias = CheckAnchorsRequest  # noqa: Y015
+
+@_typing.final
+class CheckAnchorsResponse(_message.Message):
+    """What the check did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPOSITORIES_FIELD_NUMBER: _builtins.int
+    CHECKED_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    repositories: _builtins.int
+    """Repositories with anchors looked at."""
+    checked: _builtins.int
+    """Anchors compared with a newer index."""
+    changed: _builtins.int
+    """Anchors whose status changed."""
+    def __init__(
+        self,
+        *,
+        repositories: _builtins.int = ...,
+        checked: _builtins.int = ...,
+        changed: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "checked", b"checked", "repositories", b"repositories"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckAnchorsResponse: _TypeAlias = CheckAnchorsResponse  # noqa: Y015

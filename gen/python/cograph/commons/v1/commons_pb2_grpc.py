@@ -105,6 +105,26 @@ class CommonsServiceStub:
                 request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameRequest.SerializeToString,
                 response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameResponse.FromString,
                 _registered_method=True)
+        self.AddAnchors = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/AddAnchors',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.AddAnchorsRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.AddAnchorsResponse.FromString,
+                _registered_method=True)
+        self.ConfirmAnchor = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/ConfirmAnchor',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ConfirmAnchorRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ConfirmAnchorResponse.FromString,
+                _registered_method=True)
+        self.ListAnchors = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/ListAnchors',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListAnchorsRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListAnchorsResponse.FromString,
+                _registered_method=True)
+        self.CheckAnchors = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/CheckAnchors',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsResponse.FromString,
+                _registered_method=True)
 
 
 class CommonsServiceServicer:
@@ -209,6 +229,34 @@ class CommonsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddAnchors(self, request, context):
+        """Anchors a posted note to code (its author or an admin; the caller must read the code).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConfirmAnchor(self, request, context):
+        """Marks an anchor fresh at the current commit (its note's author or an admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAnchors(self, request, context):
+        """Lists the anchors of one repository whose code changed, with their notes, for review.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckAnchors(self, request, context):
+        """Checks every anchor whose repository published a newer index now (admins only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CommonsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +329,26 @@ def add_CommonsServiceServicer_to_server(servicer, server):
                     servicer.SetDisplayName,
                     request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameRequest.FromString,
                     response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameResponse.SerializeToString,
+            ),
+            'AddAnchors': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddAnchors,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.AddAnchorsRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.AddAnchorsResponse.SerializeToString,
+            ),
+            'ConfirmAnchor': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConfirmAnchor,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ConfirmAnchorRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ConfirmAnchorResponse.SerializeToString,
+            ),
+            'ListAnchors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAnchors,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListAnchorsRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.ListAnchorsResponse.SerializeToString,
+            ),
+            'CheckAnchors': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckAnchors,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -662,6 +730,114 @@ class CommonsService:
             '/cograph.commons.v1.CommonsService/SetDisplayName',
             cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameRequest.SerializeToString,
             cograph_dot_commons_dot_v1_dot_commons__pb2.SetDisplayNameResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddAnchors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/AddAnchors',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.AddAnchorsRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.AddAnchorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConfirmAnchor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/ConfirmAnchor',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.ConfirmAnchorRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.ConfirmAnchorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAnchors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/ListAnchors',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.ListAnchorsRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.ListAnchorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckAnchors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/CheckAnchors',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

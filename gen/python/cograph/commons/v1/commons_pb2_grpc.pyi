@@ -61,6 +61,14 @@ class CommonsServiceStub:
     """The caller's public identity in the commons: contributor number and display name."""
     SetDisplayName: _grpc.UnaryUnaryMultiCallable[_commons_pb2.SetDisplayNameRequest, _commons_pb2.SetDisplayNameResponse]
     """Sets or clears the caller's display name, shown beside their contributor number."""
+    AddAnchors: _grpc.UnaryUnaryMultiCallable[_commons_pb2.AddAnchorsRequest, _commons_pb2.AddAnchorsResponse]
+    """Anchors a posted note to code (its author or an admin; the caller must read the code)."""
+    ConfirmAnchor: _grpc.UnaryUnaryMultiCallable[_commons_pb2.ConfirmAnchorRequest, _commons_pb2.ConfirmAnchorResponse]
+    """Marks an anchor fresh at the current commit (its note's author or an admin)."""
+    ListAnchors: _grpc.UnaryUnaryMultiCallable[_commons_pb2.ListAnchorsRequest, _commons_pb2.ListAnchorsResponse]
+    """Lists the anchors of one repository whose code changed, with their notes, for review."""
+    CheckAnchors: _grpc.UnaryUnaryMultiCallable[_commons_pb2.CheckAnchorsRequest, _commons_pb2.CheckAnchorsResponse]
+    """Checks every anchor whose repository published a newer index now (admins only)."""
 
 @_typing.type_check_only
 class CommonsServiceAsyncStub(CommonsServiceStub):
@@ -95,6 +103,14 @@ class CommonsServiceAsyncStub(CommonsServiceStub):
     """The caller's public identity in the commons: contributor number and display name."""
     SetDisplayName: _aio.UnaryUnaryMultiCallable[_commons_pb2.SetDisplayNameRequest, _commons_pb2.SetDisplayNameResponse]  # type: ignore[assignment]
     """Sets or clears the caller's display name, shown beside their contributor number."""
+    AddAnchors: _aio.UnaryUnaryMultiCallable[_commons_pb2.AddAnchorsRequest, _commons_pb2.AddAnchorsResponse]  # type: ignore[assignment]
+    """Anchors a posted note to code (its author or an admin; the caller must read the code)."""
+    ConfirmAnchor: _aio.UnaryUnaryMultiCallable[_commons_pb2.ConfirmAnchorRequest, _commons_pb2.ConfirmAnchorResponse]  # type: ignore[assignment]
+    """Marks an anchor fresh at the current commit (its note's author or an admin)."""
+    ListAnchors: _aio.UnaryUnaryMultiCallable[_commons_pb2.ListAnchorsRequest, _commons_pb2.ListAnchorsResponse]  # type: ignore[assignment]
+    """Lists the anchors of one repository whose code changed, with their notes, for review."""
+    CheckAnchors: _aio.UnaryUnaryMultiCallable[_commons_pb2.CheckAnchorsRequest, _commons_pb2.CheckAnchorsResponse]  # type: ignore[assignment]
+    """Checks every anchor whose repository published a newer index now (admins only)."""
 
 class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Notes, votes, comments and semantic note search; writes act for the request's principal."""
@@ -210,5 +226,37 @@ class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_commons_pb2.SetDisplayNameResponse, _abc.Awaitable[_commons_pb2.SetDisplayNameResponse]]:
         """Sets or clears the caller's display name, shown beside their contributor number."""
+
+    @_abc_1.abstractmethod
+    def AddAnchors(
+        self,
+        request: _commons_pb2.AddAnchorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.AddAnchorsResponse, _abc.Awaitable[_commons_pb2.AddAnchorsResponse]]:
+        """Anchors a posted note to code (its author or an admin; the caller must read the code)."""
+
+    @_abc_1.abstractmethod
+    def ConfirmAnchor(
+        self,
+        request: _commons_pb2.ConfirmAnchorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.ConfirmAnchorResponse, _abc.Awaitable[_commons_pb2.ConfirmAnchorResponse]]:
+        """Marks an anchor fresh at the current commit (its note's author or an admin)."""
+
+    @_abc_1.abstractmethod
+    def ListAnchors(
+        self,
+        request: _commons_pb2.ListAnchorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.ListAnchorsResponse, _abc.Awaitable[_commons_pb2.ListAnchorsResponse]]:
+        """Lists the anchors of one repository whose code changed, with their notes, for review."""
+
+    @_abc_1.abstractmethod
+    def CheckAnchors(
+        self,
+        request: _commons_pb2.CheckAnchorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.CheckAnchorsResponse, _abc.Awaitable[_commons_pb2.CheckAnchorsResponse]]:
+        """Checks every anchor whose repository published a newer index now (admins only)."""
 
 def add_CommonsServiceServicer_to_server(servicer: CommonsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

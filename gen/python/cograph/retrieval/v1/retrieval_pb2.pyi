@@ -317,6 +317,42 @@ ACCESS_ROLE_WRITE: AccessRole.ValueType  # 2
 """Also re-index it and change its source."""
 Global___AccessRole: _TypeAlias = AccessRole  # noqa: Y015
 
+class _AnchorState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AnchorStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AnchorState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ANCHOR_STATE_UNSPECIFIED: _AnchorState.ValueType  # 0
+    """Not set."""
+    ANCHOR_STATE_FRESH: _AnchorState.ValueType  # 1
+    """The same symbol in the same file, unchanged."""
+    ANCHOR_STATE_BODY_CHANGED: _AnchorState.ValueType  # 2
+    """The same symbol, the same signature, another body."""
+    ANCHOR_STATE_SIGNATURE_CHANGED: _AnchorState.ValueType  # 3
+    """The same symbol with another signature."""
+    ANCHOR_STATE_MOVED: _AnchorState.ValueType  # 4
+    """The same body under another path or qualified name."""
+    ANCHOR_STATE_ORPHANED: _AnchorState.ValueType  # 5
+    """Nothing matches any more."""
+
+class AnchorState(_AnchorState, metaclass=_AnchorStateEnumTypeWrapper):
+    """How an anchor's code compares with the published index."""
+
+ANCHOR_STATE_UNSPECIFIED: AnchorState.ValueType  # 0
+"""Not set."""
+ANCHOR_STATE_FRESH: AnchorState.ValueType  # 1
+"""The same symbol in the same file, unchanged."""
+ANCHOR_STATE_BODY_CHANGED: AnchorState.ValueType  # 2
+"""The same symbol, the same signature, another body."""
+ANCHOR_STATE_SIGNATURE_CHANGED: AnchorState.ValueType  # 3
+"""The same symbol with another signature."""
+ANCHOR_STATE_MOVED: AnchorState.ValueType  # 4
+"""The same body under another path or qualified name."""
+ANCHOR_STATE_ORPHANED: AnchorState.ValueType  # 5
+"""Nothing matches any more."""
+Global___AnchorState: _TypeAlias = AnchorState  # noqa: Y015
+
 @_typing.final
 class IndexRepositoryRequest(_message.Message):
     """What to index: a local git repository, a plain directory, or a git URL."""
@@ -2976,3 +3012,407 @@ class DeleteRefResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteRefResponse: _TypeAlias = DeleteRefResponse  # noqa: Y015
+
+@_typing.final
+class AnchorTarget(_message.Message):
+    """One anchor as a note gives it: a symbol of a repository, or a line range of one of its
+    files.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    SYMBOL_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """host/owner/name of a repository (its default branch)."""
+    symbol: _builtins.str
+    """A qualified name, or a bare name that only one symbol has; empty for a line range."""
+    path: _builtins.str
+    """A file path: with start_line and end_line, the smallest symbol covering them; with a
+    symbol, narrows the symbol to that file.
+    """
+    start_line: _builtins.int
+    """The range's first line (1-based); 0 with a symbol."""
+    end_line: _builtins.int
+    """The range's last line (inclusive); 0 with a symbol."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        symbol: _builtins.str = ...,
+        path: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "path", b"path", "repo", b"repo", "start_line", b"start_line", "symbol", b"symbol"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnchorTarget: _TypeAlias = AnchorTarget  # noqa: Y015
+
+@_typing.final
+class AnchorNode(_message.Message):
+    """The indexed code an anchor points at, with the hashes its staleness is judged by."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPOSITORY_ID_FIELD_NUMBER: _builtins.int
+    REPO_FIELD_NUMBER: _builtins.int
+    QUALIFIED_NAME_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    SIGNATURE_HASH_FIELD_NUMBER: _builtins.int
+    BODY_HASH_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    repository_id: _builtins.int
+    """The repository's id (a repository deleted and indexed again has another)."""
+    repo: _builtins.str
+    """host/owner/name."""
+    qualified_name: _builtins.str
+    """The symbol's qualified name."""
+    path: _builtins.str
+    """Its file."""
+    start_line: _builtins.int
+    """Its first line."""
+    end_line: _builtins.int
+    """Its last line."""
+    kind: _builtins.str
+    """function, method, class, ..."""
+    signature_hash: _builtins.str
+    """SHA-256 (hex) of its signature, whitespace runs collapsed."""
+    body_hash: _builtins.str
+    """SHA-256 (hex) of its text."""
+    commit: _builtins.str
+    """The commit of the published index it was found in."""
+    generation: _builtins.int
+    """The published generation it was found in."""
+    def __init__(
+        self,
+        *,
+        repository_id: _builtins.int = ...,
+        repo: _builtins.str = ...,
+        qualified_name: _builtins.str = ...,
+        path: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        signature_hash: _builtins.str = ...,
+        body_hash: _builtins.str = ...,
+        commit: _builtins.str = ...,
+        generation: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body_hash", b"body_hash", "commit", b"commit", "end_line", b"end_line", "generation", b"generation", "kind", b"kind", "path", b"path", "qualified_name", b"qualified_name", "repo", b"repo", "repository_id", b"repository_id", "signature_hash", b"signature_hash", "start_line", b"start_line"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnchorNode: _TypeAlias = AnchorNode  # noqa: Y015
+
+@_typing.final
+class ResolveAnchorsRequest(_message.Message):
+    """The anchors to resolve."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGETS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnchorTarget]:
+        """At most ANCHORS_PER_POST_MAX."""
+
+    def __init__(
+        self,
+        *,
+        targets: _abc.Iterable[Global___AnchorTarget] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["targets", b"targets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveAnchorsRequest: _TypeAlias = ResolveAnchorsRequest  # noqa: Y015
+
+@_typing.final
+class ResolveAnchorsResponse(_message.Message):
+    """Each anchor resolved, in the order asked."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANCHORS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def anchors(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnchorNode]:
+        """One per target."""
+
+    def __init__(
+        self,
+        *,
+        anchors: _abc.Iterable[Global___AnchorNode] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchors", b"anchors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveAnchorsResponse: _TypeAlias = ResolveAnchorsResponse  # noqa: Y015
+
+@_typing.final
+class ReadableRepositoriesRequest(_message.Message):
+    """Repositories whose readability to ask about."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPOSITORY_IDS_FIELD_NUMBER: _builtins.int
+    SLUGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def repository_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Repository ids (at most ANCHOR_REPOSITORIES_MAX)."""
+
+    @_builtins.property
+    def slugs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Repository slugs (at most ANCHOR_REPOSITORIES_MAX)."""
+
+    def __init__(
+        self,
+        *,
+        repository_ids: _abc.Iterable[_builtins.int] | None = ...,
+        slugs: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["repository_ids", b"repository_ids", "slugs", b"slugs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadableRepositoriesRequest: _TypeAlias = ReadableRepositoriesRequest  # noqa: Y015
+
+@_typing.final
+class ReadableRepository(_message.Message):
+    """A repository the caller may read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    SLUG_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """Its id."""
+    slug: _builtins.str
+    """host/owner/name."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        slug: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "slug", b"slug"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadableRepository: _TypeAlias = ReadableRepository  # noqa: Y015
+
+@_typing.final
+class ReadableRepositoriesResponse(_message.Message):
+    """The readable ones among those asked about; unknown ones are left out like unreadable ones."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPOSITORIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def repositories(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReadableRepository]:
+        """In no particular order."""
+
+    def __init__(
+        self,
+        *,
+        repositories: _abc.Iterable[Global___ReadableRepository] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["repositories", b"repositories"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadableRepositoriesResponse: _TypeAlias = ReadableRepositoriesResponse  # noqa: Y015
+
+@_typing.final
+class StoredAnchor(_message.Message):
+    """An anchor as the commons stores it: what it was last confirmed to point at."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    REPOSITORY_ID_FIELD_NUMBER: _builtins.int
+    QUALIFIED_NAME_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    SIGNATURE_HASH_FIELD_NUMBER: _builtins.int
+    BODY_HASH_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The commons' anchor id, echoed in the check."""
+    repository_id: _builtins.int
+    """The repository's id."""
+    qualified_name: _builtins.str
+    """The symbol's qualified name."""
+    path: _builtins.str
+    """Its file."""
+    signature_hash: _builtins.str
+    """The signature's hash (AnchorNode.signature_hash)."""
+    body_hash: _builtins.str
+    """The body's hash (AnchorNode.body_hash)."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        repository_id: _builtins.int = ...,
+        qualified_name: _builtins.str = ...,
+        path: _builtins.str = ...,
+        signature_hash: _builtins.str = ...,
+        body_hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body_hash", b"body_hash", "id", b"id", "path", b"path", "qualified_name", b"qualified_name", "repository_id", b"repository_id", "signature_hash", b"signature_hash"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoredAnchor: _TypeAlias = StoredAnchor  # noqa: Y015
+
+@_typing.final
+class RepositoryGeneration(_message.Message):
+    """The published generation of one repository."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPOSITORY_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    repository_id: _builtins.int
+    """The repository's id."""
+    generation: _builtins.int
+    """Its published generation."""
+    commit: _builtins.str
+    """The commit that generation indexed."""
+    def __init__(
+        self,
+        *,
+        repository_id: _builtins.int = ...,
+        generation: _builtins.int = ...,
+        commit: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "generation", b"generation", "repository_id", b"repository_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RepositoryGeneration: _TypeAlias = RepositoryGeneration  # noqa: Y015
+
+@_typing.final
+class AnchorCheck(_message.Message):
+    """What one stored anchor points at now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    CURRENT_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The stored anchor's id."""
+    state: Global___AnchorState.ValueType
+    """How it compares."""
+    commit: _builtins.str
+    """The commit it was checked at (empty when its repository is gone)."""
+    generation: _builtins.int
+    """The generation it was checked at (0 when its repository is gone)."""
+    @_builtins.property
+    def current(self) -> Global___AnchorNode:
+        """The code it points at now (unset when orphaned)."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        state: Global___AnchorState.ValueType = ...,
+        current: Global___AnchorNode | None = ...,
+        commit: _builtins.str = ...,
+        generation: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["current", b"current"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "current", b"current", "generation", b"generation", "id", b"id", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnchorCheck: _TypeAlias = AnchorCheck  # noqa: Y015
+
+@_typing.final
+class RecheckAnchorsRequest(_message.Message):
+    """A staleness check: the repositories to report on and the anchors to compare."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPOSITORY_IDS_FIELD_NUMBER: _builtins.int
+    ANCHORS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def repository_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """At most ANCHOR_REPOSITORIES_MAX."""
+
+    @_builtins.property
+    def anchors(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoredAnchor]:
+        """At most ANCHORS_RECHECK_MAX."""
+
+    def __init__(
+        self,
+        *,
+        repository_ids: _abc.Iterable[_builtins.int] | None = ...,
+        anchors: _abc.Iterable[Global___StoredAnchor] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchors", b"anchors", "repository_ids", b"repository_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecheckAnchorsRequest: _TypeAlias = RecheckAnchorsRequest  # noqa: Y015
+
+@_typing.final
+class RecheckAnchorsResponse(_message.Message):
+    """The repositories' published generations and the anchors' checks."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPOSITORIES_FIELD_NUMBER: _builtins.int
+    CHECKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def repositories(self) -> _containers.RepeatedCompositeFieldContainer[Global___RepositoryGeneration]:
+        """One per repository asked about that still exists."""
+
+    @_builtins.property
+    def checks(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnchorCheck]:
+        """One per anchor, in the order asked."""
+
+    def __init__(
+        self,
+        *,
+        repositories: _abc.Iterable[Global___RepositoryGeneration] | None = ...,
+        checks: _abc.Iterable[Global___AnchorCheck] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checks", b"checks", "repositories", b"repositories"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecheckAnchorsResponse: _TypeAlias = RecheckAnchorsResponse  # noqa: Y015

@@ -145,6 +145,21 @@ class RetrievalServiceStub:
                 request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefRequest.SerializeToString,
                 response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefResponse.FromString,
                 _registered_method=True)
+        self.ResolveAnchors = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/ResolveAnchors',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ResolveAnchorsRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ResolveAnchorsResponse.FromString,
+                _registered_method=True)
+        self.ReadableRepositories = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/ReadableRepositories',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadableRepositoriesRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadableRepositoriesResponse.FromString,
+                _registered_method=True)
+        self.RecheckAnchors = channel.unary_unary(
+                '/cograph.retrieval.v1.RetrievalService/RecheckAnchors',
+                request_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RecheckAnchorsRequest.SerializeToString,
+                response_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RecheckAnchorsResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer:
@@ -308,6 +323,30 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveAnchors(self, request, context):
+        """Resolves the anchors of a note to the published index of each repository's default
+        branch, as the caller: a repository the caller cannot read answers NOT_FOUND like one
+        that does not exist.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadableRepositories(self, request, context):
+        """Which of the repositories named (by id or slug) the caller may read.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecheckAnchors(self, request, context):
+        """Compares stored anchors with the published index of their repositories (the commons'
+        own identity only: no key may make this call).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -420,6 +459,21 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.DeleteRef,
                     request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefRequest.FromString,
                     response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefResponse.SerializeToString,
+            ),
+            'ResolveAnchors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveAnchors,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ResolveAnchorsRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ResolveAnchorsResponse.SerializeToString,
+            ),
+            'ReadableRepositories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadableRepositories,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadableRepositoriesRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadableRepositoriesResponse.SerializeToString,
+            ),
+            'RecheckAnchors': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecheckAnchors,
+                    request_deserializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RecheckAnchorsRequest.FromString,
+                    response_serializer=cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RecheckAnchorsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1017,6 +1071,87 @@ class RetrievalService:
             '/cograph.retrieval.v1.RetrievalService/DeleteRef',
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefRequest.SerializeToString,
             cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.DeleteRefResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveAnchors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/ResolveAnchors',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ResolveAnchorsRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ResolveAnchorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadableRepositories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/ReadableRepositories',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadableRepositoriesRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.ReadableRepositoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecheckAnchors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.retrieval.v1.RetrievalService/RecheckAnchors',
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RecheckAnchorsRequest.SerializeToString,
+            cograph_dot_retrieval_dot_v1_dot_retrieval__pb2.RecheckAnchorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -83,6 +83,17 @@ class RetrievalServiceStub:
     """
     DeleteRef: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteRefRequest, _retrieval_pb2.DeleteRefResponse]
     """Removes one indexed ref of a repository and everything indexed from it (write access)."""
+    ResolveAnchors: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ResolveAnchorsRequest, _retrieval_pb2.ResolveAnchorsResponse]
+    """Resolves the anchors of a note to the published index of each repository's default
+    branch, as the caller: a repository the caller cannot read answers NOT_FOUND like one
+    that does not exist.
+    """
+    ReadableRepositories: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.ReadableRepositoriesRequest, _retrieval_pb2.ReadableRepositoriesResponse]
+    """Which of the repositories named (by id or slug) the caller may read."""
+    RecheckAnchors: _grpc.UnaryUnaryMultiCallable[_retrieval_pb2.RecheckAnchorsRequest, _retrieval_pb2.RecheckAnchorsResponse]
+    """Compares stored anchors with the published index of their repositories (the commons'
+    own identity only: no key may make this call).
+    """
 
 @_typing.type_check_only
 class RetrievalServiceAsyncStub(RetrievalServiceStub):
@@ -139,6 +150,17 @@ class RetrievalServiceAsyncStub(RetrievalServiceStub):
     """
     DeleteRef: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.DeleteRefRequest, _retrieval_pb2.DeleteRefResponse]  # type: ignore[assignment]
     """Removes one indexed ref of a repository and everything indexed from it (write access)."""
+    ResolveAnchors: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ResolveAnchorsRequest, _retrieval_pb2.ResolveAnchorsResponse]  # type: ignore[assignment]
+    """Resolves the anchors of a note to the published index of each repository's default
+    branch, as the caller: a repository the caller cannot read answers NOT_FOUND like one
+    that does not exist.
+    """
+    ReadableRepositories: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.ReadableRepositoriesRequest, _retrieval_pb2.ReadableRepositoriesResponse]  # type: ignore[assignment]
+    """Which of the repositories named (by id or slug) the caller may read."""
+    RecheckAnchors: _aio.UnaryUnaryMultiCallable[_retrieval_pb2.RecheckAnchorsRequest, _retrieval_pb2.RecheckAnchorsResponse]  # type: ignore[assignment]
+    """Compares stored anchors with the published index of their repositories (the commons'
+    own identity only: no key may make this call).
+    """
 
 class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the code, repo_docs and md_collections stores: fills them and searches them."""
@@ -324,5 +346,34 @@ class RetrievalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retrieval_pb2.DeleteRefResponse, _abc.Awaitable[_retrieval_pb2.DeleteRefResponse]]:
         """Removes one indexed ref of a repository and everything indexed from it (write access)."""
+
+    @_abc_1.abstractmethod
+    def ResolveAnchors(
+        self,
+        request: _retrieval_pb2.ResolveAnchorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.ResolveAnchorsResponse, _abc.Awaitable[_retrieval_pb2.ResolveAnchorsResponse]]:
+        """Resolves the anchors of a note to the published index of each repository's default
+        branch, as the caller: a repository the caller cannot read answers NOT_FOUND like one
+        that does not exist.
+        """
+
+    @_abc_1.abstractmethod
+    def ReadableRepositories(
+        self,
+        request: _retrieval_pb2.ReadableRepositoriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.ReadableRepositoriesResponse, _abc.Awaitable[_retrieval_pb2.ReadableRepositoriesResponse]]:
+        """Which of the repositories named (by id or slug) the caller may read."""
+
+    @_abc_1.abstractmethod
+    def RecheckAnchors(
+        self,
+        request: _retrieval_pb2.RecheckAnchorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retrieval_pb2.RecheckAnchorsResponse, _abc.Awaitable[_retrieval_pb2.RecheckAnchorsResponse]]:
+        """Compares stored anchors with the published index of their repositories (the commons'
+        own identity only: no key may make this call).
+        """
 
 def add_RetrievalServiceServicer_to_server(servicer: RetrievalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,98 @@
+"""Notes anchored to code: what both sides of the anchor calls agree on.
+
+The commons owns a note's anchors; retrieval owns the code they point at. The commons
+resolves anchors as the caller (retrieval checks read access), and re-checks them as its
+own identity, COMMONS_PRINCIPAL, which retrieval accepts for RecheckAnchors only. No API
+key can have that principal: key names and principals match limits.KEY_NAME_PATTERN,
+which has no `/`.
+
+`check_target` validates one anchor as a note gives it, with the bounds of
+cograph_api.limits; the commons checks it before it calls retrieval and retrieval checks it
+again, so each boundary names the field that was wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from cograph_api import limits as L
+from svckit.errors import InvalidArgument
+
+# The identity the commons' staleness checks act as (never an admin).
+COMMONS_PRINCIPAL: Final = "cograph/commons"
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One anchor as given: `symbol` (path optional, narrowing it) or `path` with lines."""
+
+    repo: str
+    symbol: str
+    path: str
+    start_line: int
+    end_line: int
+
+
+def _text(where: str, field: str, value: str, limit: int) -> str:
+    text = value.strip()
+    if len(text) > limit:
+        raise InvalidArgument(f"{where}.{field}: must be at most {limit} characters")
+    if _CONTROL.search(text):
+        raise InvalidArgument(f"{where}.{field}: must not contain control characters")
+    return text
+
+
+def _path(where: str, value: str) -> str:
+    path = _text(where, "path", value, L.PATH_MAX_CHARS)
+    if path and (path.startswith("/") or "\\" in path):
+        raise InvalidArgument(f"{where}.path: must be relative to the repository root, with '/'")
+    if path and any(part in ("", ".", "..") for part in path.split("/")):
+        raise InvalidArgument(f"{where}.path: must not contain empty, '.' or '..' segments")
+    return path
+
+
+def check_target(index: int, given: Target) -> Target:
+    """The anchor at position `index` as given, checked and trimmed (the slug
+    lower-cased); INVALID_ARGUMENT naming the field."""
+    where = f"anchors[{index}]"
+    slug = _text(where, "repo", given.repo, L.SLUG_MAX_CHARS).lower()
+    if not slug:
+        raise InvalidArgument(f"{where}.repo: required")
+    name = _text(where, "symbol", given.symbol, L.SYMBOL_MAX_CHARS)
+    file = _path(where, given.path)
+    start_line, end_line = given.start_line, given.end_line
+    if name:
+        if start_line or end_line:
+            raise InvalidArgument(
+                f"{where}: give either symbol or path with start_line and end_line, not both"
+            )
+        return Target(slug, name, file, 0, 0)
+    if not file:
+        raise InvalidArgument(f"{where}: give a symbol, or a path with start_line and end_line")
+    if not 1 <= start_line <= L.ANCHOR_LINE_MAX:
+        raise InvalidArgument(f"{where}.start_line: must be between 1 and {L.ANCHOR_LINE_MAX}")
+    if not start_line <= end_line <= L.ANCHOR_LINE_MAX:
+        raise InvalidArgument(
+            f"{where}.end_line: must be between start_line and {L.ANCHOR_LINE_MAX}"
+        )
+    if end_line - start_line + 1 > L.ANCHOR_LINES_MAX:
+        raise InvalidArgument(f"{where}: a range of at most {L.ANCHOR_LINES_MAX} lines")
+    return Target(slug, "", file, start_line, end_line)
+
+
+def given(message: Any) -> Target:
+    """A protobuf AnchorTarget (commons' or retrieval's, the same fields) as given."""
+    return Target(message.repo, message.symbol, message.path, message.start_line, message.end_line)
+
+
+def check_count(count: int, already: int = 0) -> None:
+    """A note holds at most ANCHORS_PER_POST_MAX anchors, those it has included."""
+    if already + count > L.ANCHORS_PER_POST_MAX:
+        raise InvalidArgument(
+            f"anchors: a note has at most {L.ANCHORS_PER_POST_MAX} anchors "
+            f"(it would have {already + count})"
+        )
