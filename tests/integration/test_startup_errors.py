@@ -143,12 +143,13 @@ def test_embedder_model_path_is_checked_at_start(tmp_path: Path) -> None:
 
 
 def test_up_stops_at_a_service_that_cannot_start_and_leaves_nothing_running(
-    tmp_path: Path,
+    tmp_path: Path, pg_home: Path
 ) -> None:
     """The embedder exits 2 (its model path is wrong): not restarted, `cograph up` says why
-    in one line and stops before "cograph is up", PostgreSQL included."""
+    in one line and stops before "cograph is up", PostgreSQL included. The data directory
+    (PostgreSQL's) lives in `pg_home`, out of reach of another pytest run (conftest)."""
     missing = tmp_path / "no-such-model"
-    env = _env(tmp_path, EMBEDDER_MODEL_PATH=str(missing))
+    env = _env(tmp_path, EMBEDDER_MODEL_PATH=str(missing), COGRAPH_DATA_DIR=str(pg_home / "data"))
     env.pop("COGRAPH_INTERNAL_SECRET")
     process = subprocess.Popen(
         [sys.executable, "-m", "cograph_cli", "up", "--port-base", "0"],
