@@ -725,7 +725,7 @@ def test_bundled_postgres() -> None:
     container = _main(statefulset)
     # An exact release (pgvector and PostgreSQL's major), never the floating `pg17`.
     assert re.fullmatch(
-        r"pgvector/pgvector:0\.8\.\d+-pg17(@sha256:[0-9a-f]{64})?", container["image"]
+        r"pgvector/pgvector:0\.8\.\d+-pg17@sha256:[0-9a-f]{64}", container["image"]
     )
     claims = {c["metadata"]["name"] for c in statefulset["spec"]["volumeClaimTemplates"]}
     data = _env(container)["PGDATA"]["value"]
@@ -1456,7 +1456,7 @@ def _final_stage() -> list[tuple[str, str]]:
 
 # An exact Python release on Debian bookworm, optionally pinned by digest too: a floating
 # tag (python:3.11-slim) would change the image under an unchanged Dockerfile.
-EXACT_PYTHON = re.compile(r"^python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?$")
+EXACT_PYTHON = re.compile(r"^python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}$")
 
 
 def _stages() -> dict[str, list[tuple[str, str]]]:
