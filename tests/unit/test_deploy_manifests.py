@@ -724,9 +724,7 @@ def test_bundled_postgres() -> None:
     statefulset = _objects("StatefulSet")["postgres"]
     container = _main(statefulset)
     # An exact release (pgvector and PostgreSQL's major), never the floating `pg17`.
-    assert re.fullmatch(
-        r"pgvector/pgvector:0\.8\.\d+-pg17@sha256:[0-9a-f]{64}", container["image"]
-    )
+    assert re.fullmatch(r"pgvector/pgvector:0\.8\.\d+-pg17@sha256:[0-9a-f]{64}", container["image"])
     claims = {c["metadata"]["name"] for c in statefulset["spec"]["volumeClaimTemplates"]}
     data = _env(container)["PGDATA"]["value"]
     data_mounts = [m for m in container["volumeMounts"] if data.startswith(m["mountPath"])]
