@@ -77,22 +77,12 @@ class SearchHit:
 
 
 @dataclass(frozen=True)
-class PostSummary:
-    """A note as the listing returns it: body snipped as in search."""
+class PostSummary(SearchHit):
+    """A note as the listing returns it: what search returns of it (body snipped alike),
+    with its moderation state, which only an admin's listing can show hidden."""
 
-    id: uuid.UUID
-    contributor_no: int
-    author_name: str | None
-    title: str
-    body: str
-    body_truncated: bool
-    body_chars: int
-    tags: list[str]
-    score: int
-    comment_count: int
-    created_at: datetime
-    hidden: bool
-    searchable: bool
+    hidden: bool = field(kw_only=True)
+    searchable: bool = field(kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -111,37 +112,30 @@ def anchored_message(note: AnchoredNote) -> commons_pb2.AnchoredNote:
     )
 
 
+def _hit_fields(hit: SearchHit) -> dict[str, Any]:
+    """What a search result and a listed note both carry (a listed note is a hit)."""
+    return {
+        "id": str(hit.id),
+        "contributor_no": hit.contributor_no,
+        "title": hit.title,
+        "body": hit.body,
+        "body_truncated": hit.body_truncated,
+        "body_chars": hit.body_chars,
+        "tags": hit.tags,
+        "score": hit.score,
+        "comment_count": hit.comment_count,
+        "created_at": _timestamp(hit.created_at),
+        "author_name": hit.author_name,
+    }
+
+
 def result_message(hit: SearchHit) -> commons_pb2.SearchResult:
-    return commons_pb2.SearchResult(
-        id=str(hit.id),
-        contributor_no=hit.contributor_no,
-        title=hit.title,
-        body=hit.body,
-        body_truncated=hit.body_truncated,
-        body_chars=hit.body_chars,
-        tags=hit.tags,
-        score=hit.score,
-        comment_count=hit.comment_count,
-        created_at=_timestamp(hit.created_at),
-        author_name=hit.author_name,
-    )
+    return commons_pb2.SearchResult(**_hit_fields(hit))
 
 
 def summary_message(post: PostSummary) -> commons_pb2.PostSummary:
     return commons_pb2.PostSummary(
-        id=str(post.id),
-        contributor_no=post.contributor_no,
-        author_name=post.author_name,
-        title=post.title,
-        body=post.body,
-        body_truncated=post.body_truncated,
-        body_chars=post.body_chars,
-        tags=post.tags,
-        score=post.score,
-        comment_count=post.comment_count,
-        created_at=_timestamp(post.created_at),
-        hidden=post.hidden,
-        searchable=post.searchable,
+        **_hit_fields(post), hidden=post.hidden, searchable=post.searchable
     )
 
 

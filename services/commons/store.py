@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import Enum
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -159,22 +160,26 @@ def listing_query(
     return sql, args
 
 
+def _hit_fields(row: asyncpg.Record) -> dict[str, Any]:
+    """A search or listing row as a SearchHit's fields (the SQL snips the body;
+    `body_chars` is its whole length)."""
+    return {
+        "id": row["id"],
+        "contributor_no": row["contributor_no"],
+        "title": row["title"],
+        "body": row["body"],
+        "body_truncated": row["body_chars"] > len(row["body"]),
+        "body_chars": row["body_chars"],
+        "tags": list(row["tags"]),
+        "score": row["score"],
+        "comment_count": row["comment_count"],
+        "created_at": row["created_at"],
+        "author_name": row["author_name"],
+    }
+
+
 def _summary(row: asyncpg.Record) -> PostSummary:
-    return PostSummary(
-        id=row["id"],
-        contributor_no=row["contributor_no"],
-        author_name=row["author_name"],
-        title=row["title"],
-        body=row["body"],
-        body_truncated=row["body_chars"] > len(row["body"]),
-        body_chars=row["body_chars"],
-        tags=list(row["tags"]),
-        score=row["score"],
-        comment_count=row["comment_count"],
-        created_at=row["created_at"],
-        hidden=row["hidden"],
-        searchable=row["searchable"],
-    )
+    return PostSummary(**_hit_fields(row), hidden=row["hidden"], searchable=row["searchable"])
 
 
 class DeleteOutcome(Enum):
@@ -723,22 +728,7 @@ class CommonsStore:
             elif params.strategy is Strategy.FILTERED:
                 await configure_filtered(conn)
             rows = await conn.fetch(sql, *search_args(params))
-        return [
-            SearchHit(
-                id=row["id"],
-                contributor_no=row["contributor_no"],
-                title=row["title"],
-                body=row["body"],
-                body_truncated=row["body_chars"] > len(row["body"]),
-                body_chars=row["body_chars"],
-                tags=list(row["tags"]),
-                score=row["score"],
-                comment_count=row["comment_count"],
-                created_at=row["created_at"],
-                author_name=row["author_name"],
-            )
-            for row in rows
-        ]
+        return [SearchHit(**_hit_fields(row)) for row in rows]
 
     async def log_search(
         self, query: str, principal_id: str | None, strategy: Strategy, hits: Sequence[SearchHit]
