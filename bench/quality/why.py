@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality import unseen
+from bench.quality.metrics import reciprocal_rank
 from bench.quality.stack import Stack, index_all, running_stack
 from bench.quality.stage_effects import DEPTH, TOP, AnswerPath, answer_path, attribute
 from bench.quality.unseen import UQuery
@@ -39,10 +40,6 @@ class Loss:
     path: AnswerPath
     dense: int | None
     above: list[str]  # the rows ranked above the answer: "layer kind name (stream ranks)"
-
-
-def _reciprocal(rank: int | None) -> float:
-    return 1.0 / rank if rank is not None and rank <= TOP else 0.0
 
 
 def _row(result: retrieval_pb2.SearchResult) -> str:
@@ -93,8 +90,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             )
         table = attribute(paths, dense)
         by_loss = sorted(
-            (p for p in paths if _reciprocal(p.rank) < _reciprocal(dense.get(p.id))),
-            key=lambda p: _reciprocal(p.rank) - _reciprocal(dense.get(p.id)),
+            (p for p in paths if reciprocal_rank(p.rank) < reciprocal_rank(dense.get(p.id))),
+            key=lambda p: reciprocal_rank(p.rank) - reciprocal_rank(dense.get(p.id)),
         )
         queries_by_id = {q.id: q for q in queries}
         losses = [
@@ -107,8 +104,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             for p in by_loss[: args.show]
         ]
     mrr = {
-        "fused": sum(_reciprocal(p.rank) for p in paths) / max(1, len(paths)),
-        "dense": sum(_reciprocal(dense.get(p.id)) for p in paths) / max(1, len(paths)),
+        "fused": sum(reciprocal_rank(p.rank) for p in paths) / max(1, len(paths)),
+        "dense": sum(reciprocal_rank(dense.get(p.id)) for p in paths) / max(1, len(paths)),
     }
     return {"mrr10": mrr, "attribution": table, "losses": losses}
 
