@@ -81,8 +81,10 @@ async def insert(
         "INSERT INTO post_anchors (post_id, repository_id, repo, symbol, requested_path, "
         "requested_start_line, requested_end_line, qualified_name, path, start_line, end_line, "
         "kind, signature_hash, body_hash, commit_sha, generation, checked_commit, "
-        "checked_generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-        "$14, $15, $16, $15, $16)",
+        "checked_generation, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+        # clock_timestamp(), not the transaction's now(): a note's anchors are read back in
+        # the order they were given (ORDER BY created_at), not in their random ids' order.
+        "$12, $13, $14, $15, $16, $15, $16, clock_timestamp())",
         [
             (
                 post_id,
