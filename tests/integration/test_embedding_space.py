@@ -53,7 +53,9 @@ DIM = 8
 # What the second embedder reports as its model: SQL that would do harm if it were spliced.
 HOSTILE = "evil'); DROP TABLE code_nodes; DROP TABLE posts; --"
 PACKAGED = Identity("all-MiniLM-L6-v2", 384)
-FAST = {"EMBEDDING_SPACE_CHECK_S": "0.1"}
+# A query's embedding gets a loaded machine's deadline: this file tests which model the
+# vectors belong to, not how fast a query is embedded (2 s ran out in a busy CI run).
+FAST = {"EMBEDDING_SPACE_CHECK_S": "0.1", "EMBEDDER_TIMEOUT_S": "30"}
 SLUG = "example.com/team/space"
 
 
