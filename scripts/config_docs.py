@@ -207,6 +207,27 @@ META: dict[str, Meta] = {
         default="required; `cograph up`: embedded",
         allowed="a `postgresql://` URL",
     ),
+    "COGRAPH_DATABASE_READ_URL": Meta(
+        "Streaming replicas of `COGRAPH_DATABASE_URL` for read-only requests (searches, read, "
+        "files, outline, grep, references, graph), several separated by spaces. A replica is "
+        "used while it is at most `COGRAPH_REPLICA_MAX_LAG_S` behind and has replayed the "
+        "caller's own last write (its index job's publication, a grant naming it) and every "
+        "change all readers must see (a repository made private or deleted); otherwise the "
+        "primary answers. An unreachable replica is left out until it answers again.",
+        default="unset: every request on the primary",
+        allowed="`postgresql://` URLs separated by spaces",
+    ),
+    "COGRAPH_REPLICA_CHECK_S": Meta(
+        "How often each read replica's state and the primary's WAL position are read, in seconds.",
+        default="1",
+        allowed="0.05-60",
+    ),
+    "COGRAPH_REPLICA_MAX_LAG_S": Meta(
+        "A read replica that has not replayed what the primary had written this many seconds "
+        "ago is left out until it catches up.",
+        default="30",
+        allowed="0-3600",
+    ),
     "COGRAPH_DATA_DIR": Meta(
         "Where `cograph up` keeps the embedded database, the internal secret, the admin key "
         "and `run/` (service logs, port files, `up.log`); retrieval keeps its clones there and "

@@ -36,6 +36,7 @@ from svckit.disk import DiskWatch
 from svckit.internal_auth import TokenSigner, TokenVerifier
 from svckit.metrics import ServiceMetrics
 from svckit.migrations import migrate
+from svckit.replicas import ReadRouter
 from svckit.server import GrpcHost
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class RetrievalApp:
     space: EmbeddingSpace | None = None  # the embedder's model against the stored vectors'
     sync: Syncer | None = None  # None: RETRIEVAL_SYNC_INTERVAL_S=0
     push_sync: PushSync | None = None  # what the push webhooks queue (SyncSource)
+    reads: ReadRouter | None = None  # read-only requests on replicas (svckit.replicas)
 
     @property
     def port(self) -> int:
@@ -85,6 +87,8 @@ class RetrievalApp:
         if self.space is not None:
             await self.space.stop()
         await self.jobs.close()
+        if self.reads is not None:
+            await self.reads.stop()
         await self.summarizer.close()
         if self.reranker is not None:
             await self.reranker.close()
@@ -116,6 +120,14 @@ async def start_retrieval(
         settings.database_url,
         max_size=2 + 2 * settings.index.max_concurrent_jobs,
         timeouts=DbTimeouts.from_env().for_indexing(),
+    )
+    # With COGRAPH_DATABASE_READ_URL, read-only requests go to replicas that are caught up
+    # (and have replayed the caller's own writes); the replicas' pools are opened by the
+    # check, so a replica that is down does not stop the start.
+    reads = (
+        ReadRouter(pool, settings.replicas, writes_table="retrieval_principal_writes")
+        if settings.replicas.urls
+        else None
     )
     metrics = ServiceMetrics()
     metrics.pools.watch(pool, "requests")
@@ -185,6 +197,7 @@ async def start_retrieval(
         settings.embedder_timeout_s,
         reranker,
         on_search=retrieval_metrics.observe_search,
+        reads=reads,
     )
     # Freshness lookups reach sources too: they obey the same host policy.
     heads = HeadProbe(
@@ -205,6 +218,7 @@ async def start_retrieval(
         maintenance_pool=index_pool,
         disk=disk,
         push_sync=push_sync,
+        reads=reads,
     )
 
     def register(server: grpc.aio.Server) -> None:
@@ -224,6 +238,9 @@ async def start_retrieval(
     await report(None)
     space.on_verdict = report
     space.start()
+    if reads is not None:
+        await reads.check()  # the replicas' first state before the first request
+        reads.start()
     # Workers take queued jobs, and jobs whose worker died, from index_jobs (any replica's).
     # A run the sync or a push webhook asked for notes when it published (last_synced_at).
     jobs.start(recording_syncs(pool, servicer.run_job))
@@ -279,4 +296,5 @@ async def start_retrieval(
         space,
         sync,
         push_sync,
+        reads,
     )

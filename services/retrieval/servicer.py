@@ -79,6 +79,7 @@ from retrieval.search.search_settings import SearchSettings
 from retrieval.settings import IndexSettings
 from svckit.disk import DiskWatch
 from svckit.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from svckit.replicas import EVERYONE, ReadRouter
 
 _JOB_KINDS = {
     "repository": retrieval_pb2.JOB_KIND_REPOSITORY,
@@ -248,8 +249,12 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         maintenance_pool: asyncpg.Pool | None = None,
         disk: DiskWatch | None = None,
         push_sync: PushSync | None = None,
+        reads: ReadRouter | None = None,
     ) -> None:
         self._pool = pool
+        # Where read-only requests run: a replica that has replayed the caller's own
+        # writes, else the primary (svckit.replicas); None: always the primary.
+        self._reads = reads
         # What the push webhooks queue (SyncSource).
         self._push_sync = push_sync or PushSync(pool, jobs)
         # New index jobs are refused while the disk is nearly full (svckit.disk).
@@ -278,16 +283,34 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     def _settings(self) -> IndexSettings:
         return self._indexer.settings
 
+    async def _read_pool(self) -> asyncpg.Pool:
+        """The pool for a read-only request of the current caller (svckit.replicas)."""
+        if self._reads is None:
+            return self._pool
+        return (await self._reads.for_read(Viewer.current().principal_id or "")).pool
+
+    async def _wrote(self, *principals: str) -> None:
+        """After a committed change: these principals' reads (EVERYONE: every reader's)
+        wait for a replica that has replayed it, so a revoked grant or a repository made
+        private is never read from a replica that has not seen the change yet."""
+        if self._reads is not None:
+            for principal in principals:
+                await self._reads.wrote(principal)
+
     async def run_job(self, job: Job) -> None:
         """Runs a claimed index job (indexing/jobs.py), here or on any replica, as the
         principal who submitted it."""
         viewer = job.requester
         # Checked again when the job starts: a grant may have gone while it queued.
         await self._authorize_index(job.kind, job.target, viewer)  # type: ignore[arg-type]
-        if job.kind == "repository":
-            await self._indexer.index_repository(repository_request(job.request), job)
-        else:
-            await self._indexer.index_collection(collection_request(job.request), job)
+        try:
+            if job.kind == "repository":
+                await self._indexer.index_repository(repository_request(job.request), job)
+            else:
+                await self._indexer.index_collection(collection_request(job.request), job)
+        finally:
+            # Whatever the job published, its submitters read it back (svckit.replicas).
+            await self._wrote(*sorted(job.requested_by))
 
     async def IndexRepository(
         self, request: retrieval_pb2.IndexRepositoryRequest, context: grpc.aio.ServicerContext
@@ -470,6 +493,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def _delete_repository(self, repository_id: int, slug: str) -> None:
         async with self._maintenance_pool.acquire() as conn:
             await catalog.delete_repository(conn, repository_id)
+        await self._wrote(EVERYONE)
         await self._indexer.forget_repository(slug)
 
     # ---- named refs (indexing/refs.py) ----
@@ -661,7 +685,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 f"repo and symbol are required; symbol at most {limits.SYMBOL_MAX_CHARS}"
             )
         viewer = Viewer.current()
-        async with self._pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             if not await catalog.repository_readable_by(conn, repo, viewer):
                 raise NotFound(f"no repository {repo}")
             # The implementation first (never an overload stub), then its overloads.
@@ -681,7 +705,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             raise InvalidArgument(
                 f"symbol is required, at most {limits.SYMBOL_MAX_CHARS} characters"
             )
-        async with self._pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             page = await references(
                 conn,
                 Viewer.current(),
@@ -719,7 +743,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         if request.ref and collection:
             raise InvalidArgument("ref is a repository's branch or tag: give repo, not collection")
         repo = scoped_slug(repo, request.ref)
-        async with self._pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             found = await read_file(
                 conn,
                 Viewer.current(),
@@ -754,7 +778,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         if not repo:
             raise InvalidArgument("repo is required")
         repo = scoped_slug(repo, request.ref)
-        async with self._pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             found = await file_outline(conn, Viewer.current(), repo=repo, path=request.path)
         return retrieval_pb2.OutlineResponse(
             repo=split_ref_slug(found.repo)[0],
@@ -769,7 +793,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         self, request: retrieval_pb2.ListFilesRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.ListFilesResponse:
         repo = scoped_slug(_required_repo(request.repo), request.ref)
-        async with self._pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             page = await list_files(
                 conn,
                 Viewer.current(),
@@ -795,7 +819,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         repo = scoped_slug(
             _scope_name(request.repo, limits.SLUG_MAX_CHARS, "repo").lower(), request.ref
         )
-        async with self._pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             found = await grep(
                 conn,
                 Viewer.current(),
@@ -833,6 +857,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         role = _role(request.role)
         async with self._pool.acquire() as conn:
             changed = await grants.grant(conn, principal, target, role)
+        await self._wrote(principal, Viewer.current().principal_id or "")
         return retrieval_pb2.GrantAccessResponse(changed=changed)
 
     async def RevokeAccess(
@@ -844,6 +869,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         role = _role(request.role)
         async with self._pool.acquire() as conn:
             changed = await grants.revoke(conn, principal, target, role)
+        await self._wrote(principal, Viewer.current().principal_id or "")
         return retrieval_pb2.RevokeAccessResponse(changed=changed)
 
     async def SetVisibility(
@@ -853,6 +879,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         target = _access_target(request)
         async with self._pool.acquire() as conn:
             changed = await grants.set_visibility(conn, target, request.public)
+        await self._wrote(EVERYONE)
         return retrieval_pb2.SetVisibilityResponse(changed=changed)
 
     async def SyncSource(

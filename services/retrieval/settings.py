@@ -26,6 +26,7 @@ from svckit.config import (
 )
 from svckit.disk import DiskSettings
 from svckit.metrics import MetricsSettings
+from svckit.replicas import ReplicaSettings
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,8 @@ class RetrievalSettings:
     sync: SyncSettings = field(default_factory=SyncSettings)
     # Where /metrics is served (svckit.metrics); the default serves nothing.
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    # Read-only requests on streaming replicas (COGRAPH_DATABASE_READ_URL; svckit.replicas).
+    replicas: ReplicaSettings = field(default_factory=ReplicaSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -251,7 +254,8 @@ class RetrievalSettings:
             log_level=env.str("COGRAPH_LOG_LEVEL", "INFO"),
             internal_secret=internal_secret(env),
             metrics=MetricsSettings.from_env(env, "retrieval"),
-            search=SearchSettings.from_env(env),
+            search=(search := SearchSettings.from_env(env)),
+            replicas=ReplicaSettings.from_env(env, pool_size=search.pool_size),
             head_check_timeout_s=env.float(
                 "RETRIEVAL_HEAD_CHECK_TIMEOUT_S", 5.0, min=0.1, max=120.0
             ),

@@ -570,6 +570,7 @@ DOCS: dict[str, str] = {
  "cograph.retrieval.v1.SearchResponse.omitted": "Results left out because they did not fit max_tokens (merged or contained ones not counted).",
  "cograph.retrieval.v1.SearchResponse.query": "The query as searched (trimmed).",
  "cograph.retrieval.v1.SearchResponse.results": "Results, best first, at most top_k.",
+ "cograph.retrieval.v1.SearchResponse.served_by": "The database server that answered, when the service reads from replicas (COGRAPH_DATABASE_READ_URL): \"primary\" or \"replica-N\"; empty otherwise.",
  "cograph.retrieval.v1.SearchResponse.streams": "What each stream did.",
  "cograph.retrieval.v1.SearchResponse.timings_ms": "Milliseconds spent per phase (embed, streams, fuse, hydrate, rerank, graph, total).",
  "cograph.retrieval.v1.SearchResponse.tokens": "Tokens of the answer as REST and MCP send it (its JSON, compact unless verbose, this field included), never more than max_tokens; counted with cl100k_base.",

@@ -56,6 +56,7 @@ from retrieval.search.snapshot import Connect, Snapshot, Snapshots
 from retrieval.search.snippets import make_snippet
 from retrieval.search.streams import StreamTask, plan_streams, run_stream
 from svckit.errors import DatabaseUnavailable, NotFound, database_outage
+from svckit.replicas import PRIMARY, ReadRouter
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,9 @@ class SearchOutcome:
     # low (search/confidence.py). Judged before max_tokens leaves results out.
     confidence: Confidence | None = None
     no_good_answer: bool = False
+    # Which database server answered, `primary` or `replica-N`, when the service reads
+    # from replicas (svckit.replicas); empty otherwise.
+    server: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,19 +155,36 @@ class SearchEngine:
         reranker: Reranker | None = None,
         *,
         on_search: Callable[[SearchOutcome], None] | None = None,
+        reads: ReadRouter | None = None,
     ) -> None:
         self._on_search = on_search  # told of each answered search (retrieval.metrics)
-        # Every statement of one search reads one snapshot (search/snapshot.py); half the
-        # pool may hold a snapshot's leader, the rest serve their streams.
-        self._snapshots = Snapshots(pool, max_open=max(1, settings.pool_size // 2))
+        # Every statement of one search reads one snapshot (search/snapshot.py), on the
+        # server `reads` chooses (a replica, or the primary; svckit.replicas); half of each
+        # server's pool may hold a snapshot's leader, the rest serve their streams.
+        self._reads = reads
+        self._max_open = max(1, settings.pool_size // 2)
+        self._snapshots: dict[str, Snapshots] = {PRIMARY: Snapshots(pool, max_open=self._max_open)}
         self._embedder = embedder
         self._settings = settings
         self._embed_timeout_s = embed_timeout_s
         self._reranker = reranker
 
+    async def _snapshots_for(self, viewer: Viewer) -> tuple[Snapshots, str]:
+        if self._reads is None:
+            return self._snapshots[PRIMARY], ""
+        placement = await self._reads.for_read(viewer.principal_id or "")
+        snapshots = self._snapshots.get(placement.name)
+        if snapshots is None or snapshots.pool is not placement.pool:
+            # A replica's pool is made (or made again) by the replica check.
+            snapshots = Snapshots(placement.pool, max_open=self._max_open)
+            self._snapshots[placement.name] = snapshots
+        return snapshots, placement.name
+
     async def search(self, query: SearchQuery, viewer: Viewer) -> SearchOutcome:
-        async with self._snapshots.open() as snapshot:
+        snapshots, server = await self._snapshots_for(viewer)
+        async with snapshots.open() as snapshot:
             outcome = await self._search(query, viewer, snapshot)
+        outcome.server = server
         if self._on_search is not None:
             self._on_search(outcome)
         return outcome

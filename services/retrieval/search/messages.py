@@ -169,6 +169,7 @@ def outcome_to_pb(outcome: SearchOutcome) -> pb.SearchResponse:
         ),
         timings_ms=outcome.timings_ms,
         no_good_answer=outcome.no_good_answer,
+        served_by=outcome.server,
     )
     if outcome.confidence is not None:
         response.confidence = CONFIDENCE_TO_PB[outcome.confidence]

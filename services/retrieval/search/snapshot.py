@@ -114,15 +114,15 @@ class Snapshots:
     def __init__(self, pool: asyncpg.Pool, *, max_open: int) -> None:
         if max_open < 1:
             raise ValueError("max_open must be at least 1")
-        self._pool = pool
+        self.pool = pool
         self._slots = asyncio.Semaphore(max_open)
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Snapshot]:
         """A snapshot of the database as of now, kept until the block ends."""
-        async with self._slots, self._pool.acquire() as leader:
+        async with self._slots, self.pool.acquire() as leader:
             async with leader.transaction(isolation="repeatable_read", readonly=True):
                 snapshot_id = await leader.fetchval("SELECT pg_export_snapshot()")
-                yield Snapshot(self._pool, leader, str(snapshot_id))
+                yield Snapshot(self.pool, leader, str(snapshot_id))
             # Committed, and nothing but the transaction's own statements ran on it.
             leader.mark_clean()

@@ -1767,6 +1767,7 @@ class SearchResponse(_message.Message):
     FIRST_RESULT_TOKENS_FIELD_NUMBER: _builtins.int
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     NO_GOOD_ANSWER_FIELD_NUMBER: _builtins.int
+    SERVED_BY_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The query as searched (trimmed)."""
     tokens: _builtins.int
@@ -1786,6 +1787,10 @@ class SearchResponse(_message.Message):
     no_good_answer: _builtins.bool
     """No result is above low confidence, or there is none: the index likely holds no good
     answer to this query.
+    """
+    served_by: _builtins.str
+    """The database server that answered, when the service reads from replicas
+    (COGRAPH_DATABASE_READ_URL): "primary" or "replica-N"; empty otherwise.
     """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchResult]:
@@ -1821,10 +1826,11 @@ class SearchResponse(_message.Message):
         first_result_tokens: _builtins.int | None = ...,
         confidence: Global___Confidence.ValueType = ...,
         no_good_answer: _builtins.bool = ...,
+        served_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "streams", b"streams"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "confidence", b"confidence", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "no_good_answer", b"no_good_answer", "omitted", b"omitted", "query", b"query", "results", b"results", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "confidence", b"confidence", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "no_good_answer", b"no_good_answer", "omitted", b"omitted", "query", b"query", "results", b"results", "served_by", b"served_by", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__first_result_tokens: _TypeAlias = _typing.Literal["first_result_tokens"]  # noqa: Y015
     _WhichOneofArgType__first_result_tokens: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens"]  # noqa: Y015
