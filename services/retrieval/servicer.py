@@ -654,6 +654,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def _delete_collection(self, collection_id: int) -> None:
         async with self._maintenance_pool.acquire() as conn:
             await catalog.delete_collection(conn, collection_id)
+        await self._wrote(EVERYONE)
 
     # ---- search, graph and access ----
 
