@@ -53,7 +53,7 @@ MIGRATE_MODULE = ROOT / "libs" / "cograph_cli" / "migrate_cmd.py"
 # The gateway also stores the first admin key before it starts (`cograph keys bootstrap`).
 INIT_AFTER_MIGRATE = {"gateway": ["bootstrap-admin"]}
 # Secret keys a container may read only with `optional: true` (the overlays need not make them).
-OPTIONAL_SECRET_KEYS = {"router-url"}
+OPTIONAL_SECRET_KEYS = {"router-url", "read-url"}
 SHUTDOWN_GRACE_S = 5  # svckit.server.GrpcHost.grace_s
 DB_SECRET = "cograph-db"
 CONFIG_MAP = "cograph-config"
@@ -223,8 +223,14 @@ def _local_secret_keys() -> dict[str, str]:
 
 
 # Kinds from an operator's CRDs, which the Kubernetes schemas do not know: each is checked
-# by a test of its own (test_service_monitor_scrapes_every_service).
-CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+# by a test of its own (test_service_monitor_scrapes_every_service; CloudNativePG's in
+# test_deploy_cloudnative_pg.py).
+CRD_KINDS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("postgresql.cnpg.io/v1", "Cluster"),
+    ("postgresql.cnpg.io/v1", "Pooler"),
+    ("postgresql.cnpg.io/v1", "ScheduledBackup"),
+}
 
 
 @pytest.mark.parametrize("path", OBJECT_FILES, ids=_rel)
