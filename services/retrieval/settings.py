@@ -234,6 +234,11 @@ class RetrievalSettings:
     sync: SyncSettings = field(default_factory=SyncSettings)
     # Where /metrics is served (svckit.metrics); the default serves nothing.
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    # The commons, asked for the notes anchored to the code an answer returns
+    # (search/code_notes.py); None: no notes beside code.
+    commons_addr: str | None = None
+    # How long an answer waits for its notes before it goes without them.
+    notes_timeout_s: float = 0.3
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -261,4 +266,6 @@ class RetrievalSettings:
             ),
             disk=DiskSettings.from_env(env),
             sync=SyncSettings.from_env(env),
+            commons_addr=env.optional_str("COMMONS_ADDR"),
+            notes_timeout_s=env.float("RETRIEVAL_NOTES_TIMEOUT_S", 0.3, min=0.01, max=10.0),
         )
