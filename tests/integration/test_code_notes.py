@@ -12,9 +12,11 @@ why."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 import pytest_asyncio
@@ -24,6 +26,7 @@ from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api import limits
 from cograph_api.search_forms import dumps
 from cograph_api.tokens import default_counter
+from commons.code_notes import NOTES_FOR_CODE_SQL
 from tests.integration.support.commons import Caller
 from tests.integration.support.git_repos import JAN, commit_all, git, write
 from tests.integration.support.mcp_client import call
@@ -328,6 +331,44 @@ async def test_notes_for_code_limits_hold_at_their_edges(
                 await ask(targets, per)
             assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
             assert (refused.value.details() or "").startswith(where), refused.value.details()
+
+
+async def test_the_lookup_is_one_statement_that_uses_the_current_place_indexes(
+    stack: Stack, note_ids: dict[str, str]
+) -> None:
+    """Thousands of anchors in other repositories: each target is found through the
+    indexes of migration 0008, not by reading every anchor."""
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO post_anchors (post_id, repository_id, repo, qualified_name, path, "
+            "start_line, end_line, kind, signature_hash, body_hash, commit_sha, generation, "
+            "checked_commit, checked_generation) "
+            "SELECT $1, 1000 + i % 40, 'example.com/bulk/r' || (i % 40), 'pkg.f' || i, "
+            "'src/m' || (i % 300) || '.py', i % 50 + 1, i % 50 + 5, 'function', '', '', 'c', 1, "
+            "'c', 1 FROM generate_series(1, 20000) AS i",
+            uuid.UUID(note_ids[RETRY_NOTE]),
+        )
+        await conn.execute("ANALYZE post_anchors")
+        targets = [
+            (f"example.com/bulk/r{i}", f"src/m{i}.py", f"pkg.f{i}", 1, 30) for i in range(10)
+        ]
+        plan = "\n".join(
+            row[0]
+            for row in await conn.fetch(
+                "EXPLAIN " + NOTES_FOR_CODE_SQL,
+                *[list(column) for column in zip(*targets, strict=True)],
+                3,
+                0.15,
+                "alice",
+                False,
+            )
+        )
+    finally:
+        await conn.close()
+    assert "post_anchors_current_name" in plan, plan
+    assert "post_anchors_current_path" in plan, plan
+    assert "Seq Scan on post_anchors" not in plan, plan
 
 
 async def test_zz_with_the_commons_stopped_answers_come_without_notes(
