@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import contextlib
 import json
 import random
 import re
@@ -69,6 +70,9 @@ from cograph.retrieval.v1 import retrieval_pb2 as pb
 from cograph.retrieval.v1 import retrieval_pb2_grpc
 from cograph_api.access_rules import Viewer
 from cograph_api.embedder_client import EmbedderClient
+from commons.app import MIGRATIONS as COMMONS_MIGRATIONS
+from commons.app import CommonsApp, start_commons
+from commons.settings import CommonsSettings
 from embedder.app import EmbedderApp, start_embedder
 from embedder.settings import EmbedderSettings
 from retrieval import term_statistics
@@ -622,6 +626,60 @@ async def retrieval_server(
         await app.stop()
 
 
+# ---------------------------------------------------------------- notes beside code (--notes)
+
+NOTES_AUTHOR = "bench-notes"
+
+
+async def anchor_notes(conn: asyncpg.Connection, every: int, vector: Vectors) -> int:
+    """One note, by another principal, anchored to every `every`th code node (by id): what
+    the commons' NotesForCode finds beside search results. The notes carry a vector, so the
+    commons' backfill has nothing to embed during the run. How many notes."""
+    await conn.execute("INSERT INTO users (principal_id) VALUES ($1)", NOTES_AUTHOR)
+    await conn.execute(
+        "INSERT INTO posts (author_id, title, body, embedding) "
+        "SELECT u.id, 'about node ' || n.id, 'bench', $3 FROM code_nodes n, users u "
+        "WHERE n.id % $1 = 0 AND n.kind <> 'chunk' AND u.principal_id = $2",
+        every,
+        NOTES_AUTHOR,
+        vector,
+    )
+    count: int = await conn.fetchval(
+        "WITH made AS (INSERT INTO post_anchors (post_id, repository_id, repo, qualified_name, "
+        "path, start_line, end_line, kind, signature_hash, body_hash, commit_sha, generation, "
+        "checked_commit, checked_generation) "
+        "SELECT p.id, n.repository_id, r.slug, n.qualified_name, n.path, n.start_line, "
+        "n.end_line, n.kind, '', '', 'bench', 1, 'bench', 1 FROM posts p "
+        "JOIN code_nodes n ON p.title = 'about node ' || n.id "
+        "JOIN repositories r ON r.id = n.repository_id RETURNING 1) SELECT count(*) FROM made"
+    )
+    await conn.execute("ANALYZE posts; ANALYZE post_anchors; ANALYZE users")
+    return count
+
+
+@asynccontextmanager
+async def commons_server(db_url: str, embedder_addr: str) -> AsyncIterator[CommonsApp]:
+    """The commons on the benchmark's database, its background loops idle."""
+    settings = CommonsSettings.from_env(
+        Env(
+            with_secret(
+                {
+                    "COMMONS_LISTEN": "127.0.0.1:0",
+                    "COGRAPH_DATABASE_URL": db_url,
+                    "EMBEDDER_ADDR": embedder_addr,
+                    "COMMONS_ANCHOR_CHECK_INTERVAL_S": "86400",
+                    "COMMONS_BACKFILL_INTERVAL_S": "86400",
+                }
+            )
+        )
+    )
+    app = await start_commons(settings)
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
 async def explain_vector(conn: asyncpg.Connection, vector: Vectors, cap: int) -> str:
     """The plan of the code-body vector query a search runs (its own settings)."""
     scope = Scope(Viewer(PRINCIPAL, False))
@@ -790,6 +848,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "(SELECT count(*) FROM repo_docs) AS docs"
             )
             plan = await explain_vector(conn, vectors.nodes[0], cap)
+            if args.notes:
+                await migrate(db_url, "commons", COMMONS_MIGRATIONS)
+                report["anchored_notes"] = await anchor_notes(conn, args.notes, vectors.nodes[0])
         finally:
             await conn.close()
         report.update(
@@ -830,17 +891,28 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         samples = Samples()
         workdir = Path(args.workdir)
         report["settings"] = env
-        async with (
-            retrieval_server(db_url, workdir, embedder_addr, True, extra_env=env) as (_, conc),
-            retrieval_server(db_url, workdir, embedder_addr, False, extra_env=env) as (_, seq),
-        ):
+        async with contextlib.AsyncExitStack() as servers:
+            _, conc = await servers.enter_async_context(
+                retrieval_server(db_url, workdir, embedder_addr, True, extra_env=env)
+            )
+            _, seq = await servers.enter_async_context(
+                retrieval_server(db_url, workdir, embedder_addr, False, extra_env=env)
+            )
             stubs = {"concurrent": conc, "sequential": seq}
+            if args.notes:
+                # The concurrent server again, asking the commons for the notes beside its
+                # results: against "concurrent", what notes add to a search.
+                commons = await servers.enter_async_context(commons_server(db_url, embedder_addr))
+                notes_env = {**env, "COMMONS_ADDR": f"127.0.0.1:{commons.port}"}
+                _, stubs["notes"] = await servers.enter_async_context(
+                    retrieval_server(db_url, workdir, embedder_addr, True, extra_env=notes_env)
+                )
             for query in queries:  # warm-up: caches, connections, plans
                 for stub in stubs.values():
                     await timed_search(stub, query.text)
             flip = False
             for _, query in _batched(queries, args.rounds, args.seed):
-                modes = ["concurrent", "sequential"]
+                modes = list(stubs)
                 if flip:
                     modes.reverse()
                 flip = not flip
@@ -861,6 +933,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         sequential_p95_ms=lat["sequential"]["p95"],
         embed_p50_ms=report["query_embed_ms"]["p50"],
     )
+    if "notes" in lat:
+        report.update(
+            notes_p50_ms=lat["notes"]["p50"],
+            notes_added_p50_ms=round(lat["notes"]["p50"] - lat["concurrent"]["p50"], 2),
+        )
     report["server_phase_ms_p50"] = {
         mode: {name: pct(values, 0.5) for name, values in sorted(phases.items())}
         for mode, phases in samples.server_ms.items()
@@ -888,6 +965,12 @@ def print_report(report: dict[str, Any]) -> None:
         f"query embedding alone (EmbedderClient.embed, 1 text): p50 {embed['p50']:.1f} ms, "
         f"p95 {embed['p95']:.1f} ms"
     )
+    if "notes" in lat:
+        print(
+            f"notes beside code ({report['anchored_notes']} anchored notes): p50 "
+            f"{lat['notes']['p50']:.1f} ms against {conc['p50']:.1f} without, "
+            f"{report['notes_added_p50_ms']:+.1f} ms"
+        )
     for label, figures in report.get("explain_analyze", {}).items():
         plans = "/".join(figures["plans"])
         unit = "" if label.endswith("(rows filtered)") else " ms"
@@ -896,7 +979,7 @@ def print_report(report: dict[str, Any]) -> None:
         shown = ", ".join(
             f"{name} {value:.1f}"
             for name, value in phases.items()
-            if name in ("embed", "streams", "fuse", "hydrate", "total")
+            if name in ("embed", "streams", "fuse", "hydrate", "notes", "total")
         )
         print(f"server-side p50 ms ({mode}): {shown}")
         queries = ", ".join(f"{name} {value:.1f}" for name, value in phases.items() if "/" in name)
@@ -950,6 +1033,14 @@ def main() -> None:
         action="store_true",
         help="with COGRAPH_DATABASE_URL, keep the scratch database afterwards (its name is "
         "printed) to EXPLAIN queries on it by hand",
+    )
+    parser.add_argument(
+        "--notes",
+        type=int,
+        default=0,
+        metavar="EVERY",
+        help="also run a commons with a note anchored to every EVERYth code node and a third "
+        "server (concurrent) that shows them beside its results (mode 'notes')",
     )
     parser.add_argument("--workdir", default=tempfile.gettempdir())
     args = parser.parse_args()

@@ -306,8 +306,10 @@ META: dict[str, Meta] = {
         allowed=HOST_PORT,
     ),
     "COMMONS_ADDR": Meta(
-        "Where the commons is found, as `RETRIEVAL_ADDR`; `cograph notes` calls it directly.",
-        default="gateway: unset; CLI: `127.0.0.1:50054`",
+        "Where the commons is found, as `RETRIEVAL_ADDR`; `cograph notes` calls it directly. "
+        "Retrieval asks it for the notes anchored to the code it returns (search results, "
+        "read, references); with it unset, retrieval shows no notes beside code.",
+        default="gateway and retrieval: unset; CLI: `127.0.0.1:50054`",
         allowed=HOST_PORT,
     ),
     # ---- embedder ----
@@ -398,6 +400,11 @@ META: dict[str, Meta] = {
         "seconds; past it `freshness` is `unknown`."
     ),
     "RETRIEVAL_HEAD_CACHE_S": Meta("Freshness: how long a looked-up head is trusted, in seconds."),
+    "RETRIEVAL_NOTES_TIMEOUT_S": Meta(
+        "Notes beside code: how long a search, read or references answer waits for the "
+        "commons' notes before it goes without them (`notes_reason: commons_unavailable`), in "
+        "seconds. After 3 failed calls in a row the commons is not asked for 5 s."
+    ),
     "RETRIEVAL_SYNC_INTERVAL_S": Meta(
         "Sync: how often each indexed repository and each collection indexed from a server "
         "directory is compared with its source (a git branch's head; a plain directory's "

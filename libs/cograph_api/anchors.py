@@ -96,3 +96,50 @@ def check_count(count: int, already: int = 0) -> None:
             f"anchors: a note has at most {L.ANCHORS_PER_POST_MAX} anchors "
             f"(it would have {already + count})"
         )
+
+
+@dataclass(frozen=True)
+class CodeTarget:
+    """A piece of code about to be shown, whose notes are asked for (NotesForCode): a node
+    (its qualified name and lines) or a bare line range (qualified_name '')."""
+
+    repo: str
+    path: str
+    qualified_name: str
+    start_line: int
+    end_line: int
+
+
+def check_code_target(index: int, given: CodeTarget) -> CodeTarget:
+    """The target at position `index`, checked and trimmed (the slug lower-cased);
+    INVALID_ARGUMENT naming the field."""
+    where = f"targets[{index}]"
+    slug = _text(where, "repo", given.repo, L.SLUG_MAX_CHARS).lower()
+    if not slug:
+        raise InvalidArgument(f"{where}.repo: required")
+    path = _path(where, given.path)
+    if not path:
+        raise InvalidArgument(f"{where}.path: required")
+    name = _text(where, "qualified_name", given.qualified_name, L.SYMBOL_MAX_CHARS)
+    if not 1 <= given.start_line <= L.ANCHOR_LINE_MAX:
+        raise InvalidArgument(f"{where}.start_line: must be between 1 and {L.ANCHOR_LINE_MAX}")
+    if not given.start_line <= given.end_line <= L.ANCHOR_LINE_MAX:
+        raise InvalidArgument(
+            f"{where}.end_line: must be between start_line and {L.ANCHOR_LINE_MAX}"
+        )
+    return CodeTarget(slug, path, name, given.start_line, given.end_line)
+
+
+def check_code_targets(count: int, per_target: int) -> int:
+    """The request's size: at most NOTES_TARGETS_MAX targets; `per_target` (0: the
+    default) within its bounds. Returns the notes per target to give."""
+    if count > L.NOTES_TARGETS_MAX:
+        raise InvalidArgument(f"targets: at most {L.NOTES_TARGETS_MAX} (got {count})")
+    if per_target == 0:
+        return L.NOTES_PER_TARGET_DEFAULT
+    if not L.NOTES_PER_TARGET_MIN <= per_target <= L.NOTES_PER_TARGET_MAX:
+        raise InvalidArgument(
+            f"per_target: must be between {L.NOTES_PER_TARGET_MIN} and "
+            f"{L.NOTES_PER_TARGET_MAX} (0: {L.NOTES_PER_TARGET_DEFAULT})"
+        )
+    return per_target

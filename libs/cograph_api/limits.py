@@ -157,6 +157,14 @@ ANCHORS_LIMIT_DEFAULT: Final = 100
 # retrieval's RecheckAnchors), and the repositories one check asks about.
 ANCHORS_RECHECK_MAX: Final = 500
 ANCHOR_REPOSITORIES_MAX: Final = 1000
+# Notes shown beside code (the commons' NotesForCode, which retrieval calls once per search,
+# read and references page): the code targets one call asks about (a search answer holds
+# at most TOP_K_MAX results, so one call covers any of them), and the notes given per
+# target (NOTES_PER_TARGET_DEFAULT when the request leaves it 0).
+NOTES_TARGETS_MAX: Final = TOP_K_MAX
+NOTES_PER_TARGET_MIN: Final = 1
+NOTES_PER_TARGET_MAX: Final = 5
+NOTES_PER_TARGET_DEFAULT: Final = 3
 
 # ---- API keys (gateway /api/keys) -------------------------------------------------------
 

@@ -134,6 +134,12 @@ class SearchArgs(BaseModel):
         description="Why each result ranks where it does: the query's class, what each "
         "ranking stage did, and per result its streams' ranks and each stage's effect.",
     )
+    notes: models.StrictBool = Field(
+        True,
+        description="Show, on each code result, the commons' notes anchored to it (id, "
+        "title, score, status: fresh, body_changed, signature_changed or moved), counted in "
+        "max_tokens; false leaves them out.",
+    )
 
 
 class RouteArgs(BaseModel):
@@ -261,6 +267,11 @@ class ReadArgs(BaseModel):
         description=f"Last line, inclusive. One answer holds at most {L.READ_MAX_LINES} lines "
         f"and {L.READ_MAX_CHARS} characters; next_start_line says where to go on.",
     )
+    notes: models.StrictBool = Field(
+        True,
+        description="Show the commons' notes anchored to code in the lines returned; false "
+        "leaves them out.",
+    )
 
 
 class FilesArgs(BaseModel):
@@ -326,6 +337,11 @@ class ReferencesArgs(BaseModel):
         ge=L.REFERENCES_LIMIT_MIN,
         le=L.REFERENCES_LIMIT_MAX,
         description="References per page.",
+    )
+    notes: models.StrictBool = Field(
+        True,
+        description="Show, on each reference, the commons' notes anchored to the symbol "
+        "holding it; false leaves them out.",
     )
 
 

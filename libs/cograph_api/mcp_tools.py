@@ -115,6 +115,11 @@ _GRAPH = _out(
 )
 
 _CONFIDENCE = {"type": "string", "enum": list(CONFIDENCES)}
+# A note of the commons anchored to the code beside it (search results, read, references).
+_NOTES = {
+    "type": "array",
+    "items": _out({"id": _STR, "title": _STR, "score": _INT, "status": _STR}),
+}
 _STAGE_EFFECT = _out(
     {
         "stage": _STR,
@@ -148,6 +153,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                         "truncated": _BOOL,
                         "score": _NUM,
                         "confidence": _CONFIDENCE,
+                        # Notes anchored to this code; absent when there are none.
+                        "notes": _NOTES,
                         # explain: the streams' ranks and raw scores, each stage's effect.
                         "streams": {"type": "array", "items": {"type": "object"}},
                         "stages": {"type": "array", "items": _STAGE_EFFECT},
@@ -163,6 +170,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             # when no result is above low.
             "confidence": _CONFIDENCE,
             "no_good_answer": _BOOL,
+            # Why results may lack their notes (commons_unavailable); absent otherwise.
+            "notes_reason": _STR,
             "streams": {"type": "object"},
             "graph": {"anyOf": [_GRAPH, {"type": "null"}]},
             "explanation": _out(
@@ -223,6 +232,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "content": _STR,
             "next_start_line": {"type": ["integer", "null"]},
             "language": _STR,
+            "notes": _NOTES,
+            "notes_reason": _STR,
         }
     ),
     "cograph_files": _out(
@@ -269,11 +280,13 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                         "symbol": _STR,
                         "kind": _STR,
                         "target": _STR,
+                        "notes": _NOTES,
                     }
                 ),
             },
             "truncated": _BOOL,
             "next_cursor": _STR,
+            "notes_reason": _STR,
         }
     ),
     "cograph_index": _out({"job": _JOB}),
@@ -624,7 +637,9 @@ async def _grep(api: CographApi, raw: dict[str, Any]) -> Json:
 
 async def _references(api: CographApi, raw: dict[str, Any]) -> Json:
     args = ReferencesArgs.model_validate(raw)
-    return await api.references(models.ReferencesRequest.model_validate(args.model_dump()))
+    return await api.references(
+        models.ReferencesRequest.model_validate(args.model_dump(exclude_none=True))
+    )
 
 
 async def _index(api: CographApi, raw: dict[str, Any]) -> Json:

@@ -134,6 +134,12 @@ class SearchRequest(Body):
         "scores and each stage's rank and score before and after (stages). Counted in "
         "tokens.",
     )
+    notes: StrictBool | None = Field(
+        None,
+        description="Show, on each code result, the commons' notes anchored to it "
+        "(notes: id, title, score, status), counted in max_tokens; default true, false "
+        "skips the commons.",
+    )
     skip_stages: list[L.RankingStage] | None = Field(
         None,
         max_length=len(L.SKIPPABLE_STAGES),
@@ -168,6 +174,12 @@ class ReadRequest(Body):
         ge=1,
         description=f"Last line, inclusive; one answer holds at most {L.READ_MAX_LINES} "
         f"lines and {L.READ_MAX_CHARS} characters, next_start_line says where to go on.",
+    )
+
+    notes: StrictBool | None = Field(
+        None,
+        description="Show the commons' notes anchored to code overlapping the lines "
+        "returned; default true.",
     )
 
     @model_validator(mode="after")
@@ -227,6 +239,11 @@ class ReferencesRequest(Body):
         ge=L.REFERENCES_LIMIT_MIN,
         le=L.REFERENCES_LIMIT_MAX,
         description=f"References per page (default {L.REFERENCES_LIMIT_DEFAULT}).",
+    )
+    notes: StrictBool | None = Field(
+        None,
+        description="Show, on each reference, the commons' notes anchored to the symbol "
+        "holding it; default true.",
     )
 
 

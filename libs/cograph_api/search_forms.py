@@ -3,7 +3,9 @@
 `verbose` is the whole SearchResponse as JSON (proto_json.to_json). The compact form (the
 default) keeps what an agent acts on: per result its location (`path:start-end`),
 qualified name, kind, snippet (and whether it was cut), one score (4 significant digits)
-and its confidence; on the answer its confidence and, only when true, `no_good_answer`;
+and its confidence, and the notes anchored to it (`{id, title, score, status}`, only when
+there are some); on the answer its confidence, only when true, `no_good_answer`, and only
+when notes are missing, `notes_reason`;
 the repository (with its indexed ref, when not the default branch; or the collection) and
 the short commit once on the answer when every
 result comes from the same one, on each result otherwise. Ids, stores, layers, provenance,
@@ -83,6 +85,8 @@ def compact_result(row: Json, *, hoisted: bool) -> Json:
     item["score"] = _short(row.get("score"))
     if row.get("confidence") in CONFIDENCES:
         item["confidence"] = row["confidence"]
+    if row.get("notes"):
+        item["notes"] = [_note(note) for note in row["notes"]]
     if row.get("stages"):
         item["streams"] = [
             {"stream": p.get("stream"), "rank": p.get("rank"), "score": _short(p.get("score"))}
@@ -90,6 +94,15 @@ def compact_result(row: Json, *, hoisted: bool) -> Json:
         ]
         item["stages"] = [_effect(effect) for effect in row["stages"]]
     return item
+
+
+def _note(note: Json) -> Json:
+    return {
+        "id": note.get("id", ""),
+        "title": note.get("title", ""),
+        "score": note.get("score", 0),
+        "status": note.get("status", ""),
+    }
 
 
 def _short(value: Any) -> float:
@@ -129,6 +142,8 @@ def compact_search(answer: Json) -> Json:
         if streams.get("reasons"):
             degraded["reasons"] = streams["reasons"]
         out["streams"] = degraded
+    if answer.get("notes_reason"):
+        out["notes_reason"] = answer["notes_reason"]
     if answer.get("graph"):
         out["graph"] = answer["graph"]
     if answer.get("explanation"):

@@ -20,6 +20,7 @@ from commons.anchor_watch import AnchorWatch
 from commons.anchors import AnchorDesk
 from commons.backfill import BackfillWorker
 from commons.board import NotesBoard, SearchConfig
+from commons.code_notes import CodeNotes
 from commons.embedding import NoteEmbedder
 from commons.embedding_space import SPEC as SPACE_SPEC
 from commons.servicer import CommonsServicer
@@ -147,7 +148,7 @@ async def start_commons(
     )
     board.attach_anchors(AnchorDesk(pool, retrieval, settings.retrieval_timeout_s), anchor_watch)
     disk = DiskWatch(settings.disk) if settings.disk is not None else None
-    servicer = CommonsServicer(board, disk)
+    servicer = CommonsServicer(board, CodeNotes(pool, settings.weights), disk)
     metrics = _metrics(pool, store)
 
     def register(server: grpc.aio.Server) -> None:

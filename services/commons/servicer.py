@@ -8,8 +8,11 @@ from typing import Any
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cograph.common.v1 import common_pb2
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
+from cograph_api.anchors import CodeTarget
 from commons.board import NotesBoard
+from commons.code_notes import CodeNotes
 from commons.models import (
     Anchor,
     AnchoredNote,
@@ -174,8 +177,14 @@ def entry_message(entry: ModerationEntry) -> commons_pb2.ModerationEntry:
 
 
 class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
-    def __init__(self, board: NotesBoard, disk: DiskWatch | None = None) -> None:
+    def __init__(
+        self,
+        board: NotesBoard,
+        code_notes: CodeNotes,
+        disk: DiskWatch | None = None,
+    ) -> None:
         self._board = board
+        self._code_notes = code_notes
         # Posts, votes and comments stop while the disk is nearly full (svckit.disk);
         # reads, deletes and moderation go on (a delete frees room).
         self._disk = disk
@@ -327,4 +336,24 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         outcome = await self._board.check_anchors()
         return commons_pb2.CheckAnchorsResponse(
             repositories=outcome.repositories, checked=outcome.checked, changed=outcome.changed
+        )
+
+    async def NotesForCode(
+        self, request: commons_pb2.NotesForCodeRequest, context: grpc.aio.ServicerContext
+    ) -> commons_pb2.NotesForCodeResponse:
+        targets = [
+            CodeTarget(t.repo, t.path, t.qualified_name, t.start_line, t.end_line)
+            for t in request.targets
+        ]
+        found = await self._code_notes.for_code(targets, request.per_target)
+        return commons_pb2.NotesForCodeResponse(
+            targets=[
+                commons_pb2.TargetNotes(
+                    notes=[
+                        common_pb2.CodeNote(id=n.id, title=n.title, score=n.score, status=n.status)
+                        for n in notes
+                    ]
+                )
+                for notes in found
+            ]
         )

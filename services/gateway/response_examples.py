@@ -13,6 +13,7 @@ from typing import Any
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cograph.common.v1 import common_pb2
 from cograph.commons.v1 import commons_pb2 as commons
 from cograph.retrieval.v1 import retrieval_pb2 as r
 from cograph.router.v1 import router_pb2 as router
@@ -67,6 +68,15 @@ def _repository() -> r.Repository:
     )
 
 
+def _note() -> common_pb2.CodeNote:
+    return common_pb2.CodeNote(
+        id=POST_ID,
+        title="Next must stop at MaxAttempts, or a declined card is charged forever",
+        score=4,
+        status="fresh",
+    )
+
+
 def _result() -> r.SearchResult:
     return r.SearchResult(
         id="code:9f2c",
@@ -87,6 +97,7 @@ def _result() -> r.SearchResult:
         ],
         language="go",
         confidence=r.CONFIDENCE_HIGH,
+        notes=[_note()],
     )
 
 
@@ -237,6 +248,7 @@ EXAMPLES: dict[str, Json] = {
             "\tif attempt >= p.MaxAttempts {\n\t\treturn 0, false\n",
             next_start_line=44,
             language="go",
+            notes=[_note()],
         )
     ),
     "files": _json(
@@ -300,6 +312,14 @@ EXAMPLES: dict[str, Json] = {
                     kind=r.EDGE_KIND_CALLS,
                     target="code:9f2c",
                     line=102,
+                    notes=[
+                        common_pb2.CodeNote(
+                            id=ANCHOR_ID,
+                            title="Charge retries through RetryPolicy; never loop here",
+                            score=1,
+                            status="body_changed",
+                        )
+                    ],
                 )
             ],
         )

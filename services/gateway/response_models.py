@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cograph.common.v1 import common_pb2
 from cograph.commons.v1 import commons_pb2
 from cograph.retrieval.v1 import retrieval_pb2
 from cograph.router.v1 import router_pb2
@@ -38,6 +39,7 @@ FilesAnswer = _derive(retrieval_pb2.ListFilesResponse.DESCRIPTOR)
 OutlineAnswer = _derive(retrieval_pb2.OutlineResponse.DESCRIPTOR)
 GrepAnswer = _derive(retrieval_pb2.GrepResponse.DESCRIPTOR)
 ReferencesAnswer = _derive(retrieval_pb2.ReferencesResponse.DESCRIPTOR)
+CodeNote = _derive(common_pb2.CodeNote.DESCRIPTOR)
 # ---- router ----
 RouteAnswer = _derive(router_pb2.RouteResponse.DESCRIPTOR)
 # ---- commons ----
@@ -97,6 +99,9 @@ class CompactResult(Written):
     confidence: ConfidenceLevel | None = Field(
         None, description="How strongly its streams' evidence supports it."
     )
+    notes: list[CodeNote] | None = Field(  # type: ignore[valid-type]
+        None, description="The commons' notes anchored to this code, best first; absent if none."
+    )
     streams: list[StreamRank] | None = Field(None, description="With explain: each stream's rank.")
     stages: list[StageChange] | None = Field(None, description="With explain: each stage's effect.")
 
@@ -127,6 +132,9 @@ class CompactSearchAnswer(Written):
     confidence: ConfidenceLevel | None = Field(None, description="The first result's confidence.")
     no_good_answer: bool | None = Field(
         None, description="Present (true) when no result is above low confidence."
+    )
+    notes_reason: str | None = Field(
+        None, description="Present when results may lack their notes: commons_unavailable."
     )
     streams: DegradedStreams | None = Field(None, description="Streams that did not run.")
     graph: Graph | None = Field(None, description="With include_graph: the results' neighbours.")  # type: ignore[valid-type]

@@ -10,6 +10,7 @@ import asyncpg
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
+from cograph.commons.v1 import commons_pb2_grpc
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api.cursors import CursorCodec
 from cograph_api.embedder_client import CircuitBreaker, EmbedderClient
@@ -24,6 +25,7 @@ from retrieval.indexing.source_policy import LocalPolicy
 from retrieval.indexing.summaries import ExtractiveSummarizer, OpenAISummarizer, Summarizer
 from retrieval.indexing.sync import Schedule, Syncer, recording_syncs
 from retrieval.metrics import RetrievalMetrics
+from retrieval.search.code_notes import NotesLookup
 from retrieval.search.engine import SearchEngine
 from retrieval.search.rerank import CrossEncoderReranker, Reranker, build_reranker
 from retrieval.servicer import RetrievalServicer
@@ -43,6 +45,10 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+# The commons' breaker: after this many failed notes calls in a row, answers skip the
+# commons for the cool-down, then one probe goes through (the embedder breaker's kind).
+NOTES_BREAKER_FAILURES = 3
+NOTES_BREAKER_COOLDOWN_S = 5.0
 
 
 def build_summarizer(settings: SummarizerSettings) -> Summarizer:
@@ -73,6 +79,7 @@ class RetrievalApp:
     sync: Syncer | None = None  # None: RETRIEVAL_SYNC_INTERVAL_S=0
     push_sync: PushSync | None = None  # what the push webhooks queue (SyncSource)
     reads: ReadRouter | None = None  # read-only requests on replicas (svckit.replicas)
+    commons_channel: grpc.aio.Channel | None = None  # notes beside code; None: no COMMONS_ADDR
 
     @property
     def port(self) -> int:
@@ -97,6 +104,8 @@ class RetrievalApp:
             await self.index_pool.close()
         if self.channel is not None:
             await self.channel.close(None)
+        if self.commons_channel is not None:
+            await self.commons_channel.close(None)
 
 
 async def start_retrieval(
@@ -207,6 +216,22 @@ async def start_retrieval(
         credentials=indexer.credentials,
     )
     push_sync = PushSync(pool, jobs)
+    # Notes beside code: the commons is asked as the caller (the request's principal is
+    # signed into each call), within RETRIEVAL_NOTES_TIMEOUT_S, behind a breaker.
+    commons_channel: grpc.aio.Channel | None = None
+    notes: NotesLookup | None = None
+    if settings.commons_addr:
+        commons_channel = dial(
+            settings.commons_addr,
+            signer=TokenSigner(settings.internal_secret),
+            default_timeout_s=settings.notes_timeout_s,
+            tracer_provider=tracer_provider,
+        )
+        notes = NotesLookup(
+            commons_pb2_grpc.CommonsServiceStub(commons_channel),
+            settings.notes_timeout_s,
+            CircuitBreaker(NOTES_BREAKER_FAILURES, NOTES_BREAKER_COOLDOWN_S, name="commons notes"),
+        )
     servicer = RetrievalServicer(
         pool,
         jobs,
@@ -219,6 +244,7 @@ async def start_retrieval(
         disk=disk,
         push_sync=push_sync,
         reads=reads,
+        notes=notes,
     )
 
     def register(server: grpc.aio.Server) -> None:
@@ -297,4 +323,5 @@ async def start_retrieval(
         sync,
         push_sync,
         reads,
+        commons_channel,
     )

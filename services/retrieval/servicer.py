@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -16,7 +17,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api import limits
 from cograph_api.access_rules import Viewer
-from cograph_api.anchors import COMMONS_PRINCIPAL, check_target, given
+from cograph_api.anchors import COMMONS_PRINCIPAL, CodeTarget, check_target, given
 from cograph_api.cursors import CursorCodec
 from cograph_api.push_hooks import SYNC_KEYS_MAX, WEBHOOK_PRINCIPAL, is_repository_key
 from retrieval import anchors, catalog, grants, permissions
@@ -65,12 +66,20 @@ from retrieval.indexing.sources import derive_slug
 from retrieval.outline import Symbol as OutlineSymbol
 from retrieval.outline import outline as file_outline
 from retrieval.search.budget import fit_answer
+from retrieval.search.code_notes import (
+    CodeNote,
+    NotesLookup,
+    Targets,
+    attach_to_hits,
+    on_default_branch,
+)
 from retrieval.search.engine import SearchEngine
 from retrieval.search.graph import expand
 from retrieval.search.messages import (
     EDGE_TO_PB,
     graph_to_pb,
     node_to_pb,
+    notes_to_pb,
     query_from_pb,
 )
 from retrieval.search.reading import grep, list_files, read_file
@@ -250,11 +259,14 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         disk: DiskWatch | None = None,
         push_sync: PushSync | None = None,
         reads: ReadRouter | None = None,
+        notes: NotesLookup | None = None,
     ) -> None:
         self._pool = pool
         # Where read-only requests run: a replica that has replayed the caller's own
         # writes, else the primary (svckit.replicas); None: always the primary.
         self._reads = reads
+        # The commons' notes beside code (search/code_notes.py); None: no notes.
+        self._notes = notes
         # What the push webhooks queue (SyncSource).
         self._push_sync = push_sync or PushSync(pool, jobs)
         # New index jobs are refused while the disk is nearly full (svckit.disk).
@@ -674,6 +686,11 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
             request = widened
         query = query_from_pb(request, self._search_settings)
         outcome = await self._engine.search(query, Viewer.current())
+        if self._notes is not None and _wants_notes(request):
+            # Before the budget: a result's notes are part of what it costs.
+            started = time.perf_counter()
+            outcome.notes_reason = await attach_to_hits(self._notes, outcome.results)
+            outcome.timings_ms["notes"] = round((time.perf_counter() - started) * 1000, 3)
         return await asyncio.to_thread(fit_answer, outcome, budget, request.verbose)
 
     async def Graph(
@@ -716,6 +733,20 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                 cursors=self._cursors,
                 limit=request.limit if request.HasField("limit") else None,
             )
+        # The notes of each reference's enclosing symbol: the code a change at that use
+        # touches. The referenced symbol's own notes would be the same on every reference.
+        targets = Targets()
+        for r in page.references:
+            targets.add(
+                CodeTarget(repo, r.path, r.symbol, r.start_line, r.end_line)
+                if on_default_branch(repo)
+                else None
+            )
+        notes: list[list[CodeNote]] = [[] for _ in page.references]
+        reason = ""
+        if self._notes is not None and _wants_notes(request):
+            found = await self._notes.find(targets.targets)
+            notes, reason = targets.notes(found), targets.reason(found)
         return retrieval_pb2.ReferencesResponse(
             definitions=[node_to_pb(node) for node in page.definitions],
             references=[
@@ -727,11 +758,13 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
                     kind=EDGE_TO_PB[r.kind],
                     target=r.target,
                     line=r.line,
+                    notes=notes_to_pb(its_notes),
                 )
-                for r in page.references
+                for r, its_notes in zip(page.references, notes, strict=True)
             ],
             truncated=bool(page.next_cursor),
             next_cursor=page.next_cursor,
+            notes_reason=reason,
         )
 
     # ---- reading what was indexed ----
@@ -770,6 +803,17 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
         )
         if lines.next_start_line is not None:
             reply.next_start_line = lines.next_start_line
+        if (
+            self._notes is not None
+            and _wants_notes(request)
+            and on_default_branch(found.repo)
+            and lines.end_line >= lines.start_line
+        ):
+            # The notes anchored to code overlapping the lines returned.
+            target = CodeTarget(found.repo, found.path, "", lines.start_line, lines.end_line)
+            read = await self._notes.find([target], limits.NOTES_PER_TARGET_MAX)
+            reply.notes.extend(notes_to_pb(read.of(0)))
+            reply.notes_reason = read.reason
         return reply
 
     async def Outline(
@@ -991,6 +1035,15 @@ _ANCHOR_STATES = {
     "moved": retrieval_pb2.ANCHOR_STATE_MOVED,
     "orphaned": retrieval_pb2.ANCHOR_STATE_ORPHANED,
 }
+
+
+def _wants_notes(
+    request: retrieval_pb2.SearchRequest
+    | retrieval_pb2.ReadFileRequest
+    | retrieval_pb2.ReferencesRequest,
+) -> bool:
+    """The request's `notes` flag: true unless set false."""
+    return not request.HasField("notes") or request.notes
 
 
 def _anchor_node(node: anchors.Node) -> retrieval_pb2.AnchorNode:

@@ -237,6 +237,11 @@ class RetrievalSettings:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     # Read-only requests on streaming replicas (COGRAPH_DATABASE_READ_URL; svckit.replicas).
     replicas: ReplicaSettings = field(default_factory=ReplicaSettings)
+    # The commons, asked for the notes anchored to the code an answer returns
+    # (search/code_notes.py); None: no notes beside code.
+    commons_addr: str | None = None
+    # How long an answer waits for its notes before it goes without them.
+    notes_timeout_s: float = 0.3
 
     @classmethod
     def from_env(cls, env: Env) -> RetrievalSettings:
@@ -265,4 +270,6 @@ class RetrievalSettings:
             ),
             disk=DiskSettings.from_env(env),
             sync=SyncSettings.from_env(env),
+            commons_addr=env.optional_str("COMMONS_ADDR"),
+            notes_timeout_s=env.float("RETRIEVAL_NOTES_TIMEOUT_S", 0.3, min=0.01, max=10.0),
         )

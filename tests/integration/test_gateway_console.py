@@ -620,3 +620,47 @@ async def test_commons_lists_recent_notes_pages_and_names_authors(
         for key in (colleague, console.key):
             async with console.stack.client(key) as rest:
                 await rest.put("/v1/me", json={"display_name": None})
+
+
+async def test_notes_anchored_to_code_show_under_it_and_open_in_the_commons(
+    console: Console, shots: Screenshots
+) -> None:
+    title = "ParseConfig reads the file on every call"
+    async with console.stack.client(console.stack.admin_key) as admin:
+        posted = await admin.post(
+            "/v1/posts",
+            json={
+                "title": title,
+                "body": "cache it",
+                "anchors": [{"repo": SLUG, "symbol": "ParseConfig"}],
+            },
+        )
+        assert posted.status_code == 201, posted.text
+        note_id = posted.json()["id"]
+    try:
+        opened = await _open(console, console.key)
+        page = opened.page
+        await _search(page, "ParseConfig")
+        notes = page.locator("#code-results li.result .code-notes li")
+        await notes.first.wait_for()
+        assert await notes.first.locator(".note-status.fresh").inner_text() == "fresh"
+        link = notes.first.locator("a")
+        assert await link.inner_text() == title
+        assert await link.get_attribute("href") == f"#commons?note={note_id}"
+        await shots.take(page, "results-with-notes")
+
+        # The file view shows the notes of the lines it holds.
+        await page.locator("#code-results li.result a.where").first.click()
+        await page.locator(f"#L{CLASS_LINE}.hll").wait_for()
+        assert title in await page.locator("#panel-file .code-notes").inner_text()
+        await shots.take(page, "file-with-notes")
+
+        await page.locator("#panel-file .code-notes a").first.click()
+        await page.locator("#note-view").get_by_text(title).first.wait_for()
+        assert await page.is_visible("#panel-commons")
+        await shots.take(page, "note-from-code")
+        assert not opened.errors, opened.errors
+    finally:
+        async with console.stack.client(console.stack.admin_key) as admin:
+            gone = await admin.request("DELETE", f"/v1/posts/{note_id}", json={"reason": "test"})
+            assert gone.status_code in (200, 204), gone.text

@@ -1106,7 +1106,7 @@ def test_network_policies_allow_exactly_the_calls_the_code_makes() -> None:
         "gateway": set(),
         "retrieval": {"gateway", "commons"},
         "router": {"gateway"},
-        "commons": {"gateway"},
+        "commons": {"gateway", "retrieval"},
         # The gateway only for /readyz's health check; the embedder serves embeddings to two.
         "embedder": {"retrieval", "commons", "gateway"},
     }

@@ -315,6 +315,16 @@ function confidenceBadge(level) {
   return el("span", { class: `confidence ${level}`, title: "confidence" }, level);
 }
 
+// The commons' notes anchored to a piece of code, compact: the anchor's status as a badge
+// and the title, which opens the note in the commons tab.
+function codeNotes(notes) {
+  if (!notes || !notes.length) return null;
+  return el("ul", { class: "code-notes", "aria-label": "notes on this code" }, ...notes.map((note) =>
+    el("li", {},
+      el("span", { class: `note-status ${note.status}`, title: "the note's anchor" }, note.status.replace("_", " ")),
+      " ", el("a", { href: hrefOf("commons", { note: note.id }) }, note.title))));
+}
+
 function sourceOf(item) {
   return { repo: item.repo || "", ref: item.ref || "", collection: item.collection || "" };
 }
@@ -347,7 +357,7 @@ function codeResult(result, rank, terms) {
     el("div", { class: "meta" }, meta),
     el("pre", {}, highlighted(result.snippet || "", terms)),
     result.truncated ? el("div", { class: "truncated" }, "snippet truncated") : null,
-    actions, explainView);
+    codeNotes(result.notes), actions, explainView);
 }
 
 // The explanation of one result: the same search asked again with explain (once per
@@ -504,6 +514,8 @@ function renderFile(target, reply) {
   if (reply.next_start_line) {
     span.append(" ", el("a", { href: hrefOf("file", { ...target, from: reply.next_start_line }) }, "later lines"));
   }
+  const notes = codeNotes(reply.notes);
+  if (notes) span.after(notes);
 }
 
 function outlineList(target, symbols) {
@@ -564,6 +576,7 @@ async function showFile(params) {
   file.reply = null;
   $("file-code").replaceChildren(el("p", { class: "empty" }, "reading…"));
   $("file-window").replaceChildren();
+  $("panel-file").querySelector(".code-notes")?.remove();
   $("file-title").textContent = target.path;
   $("file-meta").textContent = "";
   if (file.outlineKey !== key) {
@@ -623,7 +636,8 @@ async function showReferences(params, cursor = "") {
       const line = use.line || use.start_line;
       uses.append(el("li", {},
         el("a", { href: fileHref(source, use.path, line, line) }, `${use.path}:${line}`),
-        " ", el("span", { class: "kind" }, use.kind), use.symbol ? ` in ${use.symbol}` : ""));
+        " ", el("span", { class: "kind" }, use.kind), use.symbol ? ` in ${use.symbol}` : "",
+        codeNotes(use.notes)));
     }
     $("refs-more")?.remove();
     if (!uses.children.length) uses.append(el("li", { class: "empty" }, "no references found"));
@@ -872,7 +886,8 @@ function route() {
   } else if (view === "commons") {
     showView("commons");
     openCommons();
-    if (!$("commons-results").children.length && !$("commons-post").children.length && $("commons-state").hidden) {
+    if (params.get("note")) showNote(params.get("note"), queryTerms("")); // linked from beside its code
+    else if (!$("commons-results").children.length && !$("commons-post").children.length && $("commons-state").hidden) {
       showState("commons-state", "Search the notes by what you are about to do, or post one.");
     }
   } else {

@@ -54,12 +54,16 @@ def _merge(kept: SearchHit, other: SearchHit) -> SearchHit:
     if other.snippet.strip() and other.snippet not in snippet:
         first, second = (kept, other) if kept.start_line <= other.start_line else (other, kept)
         snippet = f"{first.snippet}\n…\n{second.snippet}"
+    # The merged range keeps the notes of both, each once, the better-ranked result's first.
+    seen = {note.id for note in kept.notes}
+    notes = kept.notes + [n for n in other.notes if n.id not in seen]
     return replace(
         kept,
         start_line=min(kept.start_line, other.start_line),
         end_line=max(kept.end_line, other.end_line),
         snippet=snippet,
         truncated=kept.truncated or other.truncated,
+        notes=notes,
     )
 
 

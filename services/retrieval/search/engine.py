@@ -27,6 +27,7 @@ import numpy.typing as npt
 from cograph_api.access_rules import Viewer
 from retrieval import catalog
 from retrieval.layers import Layer, Store, layers_of_unit, stores_for, units_for
+from retrieval.search.code_notes import CodeNote
 from retrieval.search.confidence import Confidence, Evidence, grade, verdict
 from retrieval.search.fusion import (
     STREAM_NAMES,
@@ -108,6 +109,8 @@ class SearchHit:
     stages: list[StageEffect] = field(default_factory=list)
     # From its streams' evidence (search/confidence.py); a reranker does not change it.
     confidence: Confidence = "low"
+    # The commons' notes anchored to this code, best first (search/code_notes.py).
+    notes: list[CodeNote] = field(default_factory=list)
 
 
 @dataclass
@@ -127,6 +130,8 @@ class SearchOutcome:
     # Which database server answered, `primary` or `replica-N`, when the service reads
     # from replicas (svckit.replicas); empty otherwise.
     server: str = ""
+    # Why results may lack their notes (search/code_notes.py); '' when none is missing.
+    notes_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

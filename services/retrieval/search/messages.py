@@ -8,9 +8,11 @@ from typing import Protocol, cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cograph.common.v1 import common_pb2
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from retrieval.indexing.refs import split_ref_slug
 from retrieval.layers import Layer, Store
+from retrieval.search.code_notes import CodeNote
 from retrieval.search.confidence import Confidence
 from retrieval.search.engine import SearchHit, SearchOutcome, StreamState
 from retrieval.search.graph import GraphNode, GraphResult
@@ -115,6 +117,7 @@ def hit_to_pb(hit: SearchHit) -> pb.SearchResult:
         collection=hit.collection,
         language=hit.language,
         confidence=CONFIDENCE_TO_PB[hit.confidence],
+        notes=notes_to_pb(hit.notes),
     )
     # Optional fields stay unset ("absent"), which is not the same as a score of 0.
     if hit.vector_score is not None:
@@ -134,6 +137,12 @@ def hit_to_pb(hit: SearchHit) -> pb.SearchResult:
         if effect.score_before is not None:
             item.score_before = effect.score_before
     return result
+
+
+def notes_to_pb(notes: Iterable[CodeNote]) -> list[common_pb2.CodeNote]:
+    return [
+        common_pb2.CodeNote(id=n.id, title=n.title, score=n.score, status=n.status) for n in notes
+    ]
 
 
 def node_to_pb(node: GraphNode) -> pb.GraphNode:
@@ -170,6 +179,7 @@ def outcome_to_pb(outcome: SearchOutcome) -> pb.SearchResponse:
         timings_ms=outcome.timings_ms,
         no_good_answer=outcome.no_good_answer,
         served_by=outcome.server,
+        notes_reason=outcome.notes_reason,
     )
     if outcome.confidence is not None:
         response.confidence = CONFIDENCE_TO_PB[outcome.confidence]

@@ -28,6 +28,7 @@ from svckit.config import Env
 from svckit.migrations import migrate
 from tests.integration.support.commons import commons_settings
 from tests.integration.support.databases import fresh_database
+from tests.integration.support.faults import free_port
 from tests.internal_auth import with_secret
 
 
@@ -103,6 +104,13 @@ async def gateway_stack(
     ):
         addrs: dict[str, str] = {}
         commons = retrieval = router = None
+        # Retrieval asks the commons for the notes beside code and the commons asks
+        # retrieval about anchors: the commons' port is chosen first so both know it.
+        commons_listen = "127.0.0.1:0"
+        notes_env: dict[str, str] = {}
+        if "commons" in services and "retrieval" in services:
+            commons_listen = f"127.0.0.1:{free_port()}"
+            notes_env = {"COMMONS_ADDR": commons_listen}
         if "retrieval" in services:
             retrieval = await start_retrieval(
                 RetrievalSettings.from_env(
@@ -115,6 +123,7 @@ async def gateway_stack(
                                 "EMBEDDER_ADDR": embedder_address,
                                 # Freshness looks at the source's head on every call.
                                 "RETRIEVAL_HEAD_CACHE_S": "0",
+                                **notes_env,
                                 **extra,
                             }
                         )
@@ -139,7 +148,13 @@ async def gateway_stack(
             # The commons resolves and re-checks notes' anchors through retrieval.
             peers = {"RETRIEVAL_ADDR": addrs["retrieval"]} if "retrieval" in addrs else {}
             commons = await start_commons(
-                commons_settings(url, commons_embedder or embedder_address, **peers, **extra)
+                commons_settings(
+                    url,
+                    commons_embedder or embedder_address,
+                    COMMONS_LISTEN=commons_listen,
+                    **peers,
+                    **extra,
+                )
             )
             stack.push_async_callback(commons.stop)
             addrs["commons"] = f"127.0.0.1:{commons.port}"

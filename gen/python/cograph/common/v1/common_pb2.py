@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63ograph/common/v1/common.proto\x12\x11\x63ograph.common.v1\"\x18\n\x06Vector\x12\x0e\n\x06values\x18\x01 \x03(\x02\"&\n\tPrincipal\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61\x64min\x18\x02 \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63ograph/common/v1/common.proto\x12\x11\x63ograph.common.v1\"\x18\n\x06Vector\x12\x0e\n\x06values\x18\x01 \x03(\x02\"&\n\tPrincipal\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61\x64min\x18\x02 \x01(\x08\"D\n\x08\x43odeNote\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x05\x12\x0e\n\x06status\x18\x04 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,4 +35,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VECTOR']._serialized_end=77
   _globals['_PRINCIPAL']._serialized_start=79
   _globals['_PRINCIPAL']._serialized_end=117
+  _globals['_CODENOTE']._serialized_start=119
+  _globals['_CODENOTE']._serialized_end=187
 # @@protoc_insertion_point(module_scope)

@@ -67,3 +67,39 @@ class Principal(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Principal: _TypeAlias = Principal  # noqa: Y015
+
+@_typing.final
+class CodeNote(_message.Message):
+    """A note of the commons anchored to a piece of code, as shown beside that code."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The note's id (GET /v1/posts/{id})."""
+    title: _builtins.str
+    """The note's title."""
+    score: _builtins.int
+    """The note's net votes."""
+    status: _builtins.str
+    """Its anchor's status: fresh, body_changed, signature_changed or moved (an orphaned
+    anchor's code is gone, so it is never shown beside code).
+    """
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        score: _builtins.int = ...,
+        status: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "score", b"score", "status", b"status", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CodeNote: _TypeAlias = CodeNote  # noqa: Y015

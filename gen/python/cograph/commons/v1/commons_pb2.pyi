@@ -3,6 +3,7 @@
 isort:skip_file
 The commons: a notes board where agents leave, vote on and search hard-won knowledge."""
 
+from cograph.common.v1 import common_pb2 as _common_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -1638,3 +1639,117 @@ class CheckAnchorsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CheckAnchorsResponse: _TypeAlias = CheckAnchorsResponse  # noqa: Y015
+
+@_typing.final
+class CodeTarget(_message.Message):
+    """One piece of code a caller is about to show."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPO_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    QUALIFIED_NAME_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    END_LINE_FIELD_NUMBER: _builtins.int
+    repo: _builtins.str
+    """host/owner/name of the repository (its default branch)."""
+    path: _builtins.str
+    """The file's path, relative, '/'-separated."""
+    qualified_name: _builtins.str
+    """The code node's qualified name; empty for a bare line range."""
+    start_line: _builtins.int
+    """First line, 1-based."""
+    end_line: _builtins.int
+    """Last line, inclusive."""
+    def __init__(
+        self,
+        *,
+        repo: _builtins.str = ...,
+        path: _builtins.str = ...,
+        qualified_name: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        end_line: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "path", b"path", "qualified_name", b"qualified_name", "repo", b"repo", "start_line", b"start_line"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CodeTarget: _TypeAlias = CodeTarget  # noqa: Y015
+
+@_typing.final
+class NotesForCodeRequest(_message.Message):
+    """Asks for the notes anchored to pieces of code."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGETS_FIELD_NUMBER: _builtins.int
+    PER_TARGET_FIELD_NUMBER: _builtins.int
+    per_target: _builtins.int
+    """Notes per target, 1..5; 0 means 3."""
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[Global___CodeTarget]:
+        """The code, at most NOTES_TARGETS_MAX pieces (cograph_api.limits)."""
+
+    def __init__(
+        self,
+        *,
+        targets: _abc.Iterable[Global___CodeTarget] | None = ...,
+        per_target: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["per_target", b"per_target", "targets", b"targets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NotesForCodeRequest: _TypeAlias = NotesForCodeRequest  # noqa: Y015
+
+@_typing.final
+class TargetNotes(_message.Message):
+    """The notes of one target."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.CodeNote]:
+        """Best first: fresh anchors before changed ones, then by votes, then the newer note."""
+
+    def __init__(
+        self,
+        *,
+        notes: _abc.Iterable[_common_pb2.CodeNote] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notes", b"notes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TargetNotes: _TypeAlias = TargetNotes  # noqa: Y015
+
+@_typing.final
+class NotesForCodeResponse(_message.Message):
+    """The notes anchored to each target, in the order of the targets."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGETS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[Global___TargetNotes]:
+        """One entry per target asked about."""
+
+    def __init__(
+        self,
+        *,
+        targets: _abc.Iterable[Global___TargetNotes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["targets", b"targets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NotesForCodeResponse: _TypeAlias = NotesForCodeResponse  # noqa: Y015

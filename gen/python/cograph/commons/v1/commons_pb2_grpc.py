@@ -125,6 +125,11 @@ class CommonsServiceStub:
                 request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsRequest.SerializeToString,
                 response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsResponse.FromString,
                 _registered_method=True)
+        self.NotesForCode = channel.unary_unary(
+                '/cograph.commons.v1.CommonsService/NotesForCode',
+                request_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.NotesForCodeRequest.SerializeToString,
+                response_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.NotesForCodeResponse.FromString,
+                _registered_method=True)
 
 
 class CommonsServiceServicer:
@@ -257,6 +262,14 @@ class CommonsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NotesForCode(self, request, context):
+        """The notes anchored to each piece of code given (retrieval asks, as the caller, for the
+        code it is about to return); hidden notes only for their author and admins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CommonsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -349,6 +362,11 @@ def add_CommonsServiceServicer_to_server(servicer, server):
                     servicer.CheckAnchors,
                     request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsRequest.FromString,
                     response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsResponse.SerializeToString,
+            ),
+            'NotesForCode': grpc.unary_unary_rpc_method_handler(
+                    servicer.NotesForCode,
+                    request_deserializer=cograph_dot_commons_dot_v1_dot_commons__pb2.NotesForCodeRequest.FromString,
+                    response_serializer=cograph_dot_commons_dot_v1_dot_commons__pb2.NotesForCodeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -838,6 +856,33 @@ class CommonsService:
             '/cograph.commons.v1.CommonsService/CheckAnchors',
             cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsRequest.SerializeToString,
             cograph_dot_commons_dot_v1_dot_commons__pb2.CheckAnchorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NotesForCode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cograph.commons.v1.CommonsService/NotesForCode',
+            cograph_dot_commons_dot_v1_dot_commons__pb2.NotesForCodeRequest.SerializeToString,
+            cograph_dot_commons_dot_v1_dot_commons__pb2.NotesForCodeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -69,6 +69,10 @@ class CommonsServiceStub:
     """Lists the anchors of one repository whose code changed, with their notes, for review."""
     CheckAnchors: _grpc.UnaryUnaryMultiCallable[_commons_pb2.CheckAnchorsRequest, _commons_pb2.CheckAnchorsResponse]
     """Checks every anchor whose repository published a newer index now (admins only)."""
+    NotesForCode: _grpc.UnaryUnaryMultiCallable[_commons_pb2.NotesForCodeRequest, _commons_pb2.NotesForCodeResponse]
+    """The notes anchored to each piece of code given (retrieval asks, as the caller, for the
+    code it is about to return); hidden notes only for their author and admins.
+    """
 
 @_typing.type_check_only
 class CommonsServiceAsyncStub(CommonsServiceStub):
@@ -111,6 +115,10 @@ class CommonsServiceAsyncStub(CommonsServiceStub):
     """Lists the anchors of one repository whose code changed, with their notes, for review."""
     CheckAnchors: _aio.UnaryUnaryMultiCallable[_commons_pb2.CheckAnchorsRequest, _commons_pb2.CheckAnchorsResponse]  # type: ignore[assignment]
     """Checks every anchor whose repository published a newer index now (admins only)."""
+    NotesForCode: _aio.UnaryUnaryMultiCallable[_commons_pb2.NotesForCodeRequest, _commons_pb2.NotesForCodeResponse]  # type: ignore[assignment]
+    """The notes anchored to each piece of code given (retrieval asks, as the caller, for the
+    code it is about to return); hidden notes only for their author and admins.
+    """
 
 class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Notes, votes, comments and semantic note search; writes act for the request's principal."""
@@ -258,5 +266,15 @@ class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_commons_pb2.CheckAnchorsResponse, _abc.Awaitable[_commons_pb2.CheckAnchorsResponse]]:
         """Checks every anchor whose repository published a newer index now (admins only)."""
+
+    @_abc_1.abstractmethod
+    def NotesForCode(
+        self,
+        request: _commons_pb2.NotesForCodeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_commons_pb2.NotesForCodeResponse, _abc.Awaitable[_commons_pb2.NotesForCodeResponse]]:
+        """The notes anchored to each piece of code given (retrieval asks, as the caller, for the
+        code it is about to return); hidden notes only for their author and admins.
+        """
 
 def add_CommonsServiceServicer_to_server(servicer: CommonsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -3,6 +3,7 @@
 isort:skip_file
 Indexing of repositories and markdown collections, and hybrid search over them."""
 
+from cograph.common.v1 import common_pb2 as _common_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -1174,6 +1175,7 @@ class SearchRequest(_message.Message):
     EXPLAIN_FIELD_NUMBER: _builtins.int
     SKIP_STAGES_FIELD_NUMBER: _builtins.int
     REF_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """What to look for: a symbol, a signature fragment or a question; not blank."""
     repo: _builtins.str
@@ -1208,6 +1210,10 @@ class SearchRequest(_message.Message):
     ref: _builtins.str
     """Search this indexed ref (a branch or tag added with IndexRef) of repo instead of its
     default branch; needs repo. Without it, searches see default branches only.
+    """
+    notes: _builtins.bool
+    """Show the notes of the commons anchored to each code result (SearchResult.notes); true
+    when unset. False skips the commons entirely.
     """
     @_builtins.property
     def layers(self) -> _containers.RepeatedScalarFieldContainer[Global___Layer.ValueType]:
@@ -1257,19 +1263,24 @@ class SearchRequest(_message.Message):
         explain: _builtins.bool = ...,
         skip_stages: _abc.Iterable[_builtins.str] | None = ...,
         ref: _builtins.str = ...,
+        notes: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "max_tokens", b"max_tokens", "since", b"since", "snippet_chars", b"snippet_chars", "top_k", b"top_k", "until", b"until"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_notes", b"_notes", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "max_tokens", b"max_tokens", "notes", b"notes", "since", b"since", "snippet_chars", b"snippet_chars", "top_k", b"top_k", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "collection", b"collection", "explain", b"explain", "include_graph", b"include_graph", "layers", b"layers", "max_tokens", b"max_tokens", "query", b"query", "ref", b"ref", "repo", b"repo", "since", b"since", "skip_rerank", b"skip_rerank", "skip_stages", b"skip_stages", "snippet_chars", b"snippet_chars", "streams", b"streams", "top_k", b"top_k", "until", b"until", "verbose", b"verbose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_notes", b"_notes", "_snippet_chars", b"_snippet_chars", "_top_k", b"_top_k", "as_of", b"as_of", "collection", b"collection", "explain", b"explain", "include_graph", b"include_graph", "layers", b"layers", "max_tokens", b"max_tokens", "notes", b"notes", "query", b"query", "ref", b"ref", "repo", b"repo", "since", b"since", "skip_rerank", b"skip_rerank", "skip_stages", b"skip_stages", "snippet_chars", b"snippet_chars", "streams", b"streams", "top_k", b"top_k", "until", b"until", "verbose", b"verbose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
     _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__notes: _TypeAlias = _typing.Literal["notes"]  # noqa: Y015
+    _WhichOneofArgType__notes: _TypeAlias = _typing.Literal["_notes", b"_notes"]  # noqa: Y015
     _WhichOneofReturnType__snippet_chars: _TypeAlias = _typing.Literal["snippet_chars"]  # noqa: Y015
     _WhichOneofArgType__snippet_chars: _TypeAlias = _typing.Literal["_snippet_chars", b"_snippet_chars"]  # noqa: Y015
     _WhichOneofReturnType__top_k: _TypeAlias = _typing.Literal["top_k"]  # noqa: Y015
     _WhichOneofArgType__top_k: _TypeAlias = _typing.Literal["_top_k", b"_top_k"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__notes) -> _WhichOneofReturnType__notes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__snippet_chars) -> _WhichOneofReturnType__snippet_chars | None: ...
     @_typing.overload
@@ -1402,6 +1413,7 @@ class SearchResult(_message.Message):
     STAGES_FIELD_NUMBER: _builtins.int
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     REF_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The chunk id (store:row); the same chunk returned at two layers keeps its id."""
     layer: Global___Layer.ValueType
@@ -1460,6 +1472,12 @@ class SearchResult(_message.Message):
     def stages(self) -> _containers.RepeatedCompositeFieldContainer[Global___StageEffect]:
         """With explain: each ranking stage's effect on this result, in the order they ran."""
 
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.CodeNote]:
+        """Notes of the commons anchored to this code (at most 3, best first); only code of a
+        default branch carries notes. Counted in tokens like the rest of the result.
+        """
+
     def __init__(
         self,
         *,
@@ -1486,10 +1504,11 @@ class SearchResult(_message.Message):
         stages: _abc.Iterable[Global___StageEffect] | None = ...,
         confidence: Global___Confidence.ValueType = ...,
         ref: _builtins.str = ...,
+        notes: _abc.Iterable[_common_pb2.CodeNote] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "rerank_score", b"rerank_score", "symbol_score", b"symbol_score", "vector_score", b"vector_score"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "collection", b"collection", "commit", b"commit", "confidence", b"confidence", "end_line", b"end_line", "id", b"id", "kind", b"kind", "language", b"language", "layer", b"layer", "path", b"path", "provenance", b"provenance", "qualified_name", b"qualified_name", "ref", b"ref", "repo", b"repo", "rerank_score", b"rerank_score", "score", b"score", "snippet", b"snippet", "stages", b"stages", "start_line", b"start_line", "store", b"store", "symbol_score", b"symbol_score", "truncated", b"truncated", "vector_score", b"vector_score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score", "_rerank_score", b"_rerank_score", "_symbol_score", b"_symbol_score", "_vector_score", b"_vector_score", "bm25_score", b"bm25_score", "collection", b"collection", "commit", b"commit", "confidence", b"confidence", "end_line", b"end_line", "id", b"id", "kind", b"kind", "language", b"language", "layer", b"layer", "notes", b"notes", "path", b"path", "provenance", b"provenance", "qualified_name", b"qualified_name", "ref", b"ref", "repo", b"repo", "rerank_score", b"rerank_score", "score", b"score", "snippet", b"snippet", "stages", b"stages", "start_line", b"start_line", "store", b"store", "symbol_score", b"symbol_score", "truncated", b"truncated", "vector_score", b"vector_score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__bm25_score: _TypeAlias = _typing.Literal["bm25_score"]  # noqa: Y015
     _WhichOneofArgType__bm25_score: _TypeAlias = _typing.Literal["_bm25_score", b"_bm25_score"]  # noqa: Y015
@@ -1768,6 +1787,7 @@ class SearchResponse(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     NO_GOOD_ANSWER_FIELD_NUMBER: _builtins.int
     SERVED_BY_FIELD_NUMBER: _builtins.int
+    NOTES_REASON_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The query as searched (trimmed)."""
     tokens: _builtins.int
@@ -1791,6 +1811,11 @@ class SearchResponse(_message.Message):
     served_by: _builtins.str
     """The database server that answered, when the service reads from replicas
     (COGRAPH_DATABASE_READ_URL): "primary" or "replica-N"; empty otherwise.
+    """
+    notes_reason: _builtins.str
+    """Why results may lack their notes: commons_unavailable (the commons did not answer in
+    RETRIEVAL_NOTES_TIMEOUT_S, refused, or its circuit is open); empty when every result
+    carries its notes, or notes were not asked for.
     """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchResult]:
@@ -1827,10 +1852,11 @@ class SearchResponse(_message.Message):
         confidence: Global___Confidence.ValueType = ...,
         no_good_answer: _builtins.bool = ...,
         served_by: _builtins.str = ...,
+        notes_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "streams", b"streams"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "confidence", b"confidence", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "no_good_answer", b"no_good_answer", "omitted", b"omitted", "query", b"query", "results", b"results", "served_by", b"served_by", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens", "confidence", b"confidence", "explanation", b"explanation", "first_result_tokens", b"first_result_tokens", "graph", b"graph", "no_good_answer", b"no_good_answer", "notes_reason", b"notes_reason", "omitted", b"omitted", "query", b"query", "results", b"results", "served_by", b"served_by", "streams", b"streams", "timings_ms", b"timings_ms", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__first_result_tokens: _TypeAlias = _typing.Literal["first_result_tokens"]  # noqa: Y015
     _WhichOneofArgType__first_result_tokens: _TypeAlias = _typing.Literal["_first_result_tokens", b"_first_result_tokens"]  # noqa: Y015
@@ -2079,6 +2105,7 @@ class ReadFileRequest(_message.Message):
     START_LINE_FIELD_NUMBER: _builtins.int
     END_LINE_FIELD_NUMBER: _builtins.int
     REF_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug; exactly one of repo and collection."""
     collection: _builtins.str
@@ -2091,6 +2118,10 @@ class ReadFileRequest(_message.Message):
     """Last line to return, inclusive; the end of the file when unset (within the size cap)."""
     ref: _builtins.str
     """Read from this indexed ref of repo instead of its default branch."""
+    notes: _builtins.bool
+    """Show the notes anchored to code in the lines returned (ReadFileResponse.notes); true
+    when unset.
+    """
     def __init__(
         self,
         *,
@@ -2100,17 +2131,22 @@ class ReadFileRequest(_message.Message):
         start_line: _builtins.int | None = ...,
         end_line: _builtins.int | None = ...,
         ref: _builtins.str = ...,
+        notes: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_start_line", b"_start_line", "end_line", b"end_line", "start_line", b"start_line"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_notes", b"_notes", "_start_line", b"_start_line", "end_line", b"end_line", "notes", b"notes", "start_line", b"start_line"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_start_line", b"_start_line", "collection", b"collection", "end_line", b"end_line", "path", b"path", "ref", b"ref", "repo", b"repo", "start_line", b"start_line"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_end_line", b"_end_line", "_notes", b"_notes", "_start_line", b"_start_line", "collection", b"collection", "end_line", b"end_line", "notes", b"notes", "path", b"path", "ref", b"ref", "repo", b"repo", "start_line", b"start_line"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__end_line: _TypeAlias = _typing.Literal["end_line"]  # noqa: Y015
     _WhichOneofArgType__end_line: _TypeAlias = _typing.Literal["_end_line", b"_end_line"]  # noqa: Y015
+    _WhichOneofReturnType__notes: _TypeAlias = _typing.Literal["notes"]  # noqa: Y015
+    _WhichOneofArgType__notes: _TypeAlias = _typing.Literal["_notes", b"_notes"]  # noqa: Y015
     _WhichOneofReturnType__start_line: _TypeAlias = _typing.Literal["start_line"]  # noqa: Y015
     _WhichOneofArgType__start_line: _TypeAlias = _typing.Literal["_start_line", b"_start_line"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__end_line) -> _WhichOneofReturnType__end_line | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__notes) -> _WhichOneofReturnType__notes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__start_line) -> _WhichOneofReturnType__start_line | None: ...
 
@@ -2133,6 +2169,8 @@ class ReadFileResponse(_message.Message):
     NEXT_START_LINE_FIELD_NUMBER: _builtins.int
     LANGUAGE_FIELD_NUMBER: _builtins.int
     REF_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
+    NOTES_REASON_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug (empty for a collection)."""
     collection: _builtins.str
@@ -2155,6 +2193,14 @@ class ReadFileResponse(_message.Message):
     """The file's language (python, markdown, ...)."""
     ref: _builtins.str
     """The indexed ref read; empty for the default branch."""
+    notes_reason: _builtins.str
+    """Why the notes may be missing: commons_unavailable; empty otherwise."""
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.CodeNote]:
+        """Notes of the commons anchored to code overlapping the lines returned (at most 5, best
+        first); a repository's default branch only.
+        """
+
     def __init__(
         self,
         *,
@@ -2169,10 +2215,12 @@ class ReadFileResponse(_message.Message):
         next_start_line: _builtins.int | None = ...,
         language: _builtins.str = ...,
         ref: _builtins.str = ...,
+        notes: _abc.Iterable[_common_pb2.CodeNote] | None = ...,
+        notes_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line", "next_start_line", b"next_start_line"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line", "collection", b"collection", "commit", b"commit", "content", b"content", "end_line", b"end_line", "language", b"language", "next_start_line", b"next_start_line", "path", b"path", "ref", b"ref", "repo", b"repo", "start_line", b"start_line", "total_lines", b"total_lines"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line", "collection", b"collection", "commit", b"commit", "content", b"content", "end_line", b"end_line", "language", b"language", "next_start_line", b"next_start_line", "notes", b"notes", "notes_reason", b"notes_reason", "path", b"path", "ref", b"ref", "repo", b"repo", "start_line", b"start_line", "total_lines", b"total_lines"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__next_start_line: _TypeAlias = _typing.Literal["next_start_line"]  # noqa: Y015
     _WhichOneofArgType__next_start_line: _TypeAlias = _typing.Literal["_next_start_line", b"_next_start_line"]  # noqa: Y015
@@ -2449,6 +2497,7 @@ class ReferencesRequest(_message.Message):
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     REF_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
     repo: _builtins.str
     """The repository slug."""
     symbol: _builtins.str
@@ -2459,6 +2508,8 @@ class ReferencesRequest(_message.Message):
     """References per page, 1..500; 100 when unset."""
     ref: _builtins.str
     """Look in this indexed ref of repo instead of its default branch."""
+    notes: _builtins.bool
+    """Show, on each reference, the notes anchored to its enclosing symbol; true when unset."""
     def __init__(
         self,
         *,
@@ -2467,14 +2518,20 @@ class ReferencesRequest(_message.Message):
         cursor: _builtins.str = ...,
         limit: _builtins.int | None = ...,
         ref: _builtins.str = ...,
+        notes: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "_notes", b"_notes", "limit", b"limit", "notes", b"notes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "ref", b"ref", "repo", b"repo", "symbol", b"symbol"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "_notes", b"_notes", "cursor", b"cursor", "limit", b"limit", "notes", b"notes", "ref", b"ref", "repo", b"repo", "symbol", b"symbol"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    _WhichOneofReturnType__notes: _TypeAlias = _typing.Literal["notes"]  # noqa: Y015
+    _WhichOneofArgType__notes: _TypeAlias = _typing.Literal["_notes", b"_notes"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__notes) -> _WhichOneofReturnType__notes | None: ...
 
 Global___ReferencesRequest: _TypeAlias = ReferencesRequest  # noqa: Y015
 
@@ -2491,6 +2548,7 @@ class Reference(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     TARGET_FIELD_NUMBER: _builtins.int
     LINE_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     """The file's path."""
     start_line: _builtins.int
@@ -2508,6 +2566,12 @@ class Reference(_message.Message):
     indexed before uses kept their lines, the referring node's first line until the file
     is indexed again.
     """
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.CodeNote]:
+        """Notes of the commons anchored to the referring node (the code a change at this use
+        would touch), at most 3, best first; default branch only.
+        """
+
     def __init__(
         self,
         *,
@@ -2518,10 +2582,11 @@ class Reference(_message.Message):
         kind: Global___EdgeKind.ValueType = ...,
         target: _builtins.str = ...,
         line: _builtins.int = ...,
+        notes: _abc.Iterable[_common_pb2.CodeNote] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "kind", b"kind", "line", b"line", "path", b"path", "start_line", b"start_line", "symbol", b"symbol", "target", b"target"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_line", b"end_line", "kind", b"kind", "line", b"line", "notes", b"notes", "path", b"path", "start_line", b"start_line", "symbol", b"symbol", "target", b"target"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2537,10 +2602,16 @@ class ReferencesResponse(_message.Message):
     REFERENCES_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
     NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    NOTES_REASON_FIELD_NUMBER: _builtins.int
     truncated: _builtins.bool
     """Whether more references follow (ask again with next_cursor)."""
     next_cursor: _builtins.str
     """Opaque cursor of the next page; empty on the last page."""
+    notes_reason: _builtins.str
+    """Why references may lack their notes: commons_unavailable, or too_many_targets (the
+    page's references lie in more than NOTES_TARGETS_MAX referring nodes; those after it
+    carry none); empty otherwise.
+    """
     @_builtins.property
     def definitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphNode]:
         """The definitions, implementation first, then overloads and other matches."""
@@ -2556,10 +2627,11 @@ class ReferencesResponse(_message.Message):
         references: _abc.Iterable[Global___Reference] | None = ...,
         truncated: _builtins.bool = ...,
         next_cursor: _builtins.str = ...,
+        notes_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["definitions", b"definitions", "next_cursor", b"next_cursor", "references", b"references", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["definitions", b"definitions", "next_cursor", b"next_cursor", "notes_reason", b"notes_reason", "references", b"references", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
