@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.standby import streaming_replica
 from cograph.retrieval.v1 import retrieval_pb2 as pb
 from svckit.db import create_database
 from svckit.embedded import EmbeddedPostgres
 from tests.integration.support.git_repos import make_repo
-from tests.integration.support.replica import streaming_replica
 from tests.integration.support.retrieval import ADMIN, ALICE, BOB, serving, wait_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,4 +1,5 @@
-"""A real streaming replica of an embedded PostgreSQL, made with the server's own tools.
+"""A real streaming replica of an embedded PostgreSQL, made with the server's own tools
+(bench.replicas and the read-replica tests use it).
 
 `pg_basebackup -R` copies the running primary's data directory over a replication
 connection and writes `standby.signal` and `primary_conninfo`; `pg_ctl start` on the copy
