@@ -28,7 +28,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -72,7 +74,7 @@ _NODE_COLUMNS = (
 )
 
 
-async def insert_nodes(conn: asyncpg.Connection, rows: list[tuple[object, ...]]) -> None:
+async def insert_nodes(conn: asyncpg.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Code nodes through a staging table: COPY cannot compute their tsvector."""
     async with conn.transaction():
         await conn.execute(

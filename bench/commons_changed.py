@@ -211,12 +211,12 @@ async def measure(args: argparse.Namespace, url: str) -> None:
     )
     print(header)
     print("-" * len(header))
-    for weight, ranks, top10, buried in rows:
+    for weight, ranks, top10, below in rows:
         mean = {k: statistics.mean(ranks[k]) if ranks[k] else float("nan") for k in KINDS}
         print(
             f"{weight:>9.2f} {mean['fresh']:>7.1f} {mean['changed']:>8.1f} {mean['moved']:>7.1f} "
             f"{mean['unanchored']:>8.1f} {mean['changed'] - mean['fresh']:>+16.1f} "
-            f"{top10:>17.0%} {buried:>15.0%}"
+            f"{top10:>17.0%} {below:>15.0%}"
         )
     sys.stdout.flush()
 
