@@ -220,7 +220,7 @@ def commons_router(api: GatewayApi) -> APIRouter:
     @router.get(
         "/search",
         response_model=None,
-        responses=answers(R.PostSearchAnswer, "post_search"),
+        responses=answers(R.PostSearchAnswer, "post_search", 404),
         summary="Search the notes by meaning",
     )
     async def search(
