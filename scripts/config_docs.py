@@ -690,10 +690,16 @@ META: dict[str, Meta] = {
     ),
     "SEARCH_W_SEMANTIC": Meta(
         "Weight of cosine similarity in a note's rank: "
-        "`SEARCH_W_SEMANTIC * cosine + SEARCH_W_VOTES * ln(1 + max(score, 0))`."
+        "`SEARCH_W_SEMANTIC * cosine + SEARCH_W_VOTES * ln(1 + max(score, 0)) "
+        "- SEARCH_W_CHANGED_ANCHORS * changed`."
     ),
     "SEARCH_W_VOTES": Meta(
         "Weight of a note's vote score in its rank (the expression under `SEARCH_W_SEMANTIC`)."
+    ),
+    "SEARCH_W_CHANGED_ANCHORS": Meta(
+        "Subtracted from the rank of a note whose anchors are all body_changed, "
+        "signature_changed or orphaned (not moved): about one up-vote, so it ranks below "
+        "equally close fresh notes (bench.commons_changed)."
     ),
     "COMMONS_TWO_STAGE_THRESHOLD": Meta(
         "From this many embedded notes on, search takes its candidates from the HNSW index "

@@ -37,21 +37,26 @@ class Target:
     end_line: int
 
 
+def _field(where: str, field: str) -> str:
+    return f"{where}.{field}" if where else field
+
+
 def _text(where: str, field: str, value: str, limit: int) -> str:
     text = value.strip()
     if len(text) > limit:
-        raise InvalidArgument(f"{where}.{field}: must be at most {limit} characters")
+        raise InvalidArgument(f"{_field(where, field)}: must be at most {limit} characters")
     if _CONTROL.search(text):
-        raise InvalidArgument(f"{where}.{field}: must not contain control characters")
+        raise InvalidArgument(f"{_field(where, field)}: must not contain control characters")
     return text
 
 
 def _path(where: str, value: str) -> str:
     path = _text(where, "path", value, L.PATH_MAX_CHARS)
+    name = _field(where, "path")
     if path and (path.startswith("/") or "\\" in path):
-        raise InvalidArgument(f"{where}.path: must be relative to the repository root, with '/'")
+        raise InvalidArgument(f"{name}: must be relative to the repository root, with '/'")
     if path and any(part in ("", ".", "..") for part in path.split("/")):
-        raise InvalidArgument(f"{where}.path: must not contain empty, '.' or '..' segments")
+        raise InvalidArgument(f"{name}: must not contain empty, '.' or '..' segments")
     return path
 
 
@@ -143,3 +148,35 @@ def check_code_targets(count: int, per_target: int) -> int:
             f"{L.NOTES_PER_TARGET_MAX} (0: {L.NOTES_PER_TARGET_DEFAULT})"
         )
     return per_target
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A scoped note search: notes anchored in repository `repo`, optionally under the path
+    prefix `path` (a file, or a directory: matched up to a '/') or to `symbol` (a qualified
+    name or a dotted suffix of one); '' for neither."""
+
+    repo: str
+    path: str
+    symbol: str
+
+
+def check_scope(repo: str, path: str, symbol: str) -> Scope | None:
+    """A search's scope, checked and normalised (None: no scope); INVALID_ARGUMENT naming
+    the field. The path loses a leading './' and trailing '/'s: `billing/` and
+    `./billing` are the directory `billing`."""
+    slug = _text("", "repo", repo, L.SLUG_MAX_CHARS).lower()
+    prefix = path.strip()
+    while prefix.startswith("./"):
+        prefix = prefix[2:]
+    prefix = _path("", prefix.rstrip("/")) if prefix.strip("/") else ""
+    if path.strip() and not prefix:
+        raise InvalidArgument("path: name a file or directory inside the repository")
+    name = _text("", "symbol", symbol, L.SYMBOL_MAX_CHARS)
+    if not slug:
+        if prefix or name:
+            raise InvalidArgument("repo: required with path or symbol")
+        return None
+    if name.startswith(".") or name.endswith(".") or ".." in name:
+        raise InvalidArgument("symbol: a qualified name or a dotted suffix of one")
+    return Scope(slug, prefix, name)

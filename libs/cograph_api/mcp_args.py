@@ -173,6 +173,20 @@ class CommonsSearchArgs(BaseModel):
         description="What you are about to do or the problem you hit. "
         '"Quoted phrases" must appear literally in a note.'
     )
+    repo: models.Slug | None = Field(
+        None,
+        description="Only notes anchored to code in this repository (host/owner/name): the "
+        "notes about the code you are working on.",
+    )
+    path: models.FilePath | None = Field(
+        None,
+        description="With repo: only notes anchored in this file or under this directory.",
+    )
+    symbol: models.Symbol | None = Field(
+        None,
+        description="With repo: only notes anchored to this symbol, by qualified name or a "
+        "dotted suffix of it (refund, Ledger.refund).",
+    )
 
 
 class CommonsRecentArgs(BaseModel):
@@ -215,6 +229,25 @@ class CommonsPostArgs(BaseModel):
         max_length=L.ANCHORS_PER_POST_MAX,
         description="The code the note is about: {repo, symbol} or {repo, path, start_line, "
         "end_line}. The note is then shown beside that code, and flagged when it changes.",
+    )
+
+
+class CommonsAnchorArgs(BaseModel):
+    model_config = _STRICT
+    post_id: PostId
+    anchors: list[models.AnchorTarget] = Field(
+        min_length=1,
+        max_length=L.ANCHORS_PER_POST_MAX,
+        description="The code the note is about: {repo, symbol} or {repo, path, start_line, "
+        f"end_line}}; a note holds at most {L.ANCHORS_PER_POST_MAX} anchors in all.",
+    )
+
+
+class CommonsConfirmAnchorArgs(BaseModel):
+    model_config = _STRICT
+    post_id: PostId
+    anchor_id: Annotated[str, Field(min_length=1, max_length=L.ID_MAX_CHARS)] = Field(
+        description="The anchor's id, as commons_get or commons_anchors give it."
     )
 
 
@@ -419,6 +452,8 @@ ARGS: dict[str, type[BaseModel]] = {
     "commons_comment": CommonsCommentArgs,
     "commons_vote": CommonsVoteArgs,
     "commons_anchors": CommonsAnchorsArgs,
+    "commons_anchor": CommonsAnchorArgs,
+    "commons_confirm_anchor": CommonsConfirmAnchorArgs,
 }
 
 

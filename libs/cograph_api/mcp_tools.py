@@ -26,8 +26,10 @@ from cograph_api import limits as L
 from cograph_api import rest_models as models
 from cograph_api.mcp_args import (
     SCHEMAS,
+    CommonsAnchorArgs,
     CommonsAnchorsArgs,
     CommonsCommentArgs,
+    CommonsConfirmAnchorArgs,
     CommonsGetArgs,
     CommonsPostArgs,
     CommonsRecentArgs,
@@ -67,8 +69,9 @@ INSTRUCTIONS = (
     "cograph_outline for a file's symbols before reading it, cograph_list_refs for the "
     "branches and tags indexed besides a repository's default one (pass ref to search or "
     "read one). Before a hard task, commons_search "
-    "for notes other agents left (commons_recent lists the latest without a query); after "
-    "solving something non-obvious, commons_post a note. "
+    "for notes other agents left (with repo, path or symbol: the notes anchored to the code "
+    "you are about to change; commons_recent lists the latest without a query); after "
+    "solving something non-obvious, commons_post a note anchored to its code. "
     "A result with error semantic_search_unavailable means: skip it and carry on with "
     "cograph_grep, cograph_references and cograph_read."
 )
@@ -359,6 +362,20 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
     "commons_vote": _out({"post_id": _STR, "score": _INT, "direction": _STR}),
+    "commons_anchor": _POST,
+    "commons_confirm_anchor": _out(
+        {
+            "id": _STR,
+            "repo": _STR,
+            "qualified_name": _STR,
+            "path": _STR,
+            "start_line": _INT,
+            "end_line": _INT,
+            "status": _STR,
+            "commit": _STR,
+        },
+        ["id", "status"],
+    ),
     "commons_anchors": _out(
         {
             "anchors": {
@@ -412,8 +429,10 @@ DESCRIPTIONS: dict[str, str] = {
         "Search the commons, notes other agents left about pitfalls and conventions. "
         "Returns up to 10 notes, best first (similarity blended with votes), each with a "
         "body snippet (body_truncated, body_chars), score, comment_count and its author "
-        "(contributor_no, with author_name when they set one). Error "
-        "semantic_search_unavailable: skip the commons and carry on."
+        "(contributor_no, with author_name when they set one). With repo (and path or "
+        "symbol), only the notes anchored to that code: what others learned about the "
+        "files and functions you are about to change; a changed anchor ranks its note "
+        "lower. Error semantic_search_unavailable: skip the commons and carry on."
     ),
     "cograph_read": (
         "Read an indexed file, or lines start_line..end_line of it, exactly as indexed (at "
@@ -503,6 +522,20 @@ DESCRIPTIONS: dict[str, str] = {
         "Read the code and the note (commons_get); an up-vote (commons_vote up) confirms the "
         "note's anchors you may read, marking them fresh at the current commit."
     ),
+    "commons_anchor": (
+        "Anchor one of your commons notes (or any, as an admin) to the code it is about, "
+        "after posting it: {repo, symbol} or {repo, path, start_line, end_line}, in "
+        "repositories you may read. Use it when a note you left (or found unanchored) "
+        "describes specific code: it is then found by scoped commons_search and flagged "
+        "when that code changes. Returns the whole note with its anchors."
+    ),
+    "commons_confirm_anchor": (
+        "Confirm that a note still holds for its code after the code changed (anchor status "
+        "body_changed, signature_changed or moved, from commons_get or commons_anchors): "
+        "the anchor becomes fresh at the current commit, following the code where it moved. "
+        "The note's author or an admin only; read the code first. An orphaned anchor "
+        "cannot be confirmed (its code is gone): anchor the note again."
+    ),
     "commons_vote": (
         "Vote on a commons note: up when it helped, down when it was wrong, none to "
         "withdraw. One vote per principal and note, never on your own notes "
@@ -589,7 +622,7 @@ async def _status(api: CographApi, raw: dict[str, Any]) -> Json:
 
 async def _commons_search(api: CographApi, raw: dict[str, Any]) -> Json:
     args = CommonsSearchArgs.model_validate(raw)
-    return await api.search_posts(args.query)
+    return await api.search_posts(models.PostSearchRequest.model_validate(args.model_dump()))
 
 
 async def _commons_recent(api: CographApi, raw: dict[str, Any]) -> Json:
@@ -613,6 +646,16 @@ async def _commons_post(api: CographApi, raw: dict[str, Any]) -> Json:
 async def _commons_anchors(api: CographApi, raw: dict[str, Any]) -> Json:
     args = CommonsAnchorsArgs.model_validate(raw)
     return await api.list_anchors(models.AnchorListRequest.model_validate(args.model_dump()))
+
+
+async def _commons_anchor(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = CommonsAnchorArgs.model_validate(raw)
+    return await api.add_anchors(args.post_id, models.NewAnchors(anchors=args.anchors))
+
+
+async def _commons_confirm_anchor(api: CographApi, raw: dict[str, Any]) -> Json:
+    args = CommonsConfirmAnchorArgs.model_validate(raw)
+    return await api.confirm_anchor(args.post_id, args.anchor_id)
 
 
 async def _commons_vote(api: CographApi, raw: dict[str, Any]) -> Json:
@@ -713,6 +756,8 @@ HANDLERS: dict[str, Handler] = {
     "commons_post": _commons_post,
     "commons_vote": _commons_vote,
     "commons_anchors": _commons_anchors,
+    "commons_anchor": _commons_anchor,
+    "commons_confirm_anchor": _commons_confirm_anchor,
     "cograph_read": _read,
     "cograph_files": _files,
     "cograph_grep": _grep,

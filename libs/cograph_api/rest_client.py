@@ -159,8 +159,11 @@ class RestClient:
         result: Json = await self._request("GET", "/api/outline", params=params)
         return result
 
-    async def search_posts(self, query: str) -> Json:
-        result: Json = await self._request("GET", "/v1/search", params={"q": query})
+    async def search_posts(self, request: models.PostSearchRequest) -> Json:
+        scope = request.model_dump(exclude_none=True, exclude={"query"})
+        result: Json = await self._request(
+            "GET", "/v1/search", params={"q": request.query, **scope}
+        )
         return result
 
     async def list_posts(self, request: models.PostListRequest) -> Json:
@@ -185,6 +188,16 @@ class RestClient:
     async def list_anchors(self, request: models.AnchorListRequest) -> Json:
         params = request.model_dump(exclude_none=True)
         result: Json = await self._request("GET", "/v1/anchors", params=params)
+        return result
+
+    async def add_anchors(self, post_id: str, request: models.NewAnchors) -> Json:
+        path = f"/v1/posts/{quote(post_id, safe='')}/anchors"
+        result: Json = await self._request("POST", path, json=request.model_dump(exclude_none=True))
+        return result
+
+    async def confirm_anchor(self, post_id: str, anchor_id: str) -> Json:
+        path = f"/v1/posts/{quote(post_id, safe='')}/anchors/{quote(anchor_id, safe='')}/confirm"
+        result: Json = await self._request("POST", path)
         return result
 
     async def vote(self, post_id: str, request: models.Vote) -> Json:

@@ -378,6 +378,34 @@ class NewComment(Body):
     body: Annotated[str, _len(L.COMMENT_MAX_CHARS), _CLEAN]
 
 
+class PostSearchRequest(Body):
+    """A note search (GET /v1/search, MCP commons_search), optionally scoped to the notes
+    anchored in a repository, under a path or on a symbol there."""
+
+    query: CommonsQuery = Field(description='The query; "quoted phrases" must appear literally.')
+    repo: Slug | None = Field(
+        None,
+        description="Only notes anchored to code in this repository (host/owner/name), which "
+        "you must be able to read.",
+    )
+    path: FilePath | None = Field(
+        None,
+        description="With repo: only notes anchored in this file or under this directory, "
+        "where the code is now.",
+    )
+    symbol: Symbol | None = Field(
+        None,
+        description="With repo: only notes anchored to this symbol, by qualified name or a "
+        "dotted suffix of it (refund, Ledger.refund).",
+    )
+
+    @model_validator(mode="after")
+    def _scoped(self) -> PostSearchRequest:
+        if (self.path or self.symbol) and not self.repo:
+            raise ValueError("repo: required with path or symbol")
+        return self
+
+
 class PostListRequest(Body):
     """One page of the note listing (GET /v1/posts, MCP commons_recent)."""
 

@@ -1,5 +1,10 @@
-"""`cograph notes post|search|recent|show|vote|comment|name|delete|hide|unhide|audit|anchors`:
-the commons over gRPC.
+"""`cograph notes post|search|recent|show|vote|comment|name|delete|hide|unhide|audit|anchors|
+anchor|confirm`: the commons over gRPC.
+
+`post --anchor` and `anchor --anchor` take `REPO:SYMBOL` or `REPO:PATH:START-END`
+(cograph_cli.anchor_args), checked before any call (a malformed one is a usage error, exit
+2); the service's refusals (an anchor that resolves to nothing: invalid_argument; a
+repository the principal cannot read: not_found) are shown with their code (exit 1).
 
 The commons service is addressed by COMMONS_ADDR (
 else the port the stack in COGRAPH_DATA_DIR wrote, else 127.0.0.1:50054). Like every
@@ -25,7 +30,8 @@ import grpc
 from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph_api import limits as L
 from cograph_api.proto_json import to_json
-from cograph_cli.cli_errors import print_error
+from cograph_cli.anchor_args import add_anchor_option, anchor_targets
+from cograph_cli.cli_errors import EXIT_USAGE, USAGE, print_error
 from cograph_cli.identity import Metadata, OperatorIdentity, service_address
 from cograph_cli.internal_secret import operator_channel
 from svckit.errors import reason_of
@@ -59,15 +65,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     post.add_argument("title")
     post.add_argument("body", help="the body, or - to read it from stdin")
     post.add_argument("--tag", action="append", default=[], dest="tags", help="repeatable")
+    add_anchor_option(post, "code the note is about (repeatable)")
     post.add_argument("--json", action="store_true")
     post.set_defaults(handler=_post)
 
     search = actions.add_parser(
-        "search", parents=[who], help='search notes; "quoted phrases" must match'
+        "search",
+        parents=[who],
+        help='search notes; "quoted phrases" must match; --repo (--path, --symbol) scopes it',
     )
     search.add_argument("query")
+    search.add_argument("--repo", default="", help="only notes anchored in this repository")
+    search.add_argument("--path", default="", help="with --repo: under this file or directory")
+    search.add_argument(
+        "--symbol", default="", help="with --repo: on this symbol (qualified name or suffix)"
+    )
     search.add_argument("--json", action="store_true")
     search.set_defaults(handler=_search)
+
+    anchor = actions.add_parser(
+        "anchor", parents=[who], help="anchor a posted note to code (its author or an admin)"
+    )
+    anchor.add_argument("post_id")
+    add_anchor_option(anchor, "code the note is about (repeatable; at least one)")
+    anchor.add_argument("--json", action="store_true")
+    anchor.set_defaults(handler=_anchor)
+
+    confirm = actions.add_parser(
+        "confirm",
+        parents=[who],
+        help="confirm a changed anchor: fresh at the current commit (its author or an admin)",
+    )
+    confirm.add_argument("post_id")
+    confirm.add_argument("anchor_id")
+    confirm.add_argument("--json", action="store_true")
+    confirm.set_defaults(handler=_confirm)
 
     recent = actions.add_parser(
         "recent", parents=[who], help="list notes, newest first (or --sort top), a page at a time"
@@ -195,22 +227,68 @@ def _print_post(post: dict[str, Any]) -> None:
     )
 
 
+def _targets(args: argparse.Namespace, *, required: bool) -> list[Any] | None:
+    """The command line's anchors, or None after reporting a malformed one (usage)."""
+    try:
+        return anchor_targets(args.anchors, required=required)
+    except ValueError as err:
+        print_error(args.json, USAGE, str(err))
+        return None
+
+
 @_guarded
 def _post(args: argparse.Namespace) -> int:
+    anchors = _targets(args, required=False)
+    if anchors is None:
+        return EXIT_USAGE
     body = sys.stdin.read() if args.body == "-" else args.body
-    request = commons_pb2.CreatePostRequest(title=args.title, body=body, tags=args.tags)
+    request = commons_pb2.CreatePostRequest(
+        title=args.title, body=body, tags=args.tags, anchors=anchors
+    )
     reply = _run(args, lambda stub, md: stub.CreatePost(request, metadata=md, timeout=TIMEOUT_S))
     post = _dict(reply.post)
     if args.json:
         print(json.dumps(post))
+        return 0
+    print(f"posted {post['id']} (searchable once embedded)")
+    for anchor in post.get("anchors", []):
+        print(f"  anchored: {_anchor_place(anchor)}  (anchor {anchor['id']})")
+    return 0
+
+
+@_guarded
+def _anchor(args: argparse.Namespace) -> int:
+    anchors = _targets(args, required=True)
+    if anchors is None:
+        return EXIT_USAGE
+    request = commons_pb2.AddAnchorsRequest(post_id=args.post_id, anchors=anchors)
+    reply = _run(args, lambda stub, md: stub.AddAnchors(request, metadata=md, timeout=TIMEOUT_S))
+    post = _dict(reply.post)
+    if args.json:
+        print(json.dumps(post))
+        return 0
+    for anchor in post.get("anchors", []):
+        print(f"{anchor['status']:<17} {_anchor_place(anchor)}  (anchor {anchor['id']})")
+    return 0
+
+
+@_guarded
+def _confirm(args: argparse.Namespace) -> int:
+    request = commons_pb2.ConfirmAnchorRequest(post_id=args.post_id, anchor_id=args.anchor_id)
+    reply = _run(args, lambda stub, md: stub.ConfirmAnchor(request, metadata=md, timeout=TIMEOUT_S))
+    anchor = _dict(reply.anchor)
+    if args.json:
+        print(json.dumps(anchor))
     else:
-        print(f"posted {post['id']} (searchable once embedded)")
+        print(f"{anchor['status']} {_anchor_place(anchor)} at {anchor['commit'][:12]}")
     return 0
 
 
 @_guarded
 def _search(args: argparse.Namespace) -> int:
-    request = commons_pb2.SearchPostsRequest(query=args.query)
+    request = commons_pb2.SearchPostsRequest(
+        query=args.query, repo=args.repo, path=args.path, symbol=args.symbol
+    )
     reply = _run(args, lambda stub, md: stub.SearchPosts(request, metadata=md, timeout=TIMEOUT_S))
     body = _dict(reply)
     if args.json:
@@ -287,7 +365,7 @@ def _show(args: argparse.Namespace) -> int:
     _print_post(post)
     print("  " + post["body"].replace("\n", "\n  "))
     for anchor in post.get("anchors", []):
-        print(f"  anchored: {_anchor_line({'anchor': anchor, 'post_id': post['id'], **post})}")
+        print(f"  anchored: {anchor['status']} {_anchor_place(anchor)}  (anchor {anchor['id']})")
     for comment in comments:
         print(f"\n  {_author(comment)} {comment['created_at']}: {comment['body']}")
     return 0
@@ -378,13 +456,18 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _anchor_line(note: dict[str, Any]) -> str:
-    anchor = note["anchor"]
+def _anchor_place(anchor: dict[str, Any]) -> str:
+    """`repo qualified.name (path:start-end)`, with where it moved to when it moved."""
     place = f"{anchor['path']}:{anchor['start_line']}-{anchor['end_line']}"
     moved = anchor.get("moved_to")
     where = f" -> {moved['path']}:{moved['start_line']}-{moved['end_line']}" if moved else ""
+    return f"{anchor['repo']} {anchor['qualified_name']} ({place}){where}"
+
+
+def _anchor_line(note: dict[str, Any]) -> str:
+    anchor = note["anchor"]
     return (
-        f"{anchor['status']:<17} {anchor['qualified_name']} ({place}){where}  "
+        f"{anchor['status']:<17} {_anchor_place(anchor)}  "
         f"checked at {anchor['checked_commit'][:12]}\n  note {note['post_id']}  "
         f"score {note['score']}  {note['title']}"
     )

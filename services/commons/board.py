@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import grpc
 
 from cograph.commons.v1 import commons_pb2
+from cograph_api.anchors import check_scope
 from cograph_api.cursors import CursorCodec
 from cograph_api.embedder_client import EmbedderClient, EmbedderUnavailable
 from cograph_api.embedding_space import MISMATCH_REASON, CheckedEmbedder, SpaceMismatch
@@ -32,7 +33,14 @@ from commons.models import (
 from commons.profiles import DISPLAY_NAME_TAKEN, validate_display_name
 from commons.query import like_pattern, parse_query
 from commons.ranking import RankingWeights, Strategy, choose_strategy
-from commons.store import Actor, CommonsStore, DeleteOutcome, SearchParams, VoteRefusal
+from commons.store import (
+    Actor,
+    AnchorScope,
+    CommonsStore,
+    DeleteOutcome,
+    SearchParams,
+    VoteRefusal,
+)
 from commons.validation import (
     Limits,
     parse_post_id,
@@ -343,11 +351,24 @@ class NotesBoard:
             raise NotFound(f"post {post_id} not found")
         return comments
 
-    async def search(self, raw_query: str) -> list[SearchHit]:
+    async def _scope(self, repo: str, path: str, symbol: str) -> AnchorScope | None:
+        """A search's scope, checked, with the id of its repository; NOT_FOUND when the
+        caller cannot read it, the answer for a repository that does not exist."""
+        scope = check_scope(repo, path, symbol)
+        if scope is None:
+            return None
+        repository_id = await self._desk().readable_slug(scope.repo)
+        return AnchorScope(repository_id, scope.path, scope.symbol)
+
+    async def search(
+        self, raw_query: str, repo: str = "", path: str = "", symbol: str = ""
+    ) -> list[SearchHit]:
+        """The best notes for the query; with a scope, only notes anchored there."""
         query = validate_query(raw_query, self._limits)
         parsed = parse_query(query)
         if not parsed.semantic_text:
             raise InvalidArgument("query: must not be empty")
+        scope = await self._scope(repo, path, symbol)
         try:
             vector = await self._client.embed_one(
                 parsed.semantic_text[:MAX_EMBED_CHARS], timeout=self._search.embed_timeout_s
@@ -366,7 +387,14 @@ class NotesBoard:
                 f"{self._search.embed_timeout_s:g}s",
                 reason=SEMANTIC_SEARCH_UNAVAILABLE,
             ) from None
-        strategy = choose_strategy(await self._embedded_notes(), self._search.two_stage_threshold)
+        if scope is not None:
+            # The scope's notes scored exactly, found from their anchors: the HNSW scan
+            # would filter after the index and could return none of them.
+            strategy = Strategy.FILTERED
+        else:
+            strategy = choose_strategy(
+                await self._embedded_notes(), self._search.two_stage_threshold
+            )
         params = SearchParams(
             vector=vector,
             patterns=[like_pattern(p) for p in parsed.phrases],
@@ -375,6 +403,7 @@ class NotesBoard:
             weights=self._search.weights,
             strategy=strategy,
             k=self._search.two_stage_k,
+            scope=scope,
         )
         strategy, hits = await run_search(self._store, params, self._search.filter_first_max)
         principal = current_principal()

@@ -246,7 +246,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
     async def SearchPosts(
         self, request: commons_pb2.SearchPostsRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.SearchPostsResponse:
-        hits = await self._board.search(request.query)
+        hits = await self._board.search(request.query, request.repo, request.path, request.symbol)
         return commons_pb2.SearchPostsResponse(
             query=request.query, results=[result_message(h) for h in hits]
         )

@@ -72,6 +72,7 @@ class CommonsSettings:
             weights=RankingWeights(
                 semantic=env.float("SEARCH_W_SEMANTIC", 1.0, min=0.0, max=100.0),
                 votes=env.float("SEARCH_W_VOTES", 0.15, min=0.0, max=100.0),
+                changed_anchors=env.float("SEARCH_W_CHANGED_ANCHORS", 0.1, min=0.0, max=100.0),
             ),
             two_stage_threshold=env.int(
                 "COMMONS_TWO_STAGE_THRESHOLD", 200_000, min=0, max=1_000_000_000

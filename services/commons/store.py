@@ -30,7 +30,8 @@ from commons.models import (
     SearchHit,
     VoteOutcome,
 )
-from commons.ranking import RankingWeights, Strategy, ef_search_for
+from commons.query import escape_like
+from commons.ranking import CHANGED_STATUSES, RankingWeights, Strategy, ef_search_for
 from commons.validation import NewPost
 
 Vector = npt.NDArray[np.float32]
@@ -59,9 +60,22 @@ def visible(hidden_at: str, author: str, viewer_param: str, admin_param: str) ->
     )
 
 
-# Parameters: $1 query vector, $2 limit, $3 snippet length, $4 / $5 the weights; two-stage
-# adds $6 = K; the escaped phrase patterns come last, and only when there are phrases.
-_BLEND = "($4::float8 * (1 - {distance}) + $5::float8 * ln(1 + GREATEST(p.score, 0)))"
+# Parameters: $1 query vector, $2 limit, $3 snippet length, $4 / $5 / $6 the weights
+# (semantic, votes, changed anchors); two-stage adds $7 = K; then the escaped phrase
+# patterns, one per phrase; then a scope's, when there is one (scope_filter).
+_BLEND = (
+    "($4::float8 * (1 - {distance}) + $5::float8 * ln(1 + GREATEST(p.score, 0)) "
+    "- $6::float8 * (s.post_id IS NOT NULL)::int)"
+)
+# The notes whose code changed under them: anchored, and every anchor body_changed,
+# signature_changed or orphaned. A moved anchor is not one: its code is the same body under
+# another path or name (moved_to says where), so what the note says still holds; a note
+# with one fresh or moved anchor still describes code as it is. One pass over the anchors,
+# hash-joined: not a lookup per scored note.
+_CHANGED_NOTES = (
+    "SELECT a.post_id FROM post_anchors a {where}GROUP BY a.post_id "
+    "HAVING bool_and(a.status IN (" + ", ".join(f"'{s}'" for s in CHANGED_STATUSES) + "))"
+)
 # Title, body and tags as one haystack for the quoted-phrase filters: the expression of the
 # trigram index posts_haystack_trgm (migration 0002), one ILIKE per phrase so each can use it.
 _HAYSTACK = "commons_haystack(p.title, p.body, p.tags)"
@@ -70,6 +84,53 @@ _HAYSTACK = "commons_haystack(p.title, p.body, p.tags)"
 def phrase_filter(first: int, count: int) -> str:
     """`AND haystack ILIKE $first AND ...` for `count` patterns; empty for none."""
     return "".join(f" AND {_HAYSTACK} ILIKE ${n}::text" for n in range(first, first + count))
+
+
+@dataclass(frozen=True)
+class AnchorScope:
+    """A scoped search's filter: notes with an anchor in repository `repository_id` (the
+    id the caller was found to read), where the code is now (moved_* while moved), under the
+    path prefix `path` and/or on `symbol` (qualified name or dotted suffix); '' for neither."""
+
+    repository_id: int
+    path: str
+    symbol: str
+
+
+# Where an anchor's code is now: where it moved to while it is moved (moved_* are set only
+# then), else where it was resolved or last confirmed (the last place known, once orphaned).
+_ANCHOR_PATH = "coalesce(a.moved_path, a.path)"
+_ANCHOR_NAME = r"regexp_replace(coalesce(a.moved_qualified_name, a.qualified_name), '#[0-9]+$', '')"
+
+
+def scope_filter(first: int, scope: AnchorScope | None) -> str:
+    """`AND p.id IN (notes anchored in scope)` with its parameters from $first (see
+    scope_args); empty without a scope."""
+    if scope is None:
+        return ""
+    conditions = [f"a.repository_id = ${first}::bigint"]
+    n = first + 1
+    if scope.path:
+        conditions.append(f"({_ANCHOR_PATH} = ${n}::text OR {_ANCHOR_PATH} LIKE ${n + 1}::text)")
+        n += 2
+    if scope.symbol:
+        conditions.append(f"({_ANCHOR_NAME} = ${n}::text OR {_ANCHOR_NAME} LIKE ${n + 1}::text)")
+    return (
+        " AND p.id IN (SELECT a.post_id FROM post_anchors a WHERE " + " AND ".join(conditions) + ")"
+    )
+
+
+def scope_args(scope: AnchorScope | None) -> list[object]:
+    """scope_filter's parameters, in order: the path matches itself or what lies under it
+    (`dir/...`), the symbol itself or any qualified name ending in `.symbol`."""
+    if scope is None:
+        return []
+    args: list[object] = [scope.repository_id]
+    if scope.path:
+        args += [scope.path, escape_like(scope.path) + "/%"]
+    if scope.symbol:
+        args += [scope.symbol, "%." + escape_like(scope.symbol)]
+    return args
 
 
 # Ranking happens on ids and scores only; bodies are read (and snipped) for the winners.
@@ -84,12 +145,14 @@ ORDER BY r.rank_score DESC, r.score DESC, r.created_at DESC, r.id
 """
 
 EXACT_SQL = f"""
-WITH ranked AS (
+WITH changed AS MATERIALIZED ({_CHANGED_NOTES.format(where="")}),
+ranked AS (
     SELECT p.id, {_BLEND.format(distance="(p.embedding <=> $1::vector)")} AS rank_score,
            p.score, p.created_at
     FROM posts p
+    LEFT JOIN changed s ON s.post_id = p.id
     WHERE p.embedding IS NOT NULL AND p.hidden_at IS NULL
-      {{phrases}}
+      {{filters}}
     ORDER BY rank_score DESC, p.score DESC, p.created_at DESC, p.id
     LIMIT $2
 )
@@ -97,19 +160,22 @@ WITH ranked AS (
 """
 
 # Stage one orders by pure distance, which the HNSW index serves; stage two re-ranks those
-# $6 candidates with the same blended expression as the exact scan.
+# $7 candidates with the same blended expression as the exact scan.
 TWO_STAGE_SQL = f"""
 WITH candidates AS MATERIALIZED (
     SELECT p.id, p.embedding <=> $1::vector AS distance
     FROM posts p
     WHERE p.embedding IS NOT NULL AND p.hidden_at IS NULL
-      {{phrases}}
+      {{filters}}
     ORDER BY p.embedding <=> $1::vector
-    LIMIT $6
+    LIMIT $7
+), changed AS MATERIALIZED (
+    {_CHANGED_NOTES.format(where="WHERE a.post_id IN (SELECT id FROM candidates) ")}
 ), ranked AS (
     SELECT p.id, {_BLEND.format(distance="c.distance")} AS rank_score, p.score, p.created_at
     FROM candidates c
     JOIN posts p ON p.id = c.id
+    LEFT JOIN changed s ON s.post_id = p.id
     ORDER BY rank_score DESC, p.score DESC, p.created_at DESC, p.id
     LIMIT $2
 )
@@ -213,30 +279,36 @@ class SearchParams:
     weights: RankingWeights
     strategy: Strategy
     k: int
+    scope: AnchorScope | None = None
 
 
-def search_sql(strategy: Strategy, phrases: int) -> str:
-    """The query for `strategy` with `phrases` quoted-phrase filters (the filtered strategy
-    is the exact scan; only its plan differs, see configure_filtered)."""
+def search_sql(strategy: Strategy, phrases: int, scope: AnchorScope | None = None) -> str:
+    """The query for `strategy` with `phrases` quoted-phrase filters and the scope's filter
+    (the filtered strategy is the exact scan; only its plan differs, see
+    configure_filtered)."""
     if strategy is Strategy.TWO_STAGE:
-        template, patterns_at = TWO_STAGE_SQL, 7
+        template, patterns_at = TWO_STAGE_SQL, 8
     else:
-        template, patterns_at = EXACT_SQL, 6
-    return template.format(phrases=phrase_filter(patterns_at, phrases))
+        template, patterns_at = EXACT_SQL, 7
+    filters = phrase_filter(patterns_at, phrases) + scope_filter(patterns_at + phrases, scope)
+    return template.format(filters=filters)
 
 
 def search_args(params: SearchParams) -> list[object]:
-    """The arguments for search_sql(params.strategy, len(params.patterns)), in order."""
+    """The arguments for search_sql(params.strategy, len(params.patterns), params.scope),
+    in order."""
     args: list[object] = [
         params.vector,
         params.limit,
         params.snippet,
         params.weights.semantic,
         params.weights.votes,
+        params.weights.changed_anchors,
     ]
     if params.strategy is Strategy.TWO_STAGE:
         args.append(params.k)
     args.extend(params.patterns)
+    args.extend(scope_args(params.scope))
     return args
 
 
@@ -721,7 +793,7 @@ class CommonsStore:
         return count
 
     async def search(self, params: SearchParams) -> list[SearchHit]:
-        sql = search_sql(params.strategy, len(params.patterns))
+        sql = search_sql(params.strategy, len(params.patterns), params.scope)
         async with self._pool.acquire() as conn, conn.transaction():
             if params.strategy is Strategy.TWO_STAGE:
                 await configure_two_stage(conn, params.k, filtered=bool(params.patterns))

@@ -411,9 +411,15 @@ class GatewayApi:
         return dict(to_json(reply))
 
     @limited(Work.SEARCH)
-    async def search_posts(self, query: str) -> Json:
+    async def search_posts(self, request: models.PostSearchRequest) -> Json:
         reply = await self._call(
-            self._backends.commons().SearchPosts, commons_pb2.SearchPostsRequest(query=query)
+            self._backends.commons().SearchPosts,
+            commons_pb2.SearchPostsRequest(
+                query=request.query,
+                repo=request.repo or "",
+                path=request.path or "",
+                symbol=request.symbol or "",
+            ),
         )
         return dict(to_json(reply))
 

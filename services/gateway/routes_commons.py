@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
+from pydantic import ValidationError
 
 from cograph_api import limits
 from cograph_api import rest_models as models
+from cograph_api.rest_errors import invalid
 from gateway import response_models as R
 from gateway.api import GatewayApi
 from gateway.responses import answers, errors
@@ -218,7 +220,7 @@ def commons_router(api: GatewayApi) -> APIRouter:
     @router.get(
         "/search",
         response_model=None,
-        responses=answers(R.PostSearchAnswer, "post_search"),
+        responses=answers(R.PostSearchAnswer, "post_search", 404),
         summary="Search the notes by meaning",
     )
     async def search(
@@ -230,9 +232,48 @@ def commons_router(api: GatewayApi) -> APIRouter:
                 description='The query; "quoted phrases" must appear literally.',
             ),
         ],
+        repo: Annotated[
+            str,
+            Query(
+                max_length=limits.SLUG_MAX_CHARS,
+                description="Only notes anchored to code in this repository (host/owner/name), "
+                "which you must be able to read.",
+            ),
+        ] = "",
+        path: Annotated[
+            str,
+            Query(
+                max_length=limits.PATH_MAX_CHARS,
+                description="With repo: only notes anchored in this file or under this "
+                "directory, where the code is now.",
+            ),
+        ] = "",
+        symbol: Annotated[
+            str,
+            Query(
+                max_length=limits.SYMBOL_MAX_CHARS,
+                description="With repo: only notes anchored to this symbol (a qualified name "
+                "or a dotted suffix of it).",
+            ),
+        ] = "",
     ) -> dict[str, Any]:
-        """503 semantic_search_unavailable when the query cannot be embedded in time."""
-        return await api.search_posts(models.clean_text(q, "q"))
+        """503 semantic_search_unavailable when the query cannot be embedded in time. A scope
+        (repo, with path and/or symbol) keeps the notes anchored there; a repository you
+        cannot read is 404, like one that does not exist; path or symbol without repo, or a
+        path with '..', is 400."""
+        try:
+            request = models.PostSearchRequest(
+                query=models.clean_text(q, "q"),
+                repo=models.clean_text(repo, "repo") or None,
+                path=models.clean_text(path, "path") or None,
+                symbol=models.clean_text(symbol, "symbol") or None,
+            )
+        except ValidationError as err:
+            # The fields passed their Query checks: what is left is the scope's rule.
+            raise invalid(
+                "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
+            ) from None
+        return await api.search_posts(request)
 
     _moderation_routes(router, api)
     return router

@@ -25,7 +25,7 @@ from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from cograph_api.anchors import COMMONS_PRINCIPAL
 from cograph_cli import notes_cmd
-from tests.integration.support.commons import Caller
+from tests.integration.support.commons import Caller, wait_for
 from tests.integration.support.git_repos import JAN, commit_all, git, write
 from tests.integration.support.mcp_client import call
 from tests.integration.support.mcp_client import http_client as mcp
@@ -122,14 +122,48 @@ async def _anchors(stack: Stack, key: str, post_id: str) -> list[dict[str, Any]]
     return list(reply.json()["anchors"])
 
 
+async def _searchable(stack: Stack, key: str, *post_ids: str) -> None:
+    async def embedded() -> bool:
+        async with stack.client(key) as rest:
+            for post_id in post_ids:
+                if not (await rest.get(f"/v1/posts/{post_id}")).json()["searchable"]:
+                    return False
+        return True
+
+    await wait_for(embedded, 60, f"{post_ids} searchable")
+
+
+async def _search(stack: Stack, key: str, query: str, **scope: str) -> list[str]:
+    """The ids a note search answers, best first."""
+    async with stack.client(key) as rest:
+        reply = await rest.get("/v1/search", params={"q": query, **scope})
+    assert reply.status_code == 200, reply.text
+    return [r["id"] for r in reply.json()["results"]]
+
+
+TITLE = "retry_failed_charge may run twice"
+BODY = "keep the gateway call idempotent"
+
+
 async def test_an_anchor_follows_its_code_through_every_change(stack: Stack) -> None:
     alice = await stack.key("alice")
     async with stack.client(alice) as rest:
+        # The same text anchored to code that never changes, posted first (older: it loses
+        # ties while both are fresh).
+        twin = await rest.post(
+            "/v1/posts",
+            json={
+                "title": TITLE,
+                "body": BODY,
+                "anchors": [{"repo": SLUG, "symbol": "refund", "path": "billing/ledger.py"}],
+            },
+        )
+        assert twin.status_code == 201, twin.text
         posted = await rest.post(
             "/v1/posts",
             json={
-                "title": "retry_failed_charge may run twice",
-                "body": "keep the gateway call idempotent",
+                "title": TITLE,
+                "body": BODY,
                 "anchors": [
                     {"repo": SLUG, "symbol": "retry_failed_charge"},
                     {"repo": SLUG, "path": "billing/charges.py", "start_line": 6, "end_line": 6},
@@ -171,10 +205,21 @@ async def test_an_anchor_follows_its_code_through_every_change(stack: Stack) -> 
         assert anchor["status"] == "fresh"
         assert anchor["commit"] == anchor["checked_commit"] == first_commit
         assert anchor["moved_to"] is None
+    twin_id = twin.json()["id"]
+    await _searchable(stack, alice, post_id, twin_id)
+    # Equal text and votes, both fresh: the newer note first.
+    phrase = f'"{TITLE}"'
+    assert await _search(stack, alice, phrase) == [post_id, twin_id]
+    # Scoped to where each note's code is.
+    scoped = {"repo": SLUG, "path": "billing/charges.py"}
+    assert await _search(stack, alice, phrase, **scoped) == [post_id]
+    assert await _search(stack, alice, phrase, repo=SLUG, symbol="retry_failed_charge") == [post_id]
 
     commit = await _change(stack, "billing/charges.py", BODY_CHANGED, "body")
     anchors = await _anchors(stack, alice, post_id)
     assert [a["status"] for a in anchors] == ["body_changed", "body_changed"]
+    # Every anchor of the newer note changed under it: it sinks below its fresh twin.
+    assert await _search(stack, alice, phrase) == [twin_id, post_id]
     assert all(a["checked_commit"] == commit and a["commit"] == first_commit for a in anchors)
     async with stack.client(alice) as rest:
         review = await rest.get("/v1/anchors", params={"repo": SLUG})
@@ -185,7 +230,10 @@ async def test_an_anchor_follows_its_code_through_every_change(stack: Stack) -> 
         }
         assert review.json()["truncated"] is False
         fresh = await rest.get("/v1/anchors", params={"repo": SLUG, "status": "fresh"})
-        assert [n["post_id"] for n in fresh.json()["anchors"]] == [narrowed.json()["id"]]
+        assert {n["post_id"] for n in fresh.json()["anchors"]} == {
+            narrowed.json()["id"],
+            twin_id,
+        }
         confirmed = await rest.post(f"/v1/posts/{post_id}/anchors/{by_symbol['id']}/confirm")
         assert confirmed.status_code == 200, confirmed.text
         assert confirmed.json()["status"] == "fresh"
@@ -214,6 +262,9 @@ async def test_an_anchor_follows_its_code_through_every_change(stack: Stack) -> 
     assert moved_to["path"] == "billing/retries.py"
     assert moved_to["qualified_name"].endswith("retry_failed_charge")
     assert (moved_to["start_line"], moved_to["end_line"]) == (1, 3)
+    # A scope follows the code where it moved; moved is no change of what the note says.
+    assert await _search(stack, alice, phrase, repo=SLUG, path="billing/retries.py") == [post_id]
+    assert await _search(stack, alice, phrase, **scoped) == []
     async with stack.client(alice) as rest:
         confirmed = await rest.post(f"/v1/posts/{post_id}/anchors/{anchors[0]['id']}/confirm")
         assert confirmed.status_code == 200, confirmed.text
@@ -227,7 +278,7 @@ async def test_an_anchor_follows_its_code_through_every_change(stack: Stack) -> 
         gone = await rest.post(f"/v1/posts/{post_id}/anchors/{anchors[0]['id']}/confirm")
         assert gone.status_code == 409, gone.text
         kept = await rest.get(f"/v1/posts/{post_id}")
-        assert kept.json()["title"] == "retry_failed_charge may run twice"
+        assert kept.json()["title"] == TITLE
 
 
 async def test_an_unreadable_repository_is_refused_like_a_missing_one(stack: Stack) -> None:
@@ -324,3 +375,196 @@ async def test_only_the_commons_rechecks_and_only_admins_ask_it_to(
     assert code == 0, body
     assert body["check"]["repositories"] == 1
     assert isinstance(body["anchors"], list) and body["truncated"] is False
+
+
+async def test_a_scoped_search_keeps_the_notes_anchored_there(stack: Stack) -> None:
+    """repo, path prefix (a file or a directory, not a name's prefix) and symbol (qualified
+    or a dotted suffix); an unreadable repository answers like a missing one; a malformed
+    scope is 400 saying what was wrong."""
+    alice, stranger = await stack.key("alice"), await stack.key("stranger")
+    phrase = '"zebra refunds"'
+    notes = {}
+    async with stack.client(alice) as rest:
+        for name, anchors in (
+            ("ledger", [{"repo": SLUG, "symbol": "refund", "path": "billing/ledger.py"}]),
+            ("charges", [{"repo": SLUG, "symbol": "refund", "path": "billing/charges.py"}]),
+            ("none", []),
+        ):
+            posted = await rest.post(
+                "/v1/posts",
+                json={"title": f"zebra refunds: {name}", "body": "b", "anchors": anchors},
+            )
+            assert posted.status_code == 201, posted.text
+            notes[name] = posted.json()["id"]
+    ledger, charges, none = notes["ledger"], notes["charges"], notes["none"]
+    await _searchable(stack, alice, ledger, charges, none)
+    ledger_name = (await _anchors(stack, alice, ledger))[0]["qualified_name"]
+
+    assert set(await _search(stack, alice, phrase)) == {ledger, charges, none}
+    for scope, expected in (
+        ({}, {ledger, charges}),
+        ({"path": "billing/ledger.py"}, {ledger}),
+        ({"path": "./billing/"}, {ledger, charges}),
+        ({"path": "bill"}, set()),
+        ({"path": "billing/ledger"}, set()),
+        ({"symbol": "refund"}, {ledger, charges}),
+        ({"symbol": ledger_name}, {ledger}),
+        ({"symbol": ledger_name.split(".", 1)[1]}, {ledger}),
+        ({"symbol": "efund"}, set()),
+        ({"path": "billing/charges.py", "symbol": "refund"}, {charges}),
+    ):
+        found = await _search(stack, alice, phrase, repo=SLUG.upper(), **scope)
+        assert set(found) == expected, scope
+
+    # A repository the key cannot read: the answer of one that does not exist.
+    missing = "example.com/acme/nothing"
+    async with stack.client(stranger) as rest:
+        refused = [
+            await rest.get("/v1/search", params={"q": phrase, "repo": slug})
+            for slug in (SLUG, missing)
+        ]
+        bad = [
+            await rest.get("/v1/search", params={"q": phrase, **scope})
+            for scope in (
+                {"path": "billing"},
+                {"symbol": "refund"},
+                {"repo": SLUG, "path": "../etc/passwd"},
+                {"repo": SLUG, "path": "/etc/passwd"},
+                {"repo": SLUG, "symbol": "refund."},
+                {"repo": "x" * 301},
+                {"repo": SLUG, "path": "a" * 1025},
+            )
+        ]
+    assert [r.status_code for r in refused] == [404, 404]
+    assert refused[0].json()["error"] == refused[1].json()["error"] == "not_found"
+    assert refused[0].json()["detail"].replace(SLUG, "X") == refused[1].json()["detail"].replace(
+        missing, "X"
+    )
+    assert [r.status_code for r in bad] == [400] * 7, [r.text for r in bad]
+    details = [r.json()["detail"] for r in bad]
+    assert details[0].startswith("repo: required") and details[1].startswith("repo: required")
+    assert details[2].startswith("path: ") and details[3].startswith("path: ")
+    assert details[4].startswith("symbol: ")
+    # An admin reads every repository.
+    assert set(await _search(stack, stack.admin_key, phrase, repo=SLUG)) == {ledger, charges}
+
+    async with mcp(stack, alice) as client:
+        error, found = await call(
+            client, "commons_search", {"query": phrase, "repo": SLUG, "path": "billing/ledger.py"}
+        )
+        assert not error, found
+        assert [r["id"] for r in found["results"]] == [ledger]
+        error, _ = await call(client, "commons_search", {"query": phrase, "path": "billing"})
+        assert error
+    async with mcp(stack, stranger) as client:
+        error, _ = await call(client, "commons_search", {"query": phrase, "repo": SLUG})
+        assert error
+
+
+async def test_mcp_tools_anchor_and_confirm_a_note(stack: Stack) -> None:
+    alice, stranger = await stack.key("alice"), await stack.key("stranger")
+    async with mcp(stack, alice) as client:
+        error, note = await call(
+            client,
+            "commons_post",
+            {
+                "title": "ledger refunds are reversals",
+                "body": "never delete a ledger entry",
+                "anchors": [
+                    {"repo": SLUG, "path": "billing/ledger.py", "start_line": 1, "end_line": 1}
+                ],
+            },
+        )
+        assert not error, note
+        assert [a["path"] for a in note["anchors"]] == ["billing/ledger.py"]
+        error, anchored = await call(
+            client,
+            "commons_anchor",
+            {
+                "post_id": note["id"],
+                "anchors": [{"repo": SLUG, "symbol": "refund", "path": "billing/charges.py"}],
+            },
+        )
+        assert not error, anchored
+        assert [a["path"] for a in anchored["anchors"]] == [
+            "billing/ledger.py",
+            "billing/charges.py",
+        ]
+        first = anchored["anchors"][0]
+        error, confirmed = await call(
+            client, "commons_confirm_anchor", {"post_id": note["id"], "anchor_id": first["id"]}
+        )
+        assert not error, confirmed
+        assert (confirmed["id"], confirmed["status"]) == (first["id"], "fresh")
+        error, unresolved = await call(
+            client,
+            "commons_anchor",
+            {"post_id": note["id"], "anchors": [{"repo": SLUG, "symbol": "no_such_function"}]},
+        )
+        assert error and "anchors[0]" in json.dumps(unresolved)
+    async with mcp(stack, stranger) as client:
+        # Not the author: refused, and nothing about the note's code is told.
+        error, refused = await call(
+            client,
+            "commons_anchor",
+            {
+                "post_id": note["id"],
+                "anchors": [{"repo": SLUG, "symbol": "refund", "path": "billing/ledger.py"}],
+            },
+        )
+        assert error
+        error, refused = await call(
+            client, "commons_confirm_anchor", {"post_id": note["id"], "anchor_id": first["id"]}
+        )
+        assert error
+        assert "billing" not in json.dumps(refused)
+    assert len(await _anchors(stack, alice, note["id"])) == 2
+
+
+async def test_cli_posts_anchors_confirms_and_searches_in_scope(
+    stack: Stack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert stack.commons is not None
+    monkeypatch.setenv("COMMONS_ADDR", f"127.0.0.1:{stack.commons.port}")
+    use_test_secret(monkeypatch)
+    parser = argparse.ArgumentParser(prog="cograph")
+    notes_cmd.register(parser.add_subparsers(dest="command", required=True))
+
+    async def run(*argv: str) -> tuple[int, Any, str]:
+        args = parser.parse_args(["notes", *argv])
+        code: int = await asyncio.to_thread(args.handler, args)
+        out = capsys.readouterr()
+        body = json.loads(out.out) if "--json" in argv and out.out.strip() else None
+        return code, body, out.err
+
+    code, note, _ = await run(
+        "post",
+        "okapi: ledger entries are reversed",
+        "b",
+        "--anchor",
+        f"{SLUG}:billing/ledger.py:1-2",
+        "--json",
+    )
+    assert code == 0, note
+    assert [a["path"] for a in note["anchors"]] == ["billing/ledger.py"]
+    # The service's refusal, shown with its code: the symbol resolves to nothing.
+    code, _, err = await run("anchor", note["id"], "--anchor", f"{SLUG}:no_such_function")
+    assert code == 1 and err.startswith("error: invalid_argument: anchors[0]"), err
+    code, body, _ = await run("anchor", note["id"], "--anchor", f"{SLUG}:refund", "--json")
+    assert code == 1 and body["error"] == "invalid_argument" and "2 symbols" in body["detail"]
+    code, post, _ = await run(
+        "anchor", note["id"], "--anchor", f"{SLUG}:billing.charges.refund", "--json"
+    )
+    assert code == 0, post
+    assert len(post["anchors"]) == 2
+    code, anchor, _ = await run("confirm", note["id"], post["anchors"][0]["id"], "--json")
+    assert code == 0 and anchor["status"] == "fresh", anchor
+    await _searchable(stack, stack.admin_key, note["id"])
+    code, found, _ = await run(
+        "search", '"okapi"', "--repo", SLUG, "--path", "billing/ledger.py", "--json"
+    )
+    assert code == 0 and [r["id"] for r in found["results"]] == [note["id"]]
+    code, found, _ = await run("search", '"okapi"', "--repo", SLUG, "--path", "docs", "--json")
+    assert code == 0 and found["results"] == []
+    code, body, _ = await run("search", '"okapi"', "--path", "billing", "--json")
+    assert code == 1 and body["error"] == "invalid_argument" and body["detail"].startswith("repo:")

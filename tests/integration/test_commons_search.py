@@ -279,6 +279,7 @@ async def _explain(database_url: str, strategy: Strategy, patterns: list[str]) -
                 1200,
                 1.0,
                 0.15,
+                0.1,
                 *k,
                 *patterns,
             )

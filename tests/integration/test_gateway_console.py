@@ -2,10 +2,11 @@
 over one real stack: the key checked, code results in ranked order with whole-word marks,
 the file view (highlighted, scrolled to the range, its outline), references and the graph
 as links, explain per result, the empty, low-confidence and error states, and the commons
-(search, post, vote, comment, the recent notes). Each state checked is also saved as a
-screenshot, under `$COGRAPH_TEST_ARTIFACTS/console/<test>/` when that is set (a folder to
-keep, say as a CI job's artifacts), else in the test's tmp_path; each file is checked to be
-a PNG of the whole viewport."""
+(search, post, vote, comment, the recent notes, a note's anchors and their confirmation).
+Each state checked is also saved as a screenshot, under
+`$COGRAPH_TEST_ARTIFACTS/console/<test>/` when that is set (a folder to keep, say as a CI
+job's artifacts), else in the test's tmp_path; each file is checked to be a PNG of the
+whole viewport."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, ViewportSize, async_playwright
 
+from tests.integration.support.git_repos import JAN, commit_all, write
 from tests.integration.support.stacks import Stack, gateway_stack, wait_job, wait_searchable
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -87,6 +89,7 @@ class Console:
     browser: Browser
     key: str
     other_note: str  # a note by someone else, for voting and commenting
+    source: Path  # the indexed repository's git working tree
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -110,11 +113,12 @@ async def console(
             ).json()
             await wait_searchable(rest, post["id"])
         # Sources are created by an admin (a server path, new names) and granted to the user.
+        source = _git_repo(tmp / "src")
         async with stack.client(stack.admin_key) as admin:
             started = await admin.post(
                 "/api/repositories",
                 json={
-                    "source": str(_git_repo(tmp / "src")),
+                    "source": str(source),
                     "slug": SLUG,
                     "grant_principal_ids": ["console-user"],
                 },
@@ -136,7 +140,7 @@ async def console(
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             try:
-                yield Console(stack, browser, key, post["id"])
+                yield Console(stack, browser, key, post["id"], source)
             finally:
                 await browser.close()
 
@@ -664,3 +668,103 @@ async def test_notes_anchored_to_code_show_under_it_and_open_in_the_commons(
         async with console.stack.client(console.stack.admin_key) as admin:
             gone = await admin.request("DELETE", f"/v1/posts/{note_id}", json={"reason": "test"})
             assert gone.status_code in (200, 204), gone.text
+
+
+async def _open_note(console: Console, key: str, title: str, *, wrote: bool = False) -> Opened:
+    """The commons tab with `key` and the note `title` opened from the recent list; when
+    the key `wrote` in the commons, once the page knows whose key it is."""
+    opened = await _open(console, key)
+    page = opened.page
+    await page.click("#tab-commons")
+    if wrote:
+        await page.wait_for_function(
+            "() => document.getElementById('me-summary').textContent !== 'not set'"
+        )
+    await page.locator("#commons-recent article.note h3 button", has_text=title).first.click()
+    await page.locator("#note-view").wait_for()
+    return opened
+
+
+async def test_a_notes_anchors_and_their_confirmation(console: Console, shots: Screenshots) -> None:
+    """Last in the module: it changes the indexed repository. The note's anchors show their
+    code, status and a link to it; only the author and admins get a confirm button, on the
+    anchor whose code changed, and confirming it makes it fresh."""
+    stack = console.stack
+    title = "run() reads the whole file"
+    async with stack.client(console.key) as rest:
+        posted = await rest.post(
+            "/v1/posts",
+            json={
+                "title": title,
+                "body": "Large configs are read into memory at once.",
+                "anchors": [
+                    {"repo": SLUG, "symbol": "run"},
+                    {
+                        "repo": SLUG,
+                        "path": "config.py",
+                        "start_line": LOAD_LINE,
+                        "end_line": LOAD_LINE,
+                    },
+                ],
+            },
+        )
+        assert posted.status_code == 201, posted.text
+    post_id = posted.json()["id"]
+    main = console.source / "main.py"
+    write(console.source, "main.py", main.read_text().replace(".load(path)", ".load(path).strip()"))
+    commit_all(console.source, "strip", JAN)
+    reader = await stack.key("anchor-reader")
+    async with stack.client(stack.admin_key) as admin:
+        started = await admin.post(
+            "/api/repositories", json={"source": str(console.source), "slug": SLUG}
+        )
+        assert started.status_code == 202, started.text
+        assert (await wait_job(admin, started.json()["job"]["id"]))["state"] == "succeeded"
+        granted = await admin.post(
+            "/api/access/grant", json={"principal_id": "anchor-reader", "repository": SLUG}
+        )
+        assert granted.status_code == 200, granted.text
+    assert stack.commons is not None and stack.commons.anchor_watch is not None
+    await stack.commons.anchor_watch.check()
+
+    anchors = "#note-view .anchors li.anchor"
+    # A reader of the code who did not write the note: the anchors, no confirm button.
+    opened = await _open_note(console, reader, title)
+    page = opened.page
+    await page.locator(anchors).nth(1).wait_for()
+    statuses = [await a.get_attribute("data-status") for a in await page.locator(anchors).all()]
+    assert statuses == ["body_changed", "fresh"]
+    assert await page.locator("#note-view button.confirm-anchor").count() == 0
+    first = page.locator(anchors).first
+    assert await first.locator(".repo").inner_text() == SLUG
+    assert (await first.locator("a.where").inner_text()).endswith("run")
+    assert await first.locator("a.where").get_attribute("href") == (
+        f"#file?repo={SLUG.replace('/', '%2F')}&path=main.py&start=4&end=5"
+    )
+    assert opened.errors == [], opened.errors
+    await page.close()
+    # An admin may confirm it.
+    opened = await _open_note(console, stack.admin_key, title)
+    await opened.page.locator("#note-view button.confirm-anchor").wait_for()
+    await opened.page.close()
+    # Its author confirms it: fresh at the commit indexed now.
+    opened = await _open_note(console, console.key, title, wrote=True)
+    page = opened.page
+    confirm = page.locator("#note-view button.confirm-anchor")
+    await confirm.wait_for()
+    assert await confirm.count() == 1
+    assert (
+        await page.locator(f"{anchors}[data-status=body_changed] button.confirm-anchor").count()
+        == 1
+    )
+    await shots.take(page, "commons-anchors")
+    await confirm.click()
+    await page.locator(f"{anchors}[data-status=fresh]").nth(1).wait_for()
+    assert await confirm.count() == 0
+    assert "Anchor confirmed" in await page.inner_text("#commons-state")
+    await shots.take(page, "commons-anchor-confirmed")
+    assert opened.errors == [], opened.errors
+    await page.close()
+    async with stack.client(console.key) as rest:
+        stored = (await rest.get(f"/v1/posts/{post_id}")).json()["anchors"]
+    assert [a["status"] for a in stored] == ["fresh", "fresh"]

@@ -32,6 +32,8 @@ TOOLS = {
     "commons_vote",
     "commons_comment",
     "commons_anchors",
+    "commons_anchor",
+    "commons_confirm_anchor",
     "cograph_read",
     "cograph_files",
     "cograph_grep",

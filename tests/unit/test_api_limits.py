@@ -393,3 +393,41 @@ def test_anchor_review_limits_are_what_the_commons_enforces() -> None:
     ):
         with pytest.raises(InvalidArgument):
             validate_review(repo, status, limit)
+
+
+def test_note_search_scope_limits_are_what_the_commons_enforces(openapi: Schema) -> None:
+    """A scoped note search (GET /v1/search repo, path, symbol) at its edges: the published
+    query parameters and the commons' own check (cograph_api.anchors.check_scope)."""
+    from cograph_api.anchors import Scope, check_scope
+
+    for name, most in (
+        ("repo", limits.SLUG_MAX_CHARS),
+        ("path", limits.PATH_MAX_CHARS),
+        ("symbol", limits.SYMBOL_MAX_CHARS),
+    ):
+        assert _query_param(openapi, "/v1/search", name)["maxLength"] == most
+    _string_edge(lambda v: check_scope(v, "", ""), limits.SLUG_MAX_CHARS)
+    _string_edge(lambda v: check_scope("h/o/n", v, ""), limits.PATH_MAX_CHARS)
+    _string_edge(lambda v: check_scope("h/o/n", "", v), limits.SYMBOL_MAX_CHARS)
+
+    assert check_scope("", "", "") is None
+    assert check_scope(" H/O/N ", "./billing/", "") == Scope("h/o/n", "billing", "")
+    assert check_scope("h/o/n", "a/b.py", "Ledger.refund") == Scope(
+        "h/o/n", "a/b.py", "Ledger.refund"
+    )
+    for repo, path, symbol, field in (
+        ("", "billing", "", "repo"),
+        ("", "", "refund", "repo"),
+        ("h/o/n", "../etc", "", "path"),
+        ("h/o/n", "a/../b", "", "path"),
+        ("h/o/n", "/etc/passwd", "", "path"),
+        ("h/o/n", "a\\b", "", "path"),
+        ("h/o/n", "a//b", "", "path"),
+        ("h/o/n", "/", "", "path"),
+        ("h/o/n", "a\x00b", "", "path"),
+        ("h/o/n", "", "refund.", "symbol"),
+        ("h/o/n", "", "a..b", "symbol"),
+        ("h/\x01", "", "", "repo"),
+    ):
+        with pytest.raises(InvalidArgument, match=f"^{field}:"):
+            check_scope(repo, path, symbol)

@@ -157,6 +157,8 @@ ARG_MODELS: dict[str, type[BaseModel]] = {
     "commons_post": mcp_tools.CommonsPostArgs,
     "commons_vote": mcp_tools.CommonsVoteArgs,
     "commons_anchors": mcp_tools.CommonsAnchorsArgs,
+    "commons_anchor": mcp_tools.CommonsAnchorArgs,
+    "commons_confirm_anchor": mcp_tools.CommonsConfirmAnchorArgs,
     "commons_comment": mcp_tools.CommonsCommentArgs,
     "cograph_read": mcp_tools.ReadArgs,
     "cograph_files": mcp_tools.FilesArgs,

@@ -31,6 +31,8 @@ SAMPLE = {
     "path": "p",
     "pattern": "x",
     "job_id": "j",
+    "anchor_id": "a",
+    "anchors": [{"repo": "h/o/n", "symbol": "f"}],
 }
 TOOLS = sorted(mcp_args.ARGS)
 

@@ -689,7 +689,70 @@ function commentItem(comment) {
     el("div", { class: "body" }, comment.body));
 }
 
-function renderNote(post, comments, terms) {
+// Whether this key is an admin's: no answer about a key says so, and the moderation log
+// answers admin keys only (one entry asked for). Asked once per key, when a note with a
+// changed anchor is shown to someone who did not write it.
+const adminKeys = new Map();
+
+async function isAdmin() {
+  const key = storedKey();
+  if (!adminKeys.has(key)) {
+    adminKeys.set(key, api("/v1/moderation/log?limit=1").then(() => true, () => false));
+  }
+  return adminKeys.get(key);
+}
+
+// The anchor statuses a note's author (or an admin) may confirm once they have read the
+// code again: its code changed or moved. An orphaned anchor's code is gone (409).
+const CONFIRMABLE = new Set(["body_changed", "signature_changed", "moved"]);
+
+function anchorBadge(status) {
+  return el("span", { class: `anchor-status ${status}`, title: "anchor status" }, status.replace("_", " "));
+}
+
+// One anchor: its repository, the symbol or lines it names as links to the code (where it
+// moved to, when it moved), its status, and a confirm button when `mayConfirm`.
+function anchorItem(post, anchor, mayConfirm) {
+  const source = { repo: anchor.repo, ref: "", collection: "" };
+  const name = anchor.symbol ? anchor.qualified_name : `${anchor.path}:${anchor.start_line}-${anchor.end_line}`;
+  const item = el("li", { class: "anchor", "data-id": anchor.id, "data-status": anchor.status },
+    anchorBadge(anchor.status), " ", el("span", { class: "repo" }, anchor.repo), " ",
+    el("a", { class: "where", href: fileHref(source, anchor.path, anchor.start_line, anchor.end_line) }, name));
+  const moved = anchor.moved_to;
+  if (moved) {
+    item.append(" → ", el("a", { class: "moved-to", href: fileHref(source, moved.path, moved.start_line, moved.end_line) },
+      `${moved.qualified_name} (${moved.path}:${moved.start_line}-${moved.end_line})`));
+  }
+  item.append(el("span", { class: "checked" }, ` checked ${shortCommit(anchor.checked_commit) || ""}`));
+  if (mayConfirm && CONFIRMABLE.has(anchor.status)) {
+    const confirm = el("button", { type: "button", class: "confirm-anchor", title: "the note still holds for the code as it is now" }, "confirm");
+    confirm.addEventListener("click", async () => {
+      resetCommonsView();
+      confirm.disabled = true;
+      try {
+        const fresh = await api(`/v1/posts/${encodeURIComponent(post.id)}/anchors/${encodeURIComponent(anchor.id)}/confirm`, { method: "POST" });
+        item.replaceWith(anchorItem(post, fresh, mayConfirm));
+        showState("commons-state", "Anchor confirmed: fresh at the current commit.", "ok");
+      } catch (error) {
+        confirm.disabled = false;
+        showError("commons-error", error.message);
+      }
+    });
+    item.append(" ", confirm);
+  }
+  return item;
+}
+
+async function anchorList(post) {
+  const anchors = post.anchors || [];
+  if (!anchors.length) return null;
+  const changed = anchors.some((a) => CONFIRMABLE.has(a.status));
+  const mayConfirm = changed && (post.contributor_no === me() || await isAdmin());
+  return el("div", { class: "anchors" }, el("h4", {}, "anchored to"),
+    el("ul", {}, ...anchors.map((a) => anchorItem(post, a, mayConfirm))));
+}
+
+function renderNote(post, comments, terms, anchors) {
   const score = el("span", { class: "score" }, String(post.score));
   const count = el("span", { class: "comment-count" }, String(post.comment_count));
   const voteButtons = [["up", "▲ up"], ["down", "▼ down"]].map(([direction, label]) => {
@@ -729,6 +792,7 @@ function renderNote(post, comments, terms) {
     el("div", { class: "meta" }, "by ", author(post.contributor_no, post.author_name), " · score ", score, " · ", count, " comments · ",
       when(post.created_at), " ", ...tagList(post.tags)),
     el("pre", {}, highlighted(post.body, terms)),
+    anchors,
     el("div", { class: "votes" }, ...voteButtons),
     el("h4", {}, "comments"), list, form));
 }
@@ -740,7 +804,7 @@ async function showNote(id, terms) {
       api(`/v1/posts/${encodeURIComponent(id)}`),
       api(`/v1/posts/${encodeURIComponent(id)}/comments`),
     ]);
-    renderNote(post, comments.comments, terms);
+    renderNote(post, comments.comments, terms, await anchorList(post));
     $("note-view").scrollIntoView({ block: "start" });
   } catch (error) {
     showError("commons-error", error.message);

@@ -667,16 +667,34 @@ class SearchPostsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     QUERY_FIELD_NUMBER: _builtins.int
+    REPO_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    SYMBOL_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The raw query; "quoted phrases" must appear literally, every word feeds the embedding."""
+    repo: _builtins.str
+    """Scope: only notes anchored to this repository (host/owner/name), which the caller must
+    read (else NOT_FOUND, as for one that does not exist); empty: every note.
+    """
+    path: _builtins.str
+    """Scope, with repo: only notes anchored in this file or under this directory (a path
+    prefix ending at a '/'), where the code is now (moved_to when it moved).
+    """
+    symbol: _builtins.str
+    """Scope, with repo: only notes anchored to this symbol: its qualified name or a dotted
+    suffix of it (`refund`, `Ledger.refund`), where the code is now.
+    """
     def __init__(
         self,
         *,
         query: _builtins.str = ...,
+        repo: _builtins.str = ...,
+        path: _builtins.str = ...,
+        symbol: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["query", b"query"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "query", b"query", "repo", b"repo", "symbol", b"symbol"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -179,7 +179,8 @@ class CommonsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchPosts(self, request, context):
-        """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally.
+        """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally,
+        a scope (repo, path, symbol) keeps the notes anchored there.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

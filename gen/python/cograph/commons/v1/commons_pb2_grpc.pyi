@@ -46,7 +46,9 @@ class CommonsServiceStub:
     ListComments: _grpc.UnaryUnaryMultiCallable[_commons_pb2.ListCommentsRequest, _commons_pb2.ListCommentsResponse]
     """Lists a note's comments, oldest first."""
     SearchPosts: _grpc.UnaryUnaryMultiCallable[_commons_pb2.SearchPostsRequest, _commons_pb2.SearchPostsResponse]
-    """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally."""
+    """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally,
+    a scope (repo, path, symbol) keeps the notes anchored there.
+    """
     SetPostHidden: _grpc.UnaryUnaryMultiCallable[_commons_pb2.SetPostHiddenRequest, _commons_pb2.SetPostHiddenResponse]
     """Hides or unhides a note (admins only, with a reason; recorded in the moderation log)."""
     SetCommentHidden: _grpc.UnaryUnaryMultiCallable[_commons_pb2.SetCommentHiddenRequest, _commons_pb2.SetCommentHiddenResponse]
@@ -92,7 +94,9 @@ class CommonsServiceAsyncStub(CommonsServiceStub):
     ListComments: _aio.UnaryUnaryMultiCallable[_commons_pb2.ListCommentsRequest, _commons_pb2.ListCommentsResponse]  # type: ignore[assignment]
     """Lists a note's comments, oldest first."""
     SearchPosts: _aio.UnaryUnaryMultiCallable[_commons_pb2.SearchPostsRequest, _commons_pb2.SearchPostsResponse]  # type: ignore[assignment]
-    """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally."""
+    """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally,
+    a scope (repo, path, symbol) keeps the notes anchored there.
+    """
     SetPostHidden: _aio.UnaryUnaryMultiCallable[_commons_pb2.SetPostHiddenRequest, _commons_pb2.SetPostHiddenResponse]  # type: ignore[assignment]
     """Hides or unhides a note (admins only, with a reason; recorded in the moderation log)."""
     SetCommentHidden: _aio.UnaryUnaryMultiCallable[_commons_pb2.SetCommentHiddenRequest, _commons_pb2.SetCommentHiddenResponse]  # type: ignore[assignment]
@@ -177,7 +181,9 @@ class CommonsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _commons_pb2.SearchPostsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_commons_pb2.SearchPostsResponse, _abc.Awaitable[_commons_pb2.SearchPostsResponse]]:
-        """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally."""
+        """Searches embedded notes by meaning, blended with votes; quoted phrases filter literally,
+        a scope (repo, path, symbol) keeps the notes anchored there.
+        """
 
     @_abc_1.abstractmethod
     def SetPostHidden(
