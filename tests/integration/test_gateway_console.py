@@ -517,8 +517,10 @@ async def test_commons_search_post_vote_and_comment(console: Console, shots: Scr
     # Someone else's note, found by meaning, with the query's whole words marked.
     await page.fill("#commons-query", "add a registration form")
     await page.click("#commons-form button[type=submit]")
+    # The tab opened on the recent notes: wait for the search's own list (its marks), not
+    # the list it replaces.
+    await page.locator("#commons-results mark").first.wait_for()
     found = page.locator("#commons-results article.note").first
-    await found.wait_for()
     assert await page.locator("#commons-error").is_hidden()
     assert "Sign-up lives in auth/signup.tsx" in await found.inner_text()
     assert "registration" in await page.locator("#commons-results mark").all_inner_texts()
