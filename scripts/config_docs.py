@@ -208,12 +208,14 @@ META: dict[str, Meta] = {
         allowed="a `postgresql://` URL",
     ),
     "COGRAPH_DATABASE_READ_URL": Meta(
-        "Streaming replicas of `COGRAPH_DATABASE_URL` for read-only requests (searches, read, "
-        "files, outline, grep, references, graph), several separated by spaces. A replica is "
-        "used while it is at most `COGRAPH_REPLICA_MAX_LAG_S` behind and has replayed the "
-        "caller's own last write (its index job's publication, a grant naming it) and every "
-        "change all readers must see (a repository made private or deleted); otherwise the "
-        "primary answers. An unreachable replica is left out until it answers again.",
+        "Streaming replicas of `COGRAPH_DATABASE_URL` for read-only requests (retrieval: "
+        "searches, read, files, outline, grep, references, graph; the commons: note search, "
+        "listing, a note and its comments), several separated by spaces. A replica is used "
+        "while it is at most `COGRAPH_REPLICA_MAX_LAG_S` behind and has replayed the caller's "
+        "own last write (its index job's publication, a grant naming it, its note, vote or "
+        "comment) and every change all readers must see (a repository made private or "
+        "deleted, a note hidden or deleted); otherwise the primary answers. An unreachable "
+        "replica is left out until it answers again.",
         default="unset: every request on the primary",
         allowed="`postgresql://` URLs separated by spaces",
     ),

@@ -32,6 +32,7 @@ from svckit.disk import DiskWatch
 from svckit.internal_auth import TokenSigner, TokenVerifier
 from svckit.metrics import ServiceMetrics
 from svckit.migrations import migrate
+from svckit.replicas import ReadRouter
 from svckit.server import GrpcHost
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class CommonsApp:
     space: EmbeddingSpace | None = None  # the embedder's model against the stored vectors'
     retrieval_channel: grpc.aio.Channel | None = None  # anchors' resolution and checks
     anchor_watch: AnchorWatch | None = None
+    reads: ReadRouter | None = None  # searches and reads on replicas (svckit.replicas)
 
     @property
     def port(self) -> int:
@@ -71,6 +73,8 @@ class CommonsApp:
             await self.channel.close(None)
         if self.retrieval_channel is not None:
             await self.retrieval_channel.close(None)
+        if self.reads is not None:
+            await self.reads.stop()
         await self.pool.close()
 
 
@@ -93,7 +97,15 @@ async def start_commons(
             tracer_provider=tracer_provider,
         )
     client = EmbedderClient(embedder_channel, timeout_s=settings.embedder_timeout_s)
-    store = CommonsStore(pool)
+    # With COGRAPH_DATABASE_READ_URL, searches and reads go to replicas that are caught up
+    # (and have replayed the caller's own writes and every moderation); the check opens
+    # their pools, so a replica that is down does not stop the start.
+    reads = (
+        ReadRouter(pool, settings.replicas, writes_table="commons_principal_writes")
+        if settings.replicas.urls
+        else None
+    )
+    store = CommonsStore(pool, reads)
     # Which model the notes' vectors come from, against the embedder's: checked at first
     # contact, every EMBEDDING_SPACE_CHECK_S and on every embedding; vectors of another
     # model are neither searched with nor written.
@@ -148,7 +160,7 @@ async def start_commons(
     )
     board.attach_anchors(AnchorDesk(pool, retrieval, settings.retrieval_timeout_s), anchor_watch)
     disk = DiskWatch(settings.disk) if settings.disk is not None else None
-    servicer = CommonsServicer(board, CodeNotes(pool, settings.weights), disk)
+    servicer = CommonsServicer(board, CodeNotes(pool, settings.weights), disk, reads)
     metrics = _metrics(pool, store)
 
     def register(server: grpc.aio.Server) -> None:
@@ -178,10 +190,22 @@ async def start_commons(
     backfill = BackfillWorker(note_embedder, settings.backfill_interval_s)
     backfill.start()
     anchor_watch.start()
+    if reads is not None:
+        await reads.check()  # the replicas' first state before the first request
+        reads.start()
     await host.set_serving()
     log.info("commons serving", extra={"port": host.port, "metrics": host.metrics_address})
     return CommonsApp(
-        host, pool, board, note_embedder, backfill, owned, space, retrieval_channel, anchor_watch
+        host,
+        pool,
+        board,
+        note_embedder,
+        backfill,
+        owned,
+        space,
+        retrieval_channel,
+        anchor_watch,
+        reads,
     )
 
 

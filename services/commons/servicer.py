@@ -23,7 +23,9 @@ from commons.models import (
     Profile,
     SearchHit,
 )
+from svckit import requestctx
 from svckit.disk import DiskWatch
+from svckit.replicas import EVERYONE, ReadRouter
 
 _DIRECTION_TO_VALUE = {
     commons_pb2.VOTE_DIRECTION_UP: 1,
@@ -182,12 +184,26 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         board: NotesBoard,
         code_notes: CodeNotes,
         disk: DiskWatch | None = None,
+        reads: ReadRouter | None = None,
     ) -> None:
         self._board = board
         self._code_notes = code_notes
+        # Reads on replicas (svckit.replicas): each write below is recorded so that its
+        # author reads it back, and moderation for every reader (a hidden note must not
+        # be read from a replica that has not replayed the hiding).
+        self._reads = reads
         # Posts, votes and comments stop while the disk is nearly full (svckit.disk);
         # reads, deletes and moderation go on (a delete frees room).
         self._disk = disk
+
+    async def _wrote(self, *, everyone: bool = False) -> None:
+        if self._reads is None:
+            return
+        principal = requestctx.current_principal()
+        if principal is not None:
+            await self._reads.wrote(principal.id)
+        if everyone:
+            await self._reads.wrote(EVERYONE)
 
     def _require_space(self, what: str) -> None:
         if self._disk is not None:
@@ -200,6 +216,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         post = await self._board.create_post(
             request.title, request.body, list(request.tags), list(request.anchors)
         )
+        await self._wrote()
         return commons_pb2.CreatePostResponse(post=post_message(post))
 
     async def GetPost(
@@ -212,6 +229,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         self, request: commons_pb2.DeletePostRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.DeletePostResponse:
         await self._board.delete_post(request.post_id, request.reason)
+        await self._wrote(everyone=True)
         return commons_pb2.DeletePostResponse()
 
     async def VotePost(
@@ -222,6 +240,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         outcome = await self._board.vote(
             request.post_id, _DIRECTION_TO_VALUE.get(request.direction, 99)
         )
+        await self._wrote()
         return commons_pb2.VotePostResponse(
             post_id=str(outcome.post_id),
             score=outcome.score,
@@ -233,6 +252,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
     ) -> commons_pb2.CreateCommentResponse:
         self._require_space("commenting")
         comment, count = await self._board.add_comment(request.post_id, request.body)
+        await self._wrote()
         return commons_pb2.CreateCommentResponse(
             comment=comment_message(comment), comment_count=count
         )
@@ -255,6 +275,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         self, request: commons_pb2.SetPostHiddenRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.SetPostHiddenResponse:
         changed = await self._board.set_post_hidden(request.post_id, request.hidden, request.reason)
+        await self._wrote(everyone=True)
         return commons_pb2.SetPostHiddenResponse(
             post_id=request.post_id.strip(), hidden=request.hidden, changed=changed
         )
@@ -265,6 +286,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         changed = await self._board.set_comment_hidden(
             request.comment_id, request.hidden, request.reason
         )
+        await self._wrote(everyone=True)
         return commons_pb2.SetCommentHiddenResponse(
             comment_id=request.comment_id.strip(), hidden=request.hidden, changed=changed
         )
@@ -273,6 +295,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
         self, request: commons_pb2.DeleteCommentRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.DeleteCommentResponse:
         await self._board.delete_comment(request.comment_id, request.reason)
+        await self._wrote(everyone=True)
         return commons_pb2.DeleteCommentResponse()
 
     async def ListModerationLog(
@@ -305,6 +328,7 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
     ) -> commons_pb2.SetDisplayNameResponse:
         self._require_space("setting a display name")
         profile = await self._board.set_display_name(request.display_name)
+        await self._wrote()
         return commons_pb2.SetDisplayNameResponse(profile=profile_message(profile))
 
     async def AddAnchors(
@@ -312,12 +336,14 @@ class CommonsServicer(commons_pb2_grpc.CommonsServiceServicer):
     ) -> commons_pb2.AddAnchorsResponse:
         self._require_space("anchoring a note")
         post = await self._board.add_anchors(request.post_id, list(request.anchors))
+        await self._wrote()
         return commons_pb2.AddAnchorsResponse(post=post_message(post))
 
     async def ConfirmAnchor(
         self, request: commons_pb2.ConfirmAnchorRequest, context: grpc.aio.ServicerContext
     ) -> commons_pb2.ConfirmAnchorResponse:
         anchor = await self._board.confirm_anchor(request.post_id, request.anchor_id)
+        await self._wrote()
         return commons_pb2.ConfirmAnchorResponse(anchor=anchor_message(anchor))
 
     async def ListAnchors(

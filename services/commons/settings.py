@@ -17,6 +17,7 @@ from svckit.config import (
 )
 from svckit.disk import DiskSettings
 from svckit.metrics import MetricsSettings
+from svckit.replicas import ReplicaSettings
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class CommonsSettings:
     retrieval_timeout_s: float = 5.0  # each anchor call's deadline
     anchor_check_interval_s: float = 30.0  # between staleness checks; also a pass's budget
     anchor_check_batch: int = 200  # anchors sent to retrieval per call
+    # Searches and reads on streaming replicas (COGRAPH_DATABASE_READ_URL; svckit.replicas).
+    replicas: ReplicaSettings = field(default_factory=ReplicaSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> CommonsSettings:
@@ -61,6 +64,9 @@ class CommonsSettings:
         return cls(
             address=env.str("COMMONS_LISTEN", "127.0.0.1:50054"),
             database_url=env.str("COGRAPH_DATABASE_URL"),
+            replicas=ReplicaSettings.from_env(
+                env, pool_size=env.int("COMMONS_DB_POOL_MAX", 10, min=2, max=200)
+            ),
             embedder_addr=env.str("EMBEDDER_ADDR", "127.0.0.1:50051"),
             embedder_timeout_s=query_embed_timeout_s(env),
             embedder_breaker=embedder_breaker(env),

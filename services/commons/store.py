@@ -33,6 +33,8 @@ from commons.models import (
 from commons.query import escape_like
 from commons.ranking import CHANGED_STATUSES, RankingWeights, Strategy, ef_search_for
 from commons.validation import NewPost
+from svckit import requestctx
+from svckit.replicas import ReadRouter
 
 Vector = npt.NDArray[np.float32]
 
@@ -371,8 +373,18 @@ async def _log(
 
 
 class CommonsStore:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, reads: ReadRouter | None = None) -> None:
         self._pool = pool
+        # Where reads run: a replica that has replayed the caller's own writes and every
+        # reader's fences (a note hidden or deleted), else the primary (svckit.replicas).
+        self._reads = reads
+
+    async def _reader(self) -> asyncpg.Pool:
+        """The pool for a read of the current caller."""
+        if self._reads is None:
+            return self._pool
+        principal = requestctx.current_principal()
+        return (await self._reads.for_read(principal.id if principal else "")).pool
 
     @staticmethod
     async def _user(conn: asyncpg.Connection, principal_id: str) -> uuid.UUID:
@@ -423,7 +435,8 @@ class CommonsStore:
 
     async def get_post(self, post_id: uuid.UUID, viewer: str | None, admin: bool) -> Post | None:
         """The note, or None when it does not exist or is hidden from this viewer."""
-        row = await self._pool.fetchrow(
+        pool = await self._reader()
+        row = await pool.fetchrow(
             f"SELECT {_POST_COLUMNS} FROM posts p JOIN users u ON u.id = p.author_id "
             f"WHERE p.id = $1 AND {visible('p.hidden_at', 'u.principal_id', '$2', '$3')}",
             post_id,
@@ -432,7 +445,7 @@ class CommonsStore:
         )
         if row is None:
             return None
-        return replace(_post(row), anchors=await anchor_store.of_post(self._pool, post_id))
+        return replace(_post(row), anchors=await anchor_store.of_post(pool, post_id))
 
     async def delete_post(self, post_id: uuid.UUID, actor: Actor) -> DeleteOutcome:
         """Deletes the note for its author, or for an admin with a reason (logged)."""
@@ -671,7 +684,7 @@ class CommonsStore:
     ) -> list[Comment] | None:
         """The comments this viewer may see (hidden ones: their authors and admins), oldest
         first; None when the note does not exist or is hidden from the viewer."""
-        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+        async with (await self._reader()).acquire() as conn, conn.transaction(readonly=True):
             exists = await conn.fetchval(
                 "SELECT 1 FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = $1 "
                 f"AND {visible('p.hidden_at', 'u.principal_id', '$2', '$3')}",
@@ -697,7 +710,7 @@ class CommonsStore:
         """Up to page.size + 1 notes in the page's order after `after` (one more than a page:
         the caller tells from it whether another page follows)."""
         sql, args = listing_query(page, after, snippet, admin)
-        rows = await self._pool.fetch(sql, *args)
+        rows = await (await self._reader()).fetch(sql, *args)
         return [_summary(row) for row in rows]
 
     async def profile(self, principal_id: str) -> Profile:
@@ -794,7 +807,7 @@ class CommonsStore:
 
     async def search(self, params: SearchParams) -> list[SearchHit]:
         sql = search_sql(params.strategy, len(params.patterns), params.scope)
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with (await self._reader()).acquire() as conn, conn.transaction(readonly=True):
             if params.strategy is Strategy.TWO_STAGE:
                 await configure_two_stage(conn, params.k, filtered=bool(params.patterns))
             elif params.strategy is Strategy.FILTERED:

@@ -17,11 +17,15 @@ from pathlib import Path
 import pytest
 
 from bench.standby import streaming_replica
+from cograph.commons.v1 import commons_pb2, commons_pb2_grpc
 from cograph.retrieval.v1 import retrieval_pb2 as pb
+from commons.app import start_commons
 from svckit.db import create_database
 from svckit.embedded import EmbeddedPostgres
+from tests.integration.support.commons import Caller, commons_settings
 from tests.integration.support.git_repos import make_repo
 from tests.integration.support.retrieval import ADMIN, ALICE, BOB, serving, wait_job
+from tests.internal_auth import signed_channel
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -158,3 +162,67 @@ async def _repositories_on(url: str) -> int:
         return int(await conn.fetchval("SELECT count(*) FROM repositories"))
     finally:
         await conn.close()
+
+
+async def test_the_commons_reads_its_notes_on_the_replica_and_its_writers_read_back(
+    pg_home: Path, embedder_address: str
+) -> None:
+    primary = EmbeddedPostgres(pg_home / "primary")
+    server_url = primary.start()
+    try:
+        db_url = await create_database(server_url, "notes")
+        with streaming_replica(primary, pg_home / "replica") as replica:
+            settings = commons_settings(
+                db_url,
+                embedder_address,
+                COGRAPH_DATABASE_READ_URL=replica.url("notes"),
+                **REPLICA_SETTINGS,
+            )
+            app = await start_commons(settings)
+            try:
+                reads = app.reads
+                assert reads is not None
+                async with signed_channel(f"127.0.0.1:{app.port}") as channel:
+                    caller = Caller(commons_pb2_grpc.CommonsServiceStub(channel))
+
+                    async def standby_usable() -> bool:
+                        return reads.replicas[0].usable
+
+                    await eventually(standby_usable, "the standby to be checked")
+                    first = await caller.post("Retries", "Card charges retry three times.")
+
+                    async def replayed() -> bool:
+                        return not await _replay_behind(replica, db_url)
+
+                    await eventually(replayed, "the first note on the standby")
+                    before = reads.served["replica-1"]
+                    listed = await caller.list_posts(as_="bob")
+                    assert [p.id for p in listed.posts] == [first.id]
+                    assert reads.served["replica-1"] == before + 1
+
+                    # Replay paused: Alice's new note is read back from the primary; Bob,
+                    # who wrote nothing, reads the standby's older list.
+                    await replica.sql("SELECT pg_wal_replay_pause()")
+                    second = await caller.post("Refunds", "Refunds go through the ledger.")
+                    mine = await caller.list_posts(as_="alice")
+                    assert {p.id for p in mine.posts} == {first.id, second.id}
+                    theirs = await caller.list_posts(as_="bob")
+                    assert [p.id for p in theirs.posts] == [first.id]
+
+                    # Hidden by an admin: a fence for every reader; Bob's read goes to the
+                    # primary and no longer sees the note.
+                    await caller.stub.SetPostHidden(
+                        commons_pb2.SetPostHiddenRequest(
+                            post_id=first.id, hidden=True, reason="outdated"
+                        ),
+                        metadata=Caller.md("root", admin=True),
+                        timeout=10,
+                    )
+                    hidden = await caller.list_posts(as_="bob")
+                    assert first.id not in {p.id for p in hidden.posts}
+                    assert second.id in {p.id for p in hidden.posts}
+                    await replica.sql("SELECT pg_wal_replay_resume()")
+            finally:
+                await app.stop()
+    finally:
+        primary.stop()

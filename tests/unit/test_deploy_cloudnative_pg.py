@@ -111,13 +111,14 @@ def test_the_services_urls_name_the_poolers(docs: list[Obj]) -> None:
     text = (OVERLAY / "kustomization.yaml").read_text()
     assert f"@{POOLERS['rw']}:5432/cograph" in text.split("url=", 1)[1].split("\n")[0]
     assert f"@{POOLERS['ro']}:5432/cograph" in text.split("read-url=", 1)[1].split("\n")[0]
-    retrieval = _one(docs, "StatefulSet", "retrieval")
-    (main,) = [
-        c for c in retrieval["spec"]["template"]["spec"]["containers"] if c["name"] == "retrieval"
-    ]
-    env = {e["name"]: e for e in main["env"]}
-    reference = env["COGRAPH_DATABASE_READ_URL"]["valueFrom"]["secretKeyRef"]
-    assert reference == {"name": DB_SECRET, "key": "read-url", "optional": True}
+    for kind, name in (("StatefulSet", "retrieval"), ("Deployment", "commons")):
+        workload = _one(docs, kind, name)
+        (main,) = [
+            c for c in workload["spec"]["template"]["spec"]["containers"] if c["name"] == name
+        ]
+        env = {e["name"]: e for e in main["env"]}
+        reference = env["COGRAPH_DATABASE_READ_URL"]["valueFrom"]["secretKeyRef"]
+        assert reference == {"name": DB_SECRET, "key": "read-url", "optional": True}, name
 
 
 INSTANCE = {"cnpg.io/cluster": CLUSTER, "cnpg.io/podRole": "instance"}
