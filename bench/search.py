@@ -848,6 +848,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "(SELECT count(*) FROM repo_docs) AS docs"
             )
             plan = await explain_vector(conn, vectors.nodes[0], cap)
+            report["storage_bytes"] = await storage(conn)
             if args.notes:
                 await migrate(db_url, "commons", COMMONS_MIGRATIONS)
                 report["anchored_notes"] = await anchor_notes(conn, args.notes, vectors.nodes[0])
@@ -945,6 +946,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+async def storage(conn: asyncpg.Connection) -> dict[str, int]:
+    """Bytes on disk: each code store with its indexes and TOAST, and the whole database
+    (docs/scaling.md divides them by the node count)."""
+    row = await conn.fetchrow(
+        "SELECT pg_total_relation_size('code_nodes') AS code_nodes,"
+        " pg_indexes_size('code_nodes') AS code_nodes_indexes,"
+        " pg_total_relation_size('repo_docs') AS repo_docs,"
+        " pg_total_relation_size('file_contents') AS file_contents,"
+        " pg_database_size(current_database()) AS database"
+    )
+    return {key: int(value) for key, value in row.items()}
+
+
 def print_report(report: dict[str, Any]) -> None:
     lat = report["latency_ms"]
     conc, seq = lat["concurrent"], lat["sequential"]
@@ -953,6 +967,14 @@ def print_report(report: dict[str, Any]) -> None:
         f"Search over gRPC, {report['nodes']} code nodes + {report['doc_chunks']} doc chunks, "
         f"broad layers (code, ast_summary, repo_doc), top_k 10, non-admin principal"
     )
+    sizes = report.get("storage_bytes")
+    if sizes:
+        per_node = sizes["code_nodes"] / max(1, report["nodes"])
+        print(
+            f"storage: code_nodes {sizes['code_nodes'] / 1e6:.1f} MB ({per_node / 1e3:.1f} kB a "
+            f"node, indexes {sizes['code_nodes_indexes'] / 1e6:.1f} MB), database "
+            f"{sizes['database'] / 1e6:.1f} MB"
+        )
     print(f"{'':24}{'p50 ms':>10}{'p95 ms':>10}{'n':>6}")
     for key in sorted(lat):
         print(f"{key:24}{lat[key]['p50']:>10.1f}{lat[key]['p95']:>10.1f}{lat[key]['n']:>6}")

@@ -97,10 +97,12 @@ async def measure(
     truth: list[set[int]],
     *,
     rescore: int,
+    maintenance_mb: int,
 ) -> dict[str, Any]:
     await load_variant(conn, name, vectors)
     start = time.perf_counter()
-    await conn.execute("SET maintenance_work_mem = '512MB'")
+    # pgvector builds in memory up to maintenance_work_mem, then much more slowly.
+    await conn.execute(f"SET maintenance_work_mem = '{maintenance_mb}MB'")
     await conn.execute(f"CREATE INDEX items_hnsw ON items {VARIANTS[name]['index']}")
     build_s = time.perf_counter() - start
     table = int(await conn.fetchval("SELECT pg_table_size('items')"))
@@ -161,7 +163,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await register_vector(conn)
             try:
                 report["sizes"][str(size)] = {
-                    name: await measure(conn, name, vectors, queries, truth, rescore=args.rescore)
+                    name: await measure(
+                        conn,
+                        name,
+                        vectors,
+                        queries,
+                        truth,
+                        rescore=args.rescore,
+                        maintenance_mb=args.maintenance_mb,
+                    )
                     for name in VARIANTS
                 }
             finally:
@@ -190,6 +200,9 @@ def main() -> None:
     parser.add_argument("--real", type=int, default=3000, help="vectors embedded for real")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--rescore", type=int, default=100, help="binary: candidates re-scored")
+    parser.add_argument(
+        "--maintenance-mb", type=int, default=2048, help="maintenance_work_mem for the builds"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
